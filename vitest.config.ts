@@ -1,0 +1,21 @@
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vitest/config';
+
+const src = (pkg: string): string =>
+  fileURLToPath(new URL(`./packages/${pkg}/src/index.ts`, import.meta.url));
+
+export default defineConfig({
+  resolve: {
+    alias: {
+      '@stepbind/binding': src('binding'),
+      '@stepbind/runtime': src('runtime'),
+      '@stepbind/testkit': src('testkit'),
+    },
+  },
+  test: {
+    include: ['packages/*/test/**/*.test.ts', 'examples/**/*.test.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    pool: 'forks',
+  },
+});
