@@ -1,1 +1,21 @@
-export {};
+export { enumerateTools } from './enumerate.js';
+export type { EnumerateToolsOptions } from './enumerate.js';
+export { parseConfig, SERVER_NAME_PATTERN } from './config.js';
+export type {
+  HttpServerConfig,
+  RuntimeConfig,
+  ServerConfig,
+  ServerLimits,
+  StdioServerConfig,
+} from './config.js';
+export { CLIENT_INFO, connectServer, mapSdkError, SdkConnection } from './sdk.js';
+export type { CallRequestOptions, ConnectOptions, RawCallResult, ServerHello } from './sdk.js';
+export {
+  catalogReportJson,
+  discoverCatalogs,
+  formatCatalogReport,
+  loadConfigFile,
+} from './cli/catalog.js';
+export type { DiscoverCatalogsOptions, ServerCatalogReport } from './cli/catalog.js';
+export { runCli } from './cli/run.js';
+export type { CliIo } from './cli/run.js';

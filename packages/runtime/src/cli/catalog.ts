@@ -1,0 +1,170 @@
+import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import PQueue from 'p-queue';
+import {
+  enumerateCatalog,
+  ErrorCode,
+  RuntimeError,
+  StepbindError,
+  type ToolEnumeration,
+} from '@stepbind/binding';
+import { parseConfig, type RuntimeConfig, type ServerConfig } from '../config.js';
+import { connectServer } from '../sdk.js';
+
+/** The outcome of discovering one configured server. */
+export type ServerCatalogReport =
+  | {
+      readonly name: string;
+      readonly ok: true;
+      readonly enumeration: ToolEnumeration;
+    }
+  | {
+      readonly name: string;
+      readonly ok: false;
+      readonly error: StepbindError;
+    };
+
+/** Options for {@link discoverCatalogs}. */
+export interface DiscoverCatalogsOptions {
+  /** Cancels every start and enumeration still running; connections are closed. */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Starts every configured server (at most `config.concurrency` at once), enumerates its tools and
+ * closes it again, on every path. Never rejects for a server failure: each server gets a report.
+ */
+export async function discoverCatalogs(
+  config: RuntimeConfig,
+  options: DiscoverCatalogsOptions = {},
+): Promise<readonly ServerCatalogReport[]> {
+  const queue = new PQueue({ concurrency: config.concurrency });
+  const jobs = [...config.servers].map(([name, server]) =>
+    queue.add(() => discoverOne(name, server, options.signal)),
+  );
+  return Promise.all(jobs);
+}
+
+async function discoverOne(
+  name: string,
+  server: ServerConfig,
+  signal: AbortSignal | undefined,
+): Promise<ServerCatalogReport> {
+  try {
+    signal?.throwIfAborted();
+    const connection = await connectServer(name, server, signal === undefined ? {} : { signal });
+    try {
+      const enumeration = await enumerateCatalog(connection.listSource, {
+        ...server.limits,
+        requestTimeoutMs: server.requestTimeoutMs,
+        server: name,
+        changes: connection,
+        ...(signal === undefined ? {} : { signal }),
+      });
+      return { name, ok: true, enumeration };
+    } finally {
+      await connection.close();
+    }
+  } catch (error) {
+    return { name, ok: false, error: toStepbindError(error, name, signal) };
+  }
+}
+
+function toStepbindError(
+  error: unknown,
+  server: string,
+  signal: AbortSignal | undefined,
+): StepbindError {
+  if (error instanceof StepbindError) return error;
+  if (signal?.aborted === true) {
+    return new RuntimeError(ErrorCode.ABORTED, `Discovery of server "${server}" was cancelled.`, {
+      detail: { server },
+      cause: error,
+    });
+  }
+  return new RuntimeError(
+    ErrorCode.SERVER_START_FAILED,
+    `Server "${server}" failed: ${error instanceof Error ? error.message : String(error)}`,
+    { detail: { server }, cause: error },
+  );
+}
+
+/** The exact `--json` shape of `stepbind catalog`. */
+export function catalogReportJson(reports: readonly ServerCatalogReport[]): unknown {
+  return {
+    servers: reports.map((report) =>
+      report.ok
+        ? {
+            name: report.name,
+            ok: true,
+            tools: report.enumeration.tools.map((tool) => tool.name),
+            pageSizes: report.enumeration.pageSizes,
+          }
+        : {
+            name: report.name,
+            ok: false,
+            error: { code: report.error.code, message: report.error.message },
+          },
+    ),
+  };
+}
+
+/** Human-readable lines for `stepbind catalog`. */
+export function formatCatalogReport(reports: readonly ServerCatalogReport[]): string {
+  const lines: string[] = [];
+  for (const report of reports) {
+    if (report.ok) {
+      const { tools, pageSizes } = report.enumeration;
+      lines.push(
+        `✔ ${report.name}: ${tools.length} tool${tools.length === 1 ? '' : 's'} in ${pageSizes.length} page${pageSizes.length === 1 ? '' : 's'} (sizes ${pageSizes.join(', ')})`,
+      );
+      lines.push(`    ${tools.length === 0 ? '(no tools)' : tools.map((t) => t.name).join(', ')}`);
+    } else {
+      lines.push(`✘ ${report.name}: ${report.error.code}`);
+      for (const line of report.error.message.split('\n')) lines.push(`    ${line}`);
+    }
+  }
+  return lines.join('\n');
+}
+
+/** Reads and validates a configuration file. @throws ConfigError with the file name in the message. */
+export async function loadConfigFile(path: string): Promise<RuntimeConfig> {
+  const absolute = resolve(path);
+  let text: string;
+  try {
+    text = await readFile(absolute, 'utf8');
+  } catch (error) {
+    throw new RuntimeError(
+      ErrorCode.INVALID_CONFIG,
+      `Cannot read configuration file ${absolute}: ${error instanceof Error ? error.message : String(error)}`,
+      {
+        detail: { path: absolute },
+        cause: error,
+      },
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new RuntimeError(
+      ErrorCode.INVALID_CONFIG,
+      `Configuration file ${absolute} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`,
+      {
+        detail: { path: absolute },
+        cause: error,
+      },
+    );
+  }
+  try {
+    return parseConfig(json);
+  } catch (error) {
+    if (error instanceof StepbindError) {
+      throw new RuntimeError(error.code, `${absolute}: ${error.message}`, {
+        detail: error.detail,
+        cause: error,
+      });
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,70 @@
+import { StepbindError } from '@stepbind/binding';
+import {
+  catalogReportJson,
+  discoverCatalogs,
+  formatCatalogReport,
+  loadConfigFile,
+} from './catalog.js';
+
+/** Where the CLI writes, and how it is cancelled. */
+export interface CliIo {
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+  readonly signal?: AbortSignal;
+}
+
+const USAGE = `Usage:
+  stepbind catalog --config FILE [--json]   discover every tool of every configured server
+  stepbind help                             show this help
+
+Exit code 0 only if every server succeeded; 1 if any server failed; 2 for usage or config errors.
+`;
+
+/**
+ * Runs the `stepbind` command line with `argv` (without node and the script) and resolves to the
+ * exit code. Never calls `process.exit`; every server it starts is closed before it resolves.
+ */
+export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+    io.stdout(USAGE);
+    return command === undefined ? 2 : 0;
+  }
+  if (command !== 'catalog') {
+    io.stderr(`stepbind: unknown command "${command}"\n\n${USAGE}`);
+    return 2;
+  }
+  let configPath: string | undefined;
+  let json = false;
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i];
+    if (arg === '--json') json = true;
+    else if (arg === '--config') configPath = rest[++i];
+    else if (arg?.startsWith('--config=') === true) configPath = arg.slice('--config='.length);
+    else {
+      io.stderr(`stepbind catalog: unknown argument "${String(arg)}"\n\n${USAGE}`);
+      return 2;
+    }
+  }
+  if (configPath === undefined || configPath === '') {
+    io.stderr(`stepbind catalog: --config FILE is required\n\n${USAGE}`);
+    return 2;
+  }
+  let config;
+  try {
+    config = await loadConfigFile(configPath);
+  } catch (error) {
+    io.stderr(
+      `stepbind: ${error instanceof StepbindError ? `${error.code}: ` : ''}${error instanceof Error ? error.message : String(error)}\n`,
+    );
+    return 2;
+  }
+  const reports = await discoverCatalogs(
+    config,
+    io.signal === undefined ? {} : { signal: io.signal },
+  );
+  io.stdout(
+    json ? `${JSON.stringify(catalogReportJson(reports))}\n` : `${formatCatalogReport(reports)}\n`,
+  );
+  return reports.every((r) => r.ok) ? 0 : 1;
+}

@@ -1,0 +1,32 @@
+import {
+  enumerateCatalog,
+  type ChangeFeed,
+  type EnumerateOptions,
+  type ToolEnumeration,
+} from '@stepbind/binding';
+import { clientListSource, type Client } from './sdk.js';
+
+/** Options for {@link enumerateTools}: discovery limits plus the server name used in errors. */
+export type EnumerateToolsOptions = Omit<EnumerateOptions, 'changes'> & {
+  /** A `list_changed` counter for this client; a change restarts the traversal. */
+  readonly changes?: ChangeFeed;
+};
+
+/**
+ * Enumerates every tool a connected SDK `Client` serves, following `nextCursor` across all pages
+ * with the bounds of DESIGN §4 (defaults: 100 pages, 10,000 tools, 64 KiB cursors, 30 s per request,
+ * 60 s in all). Sends raw `tools/list` requests, so the SDK's per-page output-schema cache is never
+ * touched. Resolves to a frozen `{ tools, pageSizes, ... }` only once the last page was read.
+ *
+ * @throws CatalogError with a code from `DUPLICATE_TOOL_NAME`, `CURSOR_REPEATED`, `PAGE_LIMIT`,
+ *   `TOOL_LIMIT`, `CURSOR_TOO_LARGE`, `INVALID_TOOL`, `INVALID_PAGE`, `TIMEOUT`, `ABORTED`,
+ *   `CONNECTION_CLOSED`, `SERVER_ERROR` (JSON-RPC code in `detail.rpcCode`) or `INVALID_OPTIONS`
+ *   (raised before any request is sent).
+ */
+export function enumerateTools(
+  client: Client,
+  options: EnumerateToolsOptions = {},
+): Promise<ToolEnumeration> {
+  const server = options.server ?? client.getServerVersion()?.name ?? 'server';
+  return enumerateCatalog(clientListSource(client, server), { ...options, server });
+}

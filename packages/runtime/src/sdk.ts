@@ -1,0 +1,428 @@
+/**
+ * The only module that imports `@modelcontextprotocol/sdk`. It turns an SDK `Client` into the small
+ * interfaces `@stepbind/binding` understands and maps every SDK failure to a typed stepbind error.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  CallToolResultSchema,
+  ErrorCode as RpcErrorCode,
+  McpError,
+  ResultSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import {
+  ErrorCode,
+  RuntimeError,
+  StepbindError,
+  type ListPageRequest,
+  type ToolListSource,
+} from '@stepbind/binding';
+import type { ServerConfig } from './config.js';
+
+export { Client };
+
+/** The name and version stepbind announces in `initialize`. */
+export const CLIENT_INFO = Object.freeze({ name: 'stepbind', version: '0.1.0' });
+
+/** What the remote server said about itself during `initialize`. */
+export interface ServerHello {
+  readonly serverInfo: { readonly name: string; readonly version: string } | undefined;
+  readonly protocolVersion: string | undefined;
+  readonly listChanged: boolean;
+}
+
+/** A raw `tools/call` result as the SDK parsed it (content, structuredContent, isError, _meta). */
+export interface RawCallResult {
+  readonly content?: readonly unknown[];
+  readonly structuredContent?: Record<string, unknown>;
+  readonly isError?: boolean;
+  readonly [key: string]: unknown;
+}
+
+/** Options for one `tools/call`. */
+export interface CallRequestOptions {
+  readonly signal?: AbortSignal;
+  readonly timeoutMs: number;
+}
+
+/** Error-mapping context: what was being done, to whom. */
+interface MapContext {
+  readonly server: string;
+  readonly tool?: string;
+  readonly operation: string;
+  readonly timeoutMs?: number;
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Maps an SDK or transport failure to a typed stepbind error, keeping the original as `cause`:
+ * our own abort → `ABORTED`; SDK request timeout (-32001) → `TIMEOUT`; connection closed (-32000)
+ * or a transport that is gone → `CONNECTION_CLOSED`; any other JSON-RPC error → `SERVER_ERROR` with
+ * `detail.rpcCode`.
+ */
+export function mapSdkError(error: unknown, ctx: MapContext): StepbindError {
+  if (error instanceof StepbindError) return error;
+  const where = `${ctx.operation} on server "${ctx.server}"${ctx.tool === undefined ? '' : ` (tool "${ctx.tool}")`}`;
+  const detail = { server: ctx.server, ...(ctx.tool === undefined ? {} : { tool: ctx.tool }) };
+  if (ctx.signal?.aborted === true) {
+    const reason: unknown = ctx.signal.reason;
+    if (reason instanceof StepbindError) return reason;
+    return new RuntimeError(ErrorCode.ABORTED, `${where} was cancelled by the caller.`, {
+      detail,
+      cause: error,
+    });
+  }
+  if (error instanceof McpError) {
+    if (error.code === Number(RpcErrorCode.RequestTimeout)) {
+      return new RuntimeError(
+        ErrorCode.TIMEOUT,
+        `${where} timed out${ctx.timeoutMs === undefined ? '' : ` after ${ctx.timeoutMs} ms`}; a cancellation was sent. Check the server or raise the timeout.`,
+        { detail: { ...detail, rpcCode: error.code, timeoutMs: ctx.timeoutMs }, cause: error },
+      );
+    }
+    if (error.code === Number(RpcErrorCode.ConnectionClosed)) {
+      return connectionClosed(where, detail, error);
+    }
+    return new RuntimeError(
+      ErrorCode.SERVER_ERROR,
+      `${where} failed with JSON-RPC error ${error.code}: ${stripPrefix(error.message)}`,
+      { detail: { ...detail, rpcCode: error.code }, cause: error },
+    );
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  if (/not connected|closed|EPIPE|ECONNRESET/i.test(message)) {
+    return connectionClosed(where, detail, error);
+  }
+  return new RuntimeError(ErrorCode.SERVER_ERROR, `${where} failed: ${message}`, {
+    detail,
+    cause: error,
+  });
+}
+
+function connectionClosed(
+  where: string,
+  detail: Record<string, string>,
+  cause: unknown,
+): StepbindError {
+  return new RuntimeError(
+    ErrorCode.CONNECTION_CLOSED,
+    `${where} failed: the connection to the server is closed. Nothing was re-routed; refresh to reconnect and call again from a new step.`,
+    { detail, cause },
+  );
+}
+
+function stripPrefix(message: string): string {
+  return message.replace(/^MCP error -?\d+: /, '');
+}
+
+type Listener = () => void;
+
+/**
+ * One live MCP session with one server: the SDK client, its transport, a `list_changed` counter and
+ * close tracking. `close()` is idempotent and waits for a stdio child to exit.
+ */
+export class SdkConnection {
+  readonly name: string;
+  readonly client: Client;
+  readonly hello: ServerHello;
+  readonly pid: number | undefined;
+  #transport: Transport;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  #listChangedVersion = 0;
+  #listChangedListeners = new Set<Listener>();
+  #closeListeners = new Set<Listener>();
+  #stderrTail: string[];
+  #source: ToolListSource;
+
+  /** @internal use {@link connectServer}. */
+  constructor(
+    name: string,
+    client: Client,
+    transport: Transport,
+    pid: number | undefined,
+    stderrTail: string[],
+    protocolVersion: string | undefined,
+  ) {
+    this.name = name;
+    this.client = client;
+    this.#transport = transport;
+    this.pid = pid;
+    this.#stderrTail = stderrTail;
+    this.#source = clientListSource(client, name);
+    const version = client.getServerVersion();
+    this.hello = Object.freeze({
+      serverInfo:
+        version === undefined
+          ? undefined
+          : Object.freeze({ name: version.name, version: version.version }),
+      protocolVersion,
+      listChanged: client.getServerCapabilities()?.tools?.listChanged === true,
+    });
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      this.#listChangedVersion++;
+      for (const listener of this.#listChangedListeners) listener();
+    });
+    client.onclose = () => {
+      this.#closed = true;
+      for (const listener of this.#closeListeners) listener();
+      this.#closeListeners.clear();
+    };
+  }
+
+  /** True once the transport closed, by us or because the server went away. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Number of `notifications/tools/list_changed` received so far (a {@link ChangeFeed}). */
+  get version(): number {
+    return this.#listChangedVersion;
+  }
+
+  /** The last lines the server wrote to stderr (stdio only), for error messages. */
+  get stderrTail(): string {
+    return this.#stderrTail.join('\n');
+  }
+
+  /** Calls `listener` on every `list_changed`; returns an unsubscribe function. */
+  onListChanged(listener: Listener): () => void {
+    this.#listChangedListeners.add(listener);
+    return () => this.#listChangedListeners.delete(listener);
+  }
+
+  /** Calls `listener` once when the connection closes; returns an unsubscribe function. */
+  onClose(listener: Listener): () => void {
+    if (this.#closed) {
+      queueMicrotask(listener);
+      return () => undefined;
+    }
+    this.#closeListeners.add(listener);
+    return () => this.#closeListeners.delete(listener);
+  }
+
+  /** This connection as a {@link ToolListSource} for `enumerateCatalog`. */
+  get listSource(): ToolListSource {
+    return { listTools: (request) => this.listPage(request) };
+  }
+
+  /** Sends one raw `tools/list` request (the SDK's own result validation and caches are bypassed). */
+  listPage(request: ListPageRequest): Promise<unknown> {
+    if (this.#closed) {
+      const where = `tools/list on server "${this.name}"`;
+      return Promise.reject(connectionClosed(where, { server: this.name }, undefined));
+    }
+    return this.#source.listTools(request);
+  }
+
+  /**
+   * Sends one `tools/call` on this exact connection. A timeout or abort makes the SDK send
+   * `notifications/cancelled`. The result's `structuredContent` is not validated here.
+   */
+  async callTool(
+    tool: string,
+    args: Readonly<Record<string, unknown>>,
+    options: CallRequestOptions,
+  ): Promise<RawCallResult> {
+    if (this.#closed) {
+      throw connectionClosed(
+        `tools/call on server "${this.name}" (tool "${tool}")`,
+        { server: this.name, tool },
+        undefined,
+      );
+    }
+    try {
+      return await this.client.request(
+        {
+          method: 'tools/call',
+          params: { name: tool, arguments: args as Record<string, unknown> },
+        },
+        CallToolResultSchema,
+        {
+          timeout: options.timeoutMs,
+          ...(options.signal === undefined ? {} : { signal: options.signal }),
+        },
+      );
+    } catch (error) {
+      throw mapSdkError(error, {
+        server: this.name,
+        tool,
+        operation: 'tools/call',
+        timeoutMs: options.timeoutMs,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      });
+    }
+  }
+
+  /** Closes the session; for stdio, waits until the child process has exited. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= this.#doClose();
+    return this.#closing;
+  }
+
+  async #doClose(): Promise<void> {
+    this.#listChangedListeners.clear();
+    try {
+      await this.client.close();
+    } catch {
+      // Closing a transport that already failed can throw; the process check below still runs.
+    }
+    this.#closed = true;
+    if (this.pid !== undefined) await waitForExit(this.pid);
+  }
+
+  /** Same as {@link close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+async function waitForExit(pid: number): Promise<void> {
+  // The SDK sends SIGKILL last without waiting for it to land; poll briefly so close() means gone.
+  for (let i = 0; i < 50 && isAlive(pid); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Options for {@link connectServer}. */
+export interface ConnectOptions {
+  readonly signal?: AbortSignal;
+  /** Overrides the config's `startupTimeoutMs`. */
+  readonly timeoutMs?: number;
+  /** Where a stdio child's stderr goes: kept as a tail for error messages, or inherited. @default "tail" */
+  readonly stderr?: 'tail' | 'inherit';
+}
+
+const STDERR_TAIL_LINES = 20;
+
+/**
+ * Starts (stdio) or opens (HTTP) a connection to one configured server and completes `initialize`.
+ *
+ * @throws RuntimeError `SERVER_START_FAILED` (with the server's last stderr lines), `TIMEOUT` or
+ *   `ABORTED`; a child that was spawned is closed on every failure path.
+ */
+export async function connectServer(
+  name: string,
+  config: ServerConfig,
+  options: ConnectOptions = {},
+): Promise<SdkConnection> {
+  const timeoutMs = options.timeoutMs ?? config.startupTimeoutMs;
+  const client = new Client({ ...CLIENT_INFO }, { capabilities: {} });
+  const stderrTail: string[] = [];
+  let transport: Transport;
+  let stdio: StdioClientTransport | undefined;
+  if (config.transport === 'stdio') {
+    const env: Record<string, string> = {};
+    for (const key of config.envPassthrough) {
+      const value = process.env[key];
+      if (value !== undefined) env[key] = value;
+    }
+    Object.assign(env, config.env);
+    stdio = new StdioClientTransport({
+      command: config.command,
+      args: [...config.args],
+      env,
+      ...(config.cwd === undefined ? {} : { cwd: config.cwd }),
+      stderr: options.stderr === 'inherit' ? 'inherit' : 'pipe',
+    });
+    const stream = stdio.stderr;
+    if (stream !== null) {
+      let partial = '';
+      stream.on('data', (chunk: Buffer) => {
+        const lines = (partial + chunk.toString('utf8')).split('\n');
+        partial = lines.pop() ?? '';
+        for (const line of lines) {
+          stderrTail.push(line);
+          if (stderrTail.length > STDERR_TAIL_LINES) stderrTail.shift();
+        }
+      });
+    }
+    transport = stdio;
+  } else {
+    transport = new StreamableHTTPClientTransport(new URL(config.url), {
+      requestInit: { headers: { ...config.headers } },
+    });
+  }
+  // The client reports the negotiated version only through this optional transport hook.
+  let protocolVersion: string | undefined;
+  const forward = transport.setProtocolVersion?.bind(transport);
+  transport.setProtocolVersion = (version: string) => {
+    protocolVersion = version;
+    forward?.(version);
+  };
+  try {
+    await client.connect(transport, {
+      timeout: timeoutMs,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
+  } catch (error) {
+    try {
+      await client.close();
+    } catch {
+      // The start already failed; the close is best effort and the original error is reported.
+    }
+    const pid = stdio?.pid ?? undefined;
+    if (pid !== undefined && pid !== null) await waitForExit(pid);
+    const mapped = mapSdkError(error, {
+      server: name,
+      operation: 'initialize',
+      timeoutMs,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
+    if (mapped.code === ErrorCode.TIMEOUT || mapped.code === ErrorCode.ABORTED) throw mapped;
+    const tail = stderrTail.join('\n').trim();
+    const what = config.transport === 'stdio' ? `command "${config.command}"` : `URL ${config.url}`;
+    throw new RuntimeError(
+      ErrorCode.SERVER_START_FAILED,
+      `Server "${name}" could not be started (${what}): ${error instanceof Error ? error.message : String(error)}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\nCheck the command, its arguments and environment in the configuration.`,
+      { detail: { server: name, stderr: tail }, cause: error },
+    );
+  }
+  return new SdkConnection(
+    name,
+    client,
+    transport,
+    stdio?.pid ?? undefined,
+    stderrTail,
+    protocolVersion,
+  );
+}
+
+/**
+ * Wraps an already connected SDK `Client` as a {@link ToolListSource}, for `enumerateTools`.
+ */
+export function clientListSource(client: Client, server: string): ToolListSource {
+  return {
+    async listTools(request: ListPageRequest): Promise<unknown> {
+      try {
+        return await client.request(
+          {
+            method: 'tools/list',
+            params: request.cursor === undefined ? {} : { cursor: request.cursor },
+          },
+          ResultSchema,
+          { timeout: request.timeoutMs, signal: request.signal },
+        );
+      } catch (error) {
+        throw mapSdkError(error, {
+          server,
+          operation: 'tools/list',
+          timeoutMs: request.timeoutMs,
+          signal: request.signal,
+        });
+      }
+    },
+  };
+}
