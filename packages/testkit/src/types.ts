@@ -1,0 +1,74 @@
+import type { ServerFixture } from './fixture.js';
+
+/**
+ * The scripted catalogs a server can play. Each is deterministic apart from its random cursors.
+ *
+ * - `normal`: three pages `alpha` | (empty) | `beta`, `gamma`.
+ * - `single`: one page `alpha`, `beta`. `empty`: one page, no tools, no `nextCursor`.
+ * - `empty-token`: `alpha` | `beta`, where the cursor to page 2 is the empty string.
+ * - `repeat`: page 1 returns cursor A; every later request gets an empty page and the cursor it sent.
+ * - `cycle`: cursors go A → B → A.
+ * - `endless`: empty pages, each with a brand-new cursor, forever.
+ * - `duplicate`: `alpha` | `beta` | `alpha`.
+ * - `change`: `alpha` | `beta`; after the first `tools/list` the server moves to generation 1
+ *   (`alpha`, `delta` | `gamma`), so earlier cursors get -32602 and a fresh listing succeeds.
+ * - `revision-consistent`: `alpha` | `beta` | `gamma`, every page carrying revision `rev-1`.
+ * - `revision-changing`: as consistent, but after the first `tools/list` the revision becomes
+ *   `rev-2` (page 2 onwards, and every later listing, carry `rev-2`).
+ * - `revision-missing-page`: as consistent, but page 2 has no revision `_meta`.
+ * - `fixture`: everything from a {@link ServerFixture}.
+ */
+export type ScenarioName =
+  | 'normal'
+  | 'single'
+  | 'empty'
+  | 'empty-token'
+  | 'repeat'
+  | 'cycle'
+  | 'endless'
+  | 'duplicate'
+  | 'change'
+  | 'revision-consistent'
+  | 'revision-changing'
+  | 'revision-missing-page'
+  | 'fixture';
+
+/** Options of a scripted server. Plain JSON, so they can be passed to a stdio child. */
+export interface ScriptedServerOptions {
+  /** The catalog to play. */
+  readonly scenario: ScenarioName;
+  /** The catalog of the `fixture` scenario (exclusive with `fixturePath`). */
+  readonly fixture?: ServerFixture;
+  /** A JSON file holding the `fixture` scenario's catalog, read once at start. */
+  readonly fixturePath?: string;
+  /**
+   * Append every received request and notification to this file as a JSON line, synchronously.
+   * @default no file (the in-memory trail is always kept)
+   */
+  readonly auditPath?: string;
+  /** Delay before each `tools/list` response, in milliseconds. @default 0 */
+  readonly pageDelayMs?: number;
+  /** Delay before each `tools/call` response, in milliseconds. @default 0 */
+  readonly callDelayMs?: number;
+  /**
+   * The `serverInfo` sent in the `initialize` result.
+   * @default `{ name: 'stepbind-testkit-<scenario>', version: '0.1.0' }`
+   */
+  readonly serverInfo?: { readonly name: string; readonly version: string };
+}
+
+/** One request or notification a scripted server received, in arrival order. */
+export interface AuditEntry {
+  /** 1-based arrival number within the server process. */
+  readonly seq: number;
+  /** JSON-RPC method, e.g. `initialize`, `tools/list`, `notifications/cancelled`. */
+  readonly method: string;
+  /** For `tools/list` only: the cursor sent; `null` when none was sent (`""` stays `""`). */
+  readonly cursor?: string | null;
+  /** For `tools/call` only: the tool name requested. */
+  readonly tool?: string;
+  /** The catalog generation when the message arrived. */
+  readonly generation: number;
+  /** The process id of the server. */
+  readonly pid: number;
+}
