@@ -1,0 +1,71 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import {
+  isProcessAlive,
+  readAuditTrail,
+  stdioServerParams,
+  tempAuditPath,
+  type AuditEntry,
+  type ScriptedServerOptions,
+} from '@stepbind/testkit';
+
+/** A real SDK client connected to a scripted server running as a stdio child process. */
+export interface StdioHarness {
+  readonly client: Client;
+  readonly pid: number;
+  readonly auditPath: string;
+  audit(): Promise<AuditEntry[]>;
+  close(): Promise<void>;
+}
+
+const spawned = new Set<number>();
+
+/** Every child process pid started by {@link startStdio} in this test file. */
+export function spawnedPids(): readonly number[] {
+  return [...spawned];
+}
+
+/** Pids of children started by this file that are still alive (should be none after close). */
+export function livePids(): number[] {
+  return [...spawned].filter((pid) => isProcessAlive(pid));
+}
+
+/** Starts a scripted server as a stdio child and connects a real SDK client to it. */
+export async function startStdio(
+  options: Omit<ScriptedServerOptions, 'auditPath'>,
+): Promise<StdioHarness> {
+  const auditPath = tempAuditPath(options.scenario);
+  const transport = new StdioClientTransport({
+    ...stdioServerParams({ ...options, auditPath }),
+    stderr: 'pipe',
+  });
+  const client = new Client({ name: 'stepbind-test', version: '0.0.0' });
+  await client.connect(transport);
+  const pid = transport.pid;
+  if (pid === null) throw new Error('stdio child has no pid');
+  spawned.add(pid);
+  return {
+    client,
+    pid,
+    auditPath,
+    audit: () => readAuditTrail(auditPath),
+    close: async () => {
+      await client.close();
+      await waitUntilGone(pid);
+    },
+  };
+}
+
+/** Resolves once `pid` is gone, polling the kernel (bounded: rejects after ~5 s). */
+export async function waitUntilGone(pid: number): Promise<void> {
+  for (let i = 0; i < 250; i++) {
+    if (!isProcessAlive(pid)) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`process ${pid} is still alive`);
+}
+
+/** The `tools/list` cursors the server received, in order (`null` = no cursor). */
+export function listCursors(audit: readonly AuditEntry[]): (string | null | undefined)[] {
+  return audit.filter((e) => e.method === 'tools/list').map((e) => e.cursor);
+}
