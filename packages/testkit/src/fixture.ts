@@ -203,7 +203,8 @@ function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'string') return `the string ${JSON.stringify(value.slice(0, 40))}`;
-  return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;
+  if (typeof value === 'number' || typeof value === 'boolean') return `${typeof value} ${value}`;
+  return typeof value === 'object' ? 'an object' : typeof value;
 }
 
 /**
@@ -304,7 +305,7 @@ function checkCallResult(value: unknown, path: string): FixtureCallResult {
       `expected a boolean, got ${describe(result.isError)}`,
     );
   }
-  return result as FixtureCallResult;
+  return result;
 }
 
 /**

@@ -181,7 +181,7 @@ export function createScriptedServer(
 
   const onMessage = (message: unknown): void => {
     if (!isJSONRPCRequest(message) && !isJSONRPCNotification(message)) return;
-    const params = message.params as Record<string, unknown> | undefined;
+    const params = message.params;
     if (message.method === 'tools/list') {
       const cursor = params?.cursor;
       record({ method: message.method, cursor: typeof cursor === 'string' ? cursor : null });

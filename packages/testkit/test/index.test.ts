@@ -1,0 +1,42 @@
+import { existsSync } from 'node:fs';
+import { isAbsolute } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import * as testkit from '@stepbind/testkit';
+
+describe('@stepbind/testkit public surface', () => {
+  it('exports exactly these values', () => {
+    expect(Object.keys(testkit).sort()).toEqual([
+      'CATALOG_REVISION_META_KEY',
+      'FixtureError',
+      'connectInMemory',
+      'createScriptedServer',
+      'isProcessAlive',
+      'parseServerFixture',
+      'readAuditTrail',
+      'scriptedTool',
+      'stdioServerParams',
+      'tempAuditPath',
+    ]);
+  });
+
+  it('stdioServerParams points at the compiled stdio entry, also when run from src', () => {
+    const params = testkit.stdioServerParams({ scenario: 'normal' });
+    expect(params.command).toBe(process.execPath);
+    const [entry, flag, json] = params.args;
+    expect(entry).toMatch(/[/\\]packages[/\\]testkit[/\\]dist[/\\]server[/\\]stdio\.js$/);
+    expect(isAbsolute(entry ?? '')).toBe(true);
+    expect(existsSync(entry ?? '')).toBe(true);
+    expect(flag).toBe('--options');
+    expect(JSON.parse(json ?? '')).toEqual({ scenario: 'normal' });
+  });
+
+  it('stdioServerParams refuses options too long for one argument', () => {
+    const tools = Array.from({ length: 3000 }, (_, i) => testkit.scriptedTool(`tool${i}`));
+    expect(() =>
+      testkit.stdioServerParams({
+        scenario: 'fixture',
+        fixture: { generations: [{ pages: [{ tools }] }] },
+      }),
+    ).toThrow(/fixturePath/);
+  });
+});

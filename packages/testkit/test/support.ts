@@ -1,0 +1,82 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ListToolsResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import type { ListToolsResult } from '@modelcontextprotocol/sdk/types.js';
+import { stdioServerParams, tempAuditPath } from '@stepbind/testkit';
+import type { ScriptedServerOptions } from '@stepbind/testkit';
+
+/** A real SDK client connected to a scripted stdio child process. */
+export interface StdioChild {
+  readonly client: Client;
+  readonly transport: StdioClientTransport;
+  readonly pid: number;
+  readonly auditPath: string;
+  close(): Promise<void>;
+}
+
+const open = new Set<StdioChild>();
+
+/** Spawns a scripted server as a stdio child (audit trail in a fresh temp file) and connects. */
+export async function spawnScripted(
+  options: Omit<ScriptedServerOptions, 'auditPath'>,
+  label: string = options.scenario,
+): Promise<StdioChild> {
+  const auditPath = tempAuditPath(label);
+  const transport = new StdioClientTransport(stdioServerParams({ ...options, auditPath }));
+  const client = new Client({ name: 'testkit-test', version: '0.0.0' });
+  await client.connect(transport);
+  const pid = transport.pid;
+  if (pid === null) throw new Error('stdio child has no pid after connect');
+  const child: StdioChild = {
+    client,
+    transport,
+    pid,
+    auditPath,
+    async close() {
+      open.delete(child);
+      await client.close();
+    },
+  };
+  open.add(child);
+  return child;
+}
+
+/** Closes every child a test left open (for afterEach). */
+export async function closeAll(): Promise<void> {
+  await Promise.all([...open].map((child) => child.close()));
+}
+
+/** Requests one `tools/list` page; `undefined` sends no cursor, `""` sends the empty cursor. */
+export function listPage(client: Client, cursor?: string): Promise<ListToolsResult> {
+  return client.request(
+    { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
+    ListToolsResultSchema,
+  );
+}
+
+/** Follows `nextCursor` until it is absent, failing after `maxPages`. */
+export async function listAll(client: Client, maxPages = 20): Promise<ListToolsResult[]> {
+  const pages: ListToolsResult[] = [];
+  let cursor: string | undefined;
+  do {
+    if (pages.length === maxPages) throw new Error(`more than ${maxPages} pages`);
+    const page = await listPage(client, cursor);
+    pages.push(page);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return pages;
+}
+
+/** Tool names of a page. */
+export const names = (page: ListToolsResult): string[] => page.tools.map((tool) => tool.name);
+
+/** The JSON-RPC error code of a rejected promise (fails if it resolves or rejects otherwise). */
+export async function errorCode(promise: Promise<unknown>): Promise<number> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof McpError) return error.code;
+    throw error;
+  }
+  throw new Error('expected the request to fail');
+}
