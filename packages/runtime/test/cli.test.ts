@@ -1,0 +1,132 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runCli } from '@stepbind/runtime';
+import {
+  isProcessAlive,
+  readAuditTrail,
+  stdioServerParams,
+  tempAuditPath,
+  type ScriptedServerOptions,
+} from '@stepbind/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitUntilGone } from './helpers.js';
+
+const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
+let dir: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'stepbind-cli-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function writeConfig(
+  name: string,
+  servers: Record<string, ScriptedServerOptions | Record<string, unknown>>,
+): Promise<string> {
+  const mcpServers: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(servers)) {
+    mcpServers[key] =
+      'scenario' in value ? stdioServerParams(value as ScriptedServerOptions) : value;
+  }
+  const path = join(dir, `${name}.json`);
+  await writeFile(path, JSON.stringify({ mcpServers }));
+  return path;
+}
+
+async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await runCli(args, {
+    stdout: (t) => (out += t),
+    stderr: (t) => (err += t),
+  });
+  return { code, out, err };
+}
+
+describe('stepbind catalog', () => {
+  it('prints exactly the documented JSON and exits 1 when one server fails', async () => {
+    const config = await writeConfig('mixed', {
+      normal: { scenario: 'normal' },
+      looping: { scenario: 'cycle' },
+    });
+    const { code, out } = await cli(['catalog', '--config', config, '--json']);
+    expect(code).toBe(1);
+    const report = JSON.parse(out) as { servers: unknown[] };
+    expect(report.servers).toEqual([
+      { name: 'normal', ok: true, tools: ['alpha', 'beta', 'gamma'], pageSizes: [1, 0, 2] },
+      {
+        name: 'looping',
+        ok: false,
+        error: { code: 'CURSOR_REPEATED', message: expect.stringContaining('looping') },
+      },
+    ]);
+    expect(Object.keys(report)).toEqual(['servers']);
+  });
+
+  it('exits 0 and prints counts, page sizes and names for humans when every server succeeds', async () => {
+    const config = await writeConfig('good', {
+      normal: { scenario: 'normal' },
+      solo: { scenario: 'single' },
+    });
+    const { code, out } = await cli(['catalog', '--config', config]);
+    expect(code).toBe(0);
+    expect(out).toContain('normal: 3 tools in 3 pages (sizes 1, 0, 2)');
+    expect(out).toContain('alpha, beta, gamma');
+    expect(out).toContain('solo: 2 tools in 1 page (sizes 2)');
+  });
+
+  it('reports a server that cannot start with SERVER_START_FAILED and its stderr', async () => {
+    const config = await writeConfig('broken', {
+      broken: {
+        command: process.execPath,
+        args: ['-e', 'console.error("boom: no such db"); process.exit(4)'],
+      },
+    });
+    const { code, out } = await cli(['catalog', '--config', config, '--json']);
+    expect(code).toBe(1);
+    const report = JSON.parse(out) as { servers: { error: { code: string; message: string } }[] };
+    expect(report.servers[0]?.error.code).toBe('SERVER_START_FAILED');
+    expect(report.servers[0]?.error.message).toContain('boom: no such db');
+  });
+
+  it('rejects a config with an unknown key, naming its JSON path, with exit code 2', async () => {
+    const config = await writeConfig('typo', { x: { command: 'node', argz: [] } });
+    const { code, err } = await cli(['catalog', '--config', config]);
+    expect(code).toBe(2);
+    expect(err).toContain('INVALID_CONFIG');
+    expect(err).toContain('$.mcpServers.x.argz');
+  });
+
+  it('prints usage and exits 2 without --config', async () => {
+    const { code, err } = await cli(['catalog']);
+    expect(code).toBe(2);
+    expect(err).toContain('--config FILE is required');
+  });
+
+  it('closes every server and exits 130 on Ctrl-C, leaving no child process', async () => {
+    const auditPath = tempAuditPath('cli-sigint');
+    const config = await writeConfig('slow', {
+      slow: { scenario: 'normal', pageDelayMs: 60_000, auditPath },
+    });
+    const child = spawn(process.execPath, [CLI, 'catalog', '--config', config], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    await expect
+      .poll(async () => (await readAuditTrail(auditPath)).some((e) => e.method === 'tools/list'), {
+        timeout: 10_000,
+      })
+      .toBe(true);
+    const serverPid = (await readAuditTrail(auditPath))[0]?.pid;
+    expect(serverPid).toBeGreaterThan(0);
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    await waitUntilGone(serverPid ?? 0);
+    expect(isProcessAlive(serverPid ?? 0)).toBe(false);
+  });
+});

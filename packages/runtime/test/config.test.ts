@@ -1,0 +1,61 @@
+import { ConfigError, isStepbindError } from '@stepbind/binding';
+import { parseConfig } from '@stepbind/runtime';
+import { describe, expect, it } from 'vitest';
+
+function pathOf(input: unknown): unknown {
+  try {
+    parseConfig(input);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    expect(isStepbindError(error, 'INVALID_CONFIG')).toBe(true);
+    return (error as ConfigError).detail['path'];
+  }
+  throw new Error('expected parseConfig to throw');
+}
+
+describe('parseConfig', () => {
+  it('accepts the Claude Desktop format and applies defaults', () => {
+    const config = parseConfig({
+      mcpServers: {
+        files: { command: 'npx', args: ['-y', 'server-filesystem', '/tmp'], env: { A: '1' } },
+        remote: {
+          url: 'https://example.test/mcp',
+          headers: { Authorization: 'Bearer x' },
+          required: false,
+        },
+      },
+    });
+    const files = config.servers.get('files');
+    expect(files).toMatchObject({
+      transport: 'stdio',
+      command: 'npx',
+      required: true,
+      audience: 'default',
+    });
+    expect(config.servers.get('remote')).toMatchObject({ transport: 'http', required: false });
+    expect(config.concurrency).toBe(4);
+  });
+
+  it.each([
+    [{}, '$.mcpServers'],
+    [{ mcpServers: {}, extra: 1 }, '$.extra'],
+    [{ mcpServers: { a: { command: 'x', bogus: 1 } } }, '$.mcpServers.a.bogus'],
+    [{ mcpServers: { a: { command: 'x', args: ['ok', 3] } } }, '$.mcpServers.a.args[1]'],
+    [{ mcpServers: { a: { command: 'x', url: 'http://h' } } }, '$.mcpServers.a'],
+    [{ mcpServers: { a: { url: 'ftp://h' } } }, '$.mcpServers.a.url'],
+    [
+      { mcpServers: { a: { command: 'x', limits: { maxPages: 0 } } } },
+      '$.mcpServers.a.limits.maxPages',
+    ],
+    [
+      { mcpServers: { a: { command: 'x', limits: { maxPagez: 1 } } } },
+      '$.mcpServers.a.limits.maxPagez',
+    ],
+    [{ mcpServers: { a: { command: 'x', required: 'yes' } } }, '$.mcpServers.a.required'],
+    [{ mcpServers: { a: { command: 'x', env: { K: 1 } } } }, '$.mcpServers.a.env.K'],
+    [{ mcpServers: { 'bad name!': { command: 'x' } } }, '$.mcpServers["bad name!"]'],
+    [{ mcpServers: {}, concurrency: 0 }, '$.concurrency'],
+  ])('rejects %j at %s', (input, path) => {
+    expect(pathOf(input)).toBe(path);
+  });
+});
