@@ -1,0 +1,196 @@
+/**
+ * Model-facing tool names (DESIGN §8) and plain-object tool shapes for model APIs.
+ *
+ * @packageDocumentation
+ */
+import { sha256Hex } from './canonical.js';
+import type { ObjectSchema } from './validation.js';
+import type { CatalogSnapshot } from './snapshot.js';
+
+/** Longest model-facing name. OpenAI and Anthropic both accept `^[A-Za-z0-9_-]{1,64}$`. */
+export const MAX_MODEL_NAME_LENGTH = 64;
+
+/** Hex characters of the hash suffix used on overflow or collision (lengthened if still colliding). */
+export const MODEL_NAME_HASH_LENGTH = 8;
+
+/** A (configured server, raw tool name) pair. */
+export interface QualifiedToolName {
+  readonly server: string;
+  readonly tool: string;
+}
+
+/** One row of a {@link ModelNameTable}. */
+export interface ModelNameEntry extends QualifiedToolName {
+  readonly modelName: string;
+}
+
+/** An injective mapping between (server, tool) pairs and model-facing names. */
+export interface ModelNameTable {
+  /** The model-facing name of a pair, or `undefined` when the pair is not in the table. */
+  forward(server: string, tool: string): string | undefined;
+  /** The pair a model-facing name stands for, or `undefined` for an unknown name. */
+  reverse(modelName: string): QualifiedToolName | undefined;
+  /** Every row, sorted by model name. */
+  readonly entries: readonly ModelNameEntry[];
+}
+
+/** Replace every character outside `[A-Za-z0-9_-]` with `_` (per code point). */
+export function sanitizeNamePart(part: string): string {
+  return part.replace(/[^A-Za-z0-9_-]/gu, '_');
+}
+
+const pairKey = (server: string, tool: string): string => `${server}\u0000${tool}`;
+
+/**
+ * Assign model-facing names: `${sanitize(server)}__${sanitize(tool)}` when that base is at most 64
+ * characters and no other pair has the same base; otherwise the base, truncated, plus `_` and the
+ * first 8 hex characters of sha256(server + "\u0000" + tool), lengthened one character at a time
+ * while it still collides. Plain names are assigned first, then suffixed ones in order of their
+ * hash, so the table depends only on the set of pairs (not their order) and is identical in every
+ * process. Duplicate pairs are folded.
+ */
+export function assignModelNames(pairs: readonly QualifiedToolName[]): ModelNameTable {
+  const unique = new Map<string, QualifiedToolName & { base: string }>();
+  for (const { server, tool } of pairs) {
+    const key = pairKey(server, tool);
+    if (!unique.has(key)) {
+      unique.set(key, {
+        server,
+        tool,
+        base: `${sanitizeNamePart(server)}__${sanitizeNamePart(tool)}`,
+      });
+    }
+  }
+  const baseCount = new Map<string, number>();
+  for (const p of unique.values()) baseCount.set(p.base, (baseCount.get(p.base) ?? 0) + 1);
+
+  const forward = new Map<string, string>();
+  const reverse = new Map<string, QualifiedToolName>();
+  const suffixed: { key: string; pair: QualifiedToolName & { base: string }; hash: string }[] = [];
+  for (const [key, pair] of unique) {
+    if (pair.base.length <= MAX_MODEL_NAME_LENGTH && baseCount.get(pair.base) === 1) {
+      forward.set(key, pair.base);
+      reverse.set(pair.base, Object.freeze({ server: pair.server, tool: pair.tool }));
+    } else {
+      suffixed.push({ key, pair, hash: sha256Hex(key) });
+    }
+  }
+  suffixed.sort((a, b) => compare(a.hash, b.hash) || compare(a.key, b.key));
+  for (const { key, pair, hash } of suffixed) {
+    let name: string | undefined;
+    for (let n = MODEL_NAME_HASH_LENGTH; n <= hash.length; n++) {
+      const candidate = `${pair.base.slice(0, MAX_MODEL_NAME_LENGTH - 1 - n)}_${hash.slice(0, n)}`;
+      if (!reverse.has(candidate)) {
+        name = candidate;
+        break;
+      }
+    }
+    // A full 64-hex collision would be a sha256 collision; fail loudly rather than alias.
+    if (name === undefined) throw new Error(`stepbind: cannot name ${pair.server}/${pair.tool}`);
+    forward.set(key, name);
+    reverse.set(name, Object.freeze({ server: pair.server, tool: pair.tool }));
+  }
+  const entries = Object.freeze(
+    [...reverse]
+      .map(([modelName, p]) => Object.freeze({ server: p.server, tool: p.tool, modelName }))
+      .sort((a, b) => compare(a.modelName, b.modelName)),
+  );
+  return Object.freeze({
+    forward: (server: string, tool: string) => forward.get(pairKey(server, tool)),
+    reverse: (modelName: string) => reverse.get(modelName),
+    entries,
+  });
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** A provider-neutral model tool: name, description, JSON Schema of the arguments. */
+export interface ModelTool {
+  readonly name: string;
+  readonly description: string;
+  readonly inputSchema: ObjectSchema;
+}
+
+/** An OpenAI function tool (Chat Completions shape), as a plain object. */
+export interface OpenAIFunctionTool {
+  readonly type: 'function';
+  readonly function: {
+    readonly name: string;
+    readonly description: string;
+    readonly parameters: ObjectSchema;
+  };
+}
+
+/** An Anthropic Messages API tool, as a plain object. */
+export interface AnthropicTool {
+  readonly name: string;
+  readonly description: string;
+  readonly input_schema: ObjectSchema;
+}
+
+const modelToolsCache = new WeakMap<CatalogSnapshot, readonly ModelTool[]>();
+
+/**
+ * The model-facing tools of one snapshot, in catalog order: `name` is the descriptor's model name,
+ * `description` the tool's description (or `''`), `inputSchema` the frozen raw schema. Built once
+ * per snapshot and cached. Pass `names` (from {@link assignModelNames} over several servers) to
+ * name tools across servers; the result is then not cached.
+ */
+export function toModelTools(
+  snapshot: CatalogSnapshot,
+  names?: ModelNameTable,
+): readonly ModelTool[] {
+  if (names === undefined) {
+    const cached = modelToolsCache.get(snapshot);
+    if (cached !== undefined) return cached;
+  }
+  const server = snapshot.identity.name;
+  const tools = Object.freeze(
+    snapshot.tools.map((d) => {
+      const name = names === undefined ? d.modelName : names.forward(server, d.name);
+      if (name === undefined) {
+        throw new Error(`stepbind: the name table has no entry for ${server}/${d.name}`);
+      }
+      return Object.freeze({
+        name,
+        description: typeof d.raw.description === 'string' ? d.raw.description : '',
+        inputSchema: d.raw.inputSchema,
+      });
+    }),
+  );
+  if (names === undefined) modelToolsCache.set(snapshot, tools);
+  return tools;
+}
+
+/** {@link toModelTools} in the OpenAI function-tool shape. */
+export function toOpenAITools(
+  snapshot: CatalogSnapshot,
+  names?: ModelNameTable,
+): readonly OpenAIFunctionTool[] {
+  return Object.freeze(
+    toModelTools(snapshot, names).map((t) =>
+      Object.freeze({
+        type: 'function' as const,
+        function: Object.freeze({
+          name: t.name,
+          description: t.description,
+          parameters: t.inputSchema,
+        }),
+      }),
+    ),
+  );
+}
+
+/** {@link toModelTools} in the Anthropic tool shape. */
+export function toAnthropicTools(
+  snapshot: CatalogSnapshot,
+  names?: ModelNameTable,
+): readonly AnthropicTool[] {
+  return Object.freeze(
+    toModelTools(snapshot, names).map((t) =>
+      Object.freeze({ name: t.name, description: t.description, input_schema: t.inputSchema }),
+    ),
+  );
+}

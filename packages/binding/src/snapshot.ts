@@ -1,0 +1,374 @@
+/**
+ * Immutable tool catalog snapshots (DESIGN §5, after `toolCatalogSnapshot.v1`).
+ *
+ * @packageDocumentation
+ */
+import { canonicalJson, digestOf, sha256Hex } from './canonical.js';
+import { CatalogError, ErrorCode } from './errors.js';
+import { assignModelNames } from './names.js';
+import { SchemaValidatorCache, type SchemaValidator } from './schema.js';
+import type { CatalogState } from './states.js';
+import {
+  checkTool,
+  checkUnique,
+  resolveValidationOptions,
+  type McpToolDefinition,
+  type ValidatedToolInternal,
+  type ValidationOptions,
+} from './validation.js';
+
+/** The schema tag of every snapshot. */
+export const CATALOG_SNAPSHOT_SCHEMA = 'toolCatalogSnapshot.v1';
+
+/** Default snapshot lifetime after discovery start: 5 minutes. */
+export const DEFAULT_SNAPSHOT_TTL_MS = 300_000;
+
+/** What the server reported about itself in `initialize`. */
+export interface ServerInfo {
+  readonly name: string;
+  readonly version: string;
+  readonly [key: string]: unknown;
+}
+
+/** Who a catalog came from. Two identities are the same server only if every field is equal. */
+export interface ServerIdentity {
+  /** Configured server name (the key in `mcpServers`). */
+  readonly name: string;
+  /** {@link computeTransportDigest} of the transport settings (command, args, env, url, headers...). */
+  readonly transportDigest: string;
+  /** `serverInfo` from the initialize result. */
+  readonly serverInfo?: ServerInfo;
+  /** Negotiated MCP protocol version. */
+  readonly protocolVersion?: string;
+}
+
+/**
+ * How a tool may act, derived from the server's untrusted annotations:
+ * - `read` only when `annotations.readOnlyHint === true`;
+ * - otherwise `write` when `annotations.destructiveHint === false`;
+ * - otherwise `destructive` (the MCP default for `destructiveHint` is true);
+ * - `unknown` when the tool has no `annotations` object at all.
+ *
+ * These are hints: `read` never grants confirmation-free execution of an unproven catalog.
+ */
+export type EffectClass = 'read' | 'write' | 'destructive' | 'unknown';
+
+/** Derive the {@link EffectClass} of a raw tool definition (see there for the rules). */
+export function effectClassOf(tool: { readonly annotations?: unknown }): EffectClass {
+  const a = tool.annotations;
+  if (typeof a !== 'object' || a === null || Array.isArray(a)) return 'unknown';
+  const hints = a as Record<string, unknown>;
+  if (hints.readOnlyHint === true) return 'read';
+  if (hints.destructiveHint === false) return 'write';
+  return 'destructive';
+}
+
+/** One tool of a snapshot. Frozen; validators are compiled on first use and shared by digest. */
+export interface ToolDescriptor {
+  /** The MCP tool definition as served (deep-frozen at snapshot creation). */
+  readonly raw: McpToolDefinition;
+  /** Raw tool name. */
+  readonly name: string;
+  /** Model-facing name, unique within the snapshot (DESIGN §8). */
+  readonly modelName: string;
+  /** `digestOf(raw)`: sha256 of the canonical JSON of the definition. */
+  readonly descriptorDigest: string;
+  readonly inputSchemaDigest: string;
+  readonly outputSchemaDigest: string | undefined;
+  readonly effectClass: EffectClass;
+  /** Validator for call arguments; compiles on its first `validate`. */
+  inputValidator(): SchemaValidator;
+  /** Validator for `structuredContent`, or `undefined` when the tool has no `outputSchema`. */
+  outputValidator(): SchemaValidator | undefined;
+}
+
+/** A frozen, fully validated catalog of one server for one audience. */
+export interface CatalogSnapshot {
+  readonly schema: typeof CATALOG_SNAPSHOT_SCHEMA;
+  readonly identity: ServerIdentity;
+  /** Audience class this catalog was discovered for. */
+  readonly audience: string;
+  readonly policyEpoch: number;
+  /** Assigned by the registry at publication; 0 for a candidate not yet published. */
+  readonly generation: number;
+  /** Source revision token, present only when proven on every page. */
+  readonly sourceRevision: string | undefined;
+  /** Epoch milliseconds when the successful traversal started. */
+  readonly discoveryStartedAt: number;
+  /** Epoch milliseconds after which the catalog should be re-listed. */
+  readonly expiresAt: number;
+  /** Number of tools on each page, in order. */
+  readonly pageSizes: readonly number[];
+  /** `sha256:` + sha256 of the concatenated hex page digests; page digest = `digestOf(page)`. */
+  readonly pageRoot: string;
+  /**
+   * `SNAPSHOT_PROVEN` or `UNVERSIONED_OBSERVATION` for a candidate; `ELIGIBLE` or
+   * `UNVERSIONED_OBSERVATION` once published. Retirement is tracked by the registry.
+   */
+  readonly state: CatalogState;
+  readonly tools: readonly ToolDescriptor[];
+  readonly toolsByName: ReadonlyMap<string, ToolDescriptor>;
+}
+
+/** Input of {@link createCatalogSnapshot}. */
+export interface CreateCatalogSnapshotInput {
+  readonly identity: ServerIdentity;
+  readonly audience: string;
+  readonly policyEpoch: number;
+  /** @default 0 (a candidate, not yet published) */
+  readonly generation?: number;
+  /** The raw `tools` arrays of each page, in order. */
+  readonly pages: readonly (readonly unknown[])[];
+  /** Required when `revisionProof` is `'proven'`. */
+  readonly sourceRevision?: string;
+  /** `'proven'` gives `SNAPSHOT_PROVEN`; `'unversioned'` gives `UNVERSIONED_OBSERVATION`. */
+  readonly revisionProof: 'proven' | 'unversioned';
+  /** Epoch milliseconds. */
+  readonly discoveryStartedAt: number;
+  /** @default 300000 (5 minutes) */
+  readonly ttlMs?: number;
+  /** Validation options; `server` defaults to `identity.name`. */
+  readonly validation?: Partial<ValidationOptions>;
+  /** Cache for schema checks and compiled validators. @default a new cache */
+  readonly validatorCache?: SchemaValidatorCache;
+}
+
+/** `digestOf(settings)`: the digest of transport settings (command, args, env, url, headers...). */
+export function computeTransportDigest(settings: object): string {
+  return digestOf(settings);
+}
+
+class Descriptor implements ToolDescriptor {
+  readonly raw: McpToolDefinition;
+  readonly name: string;
+  readonly modelName: string;
+  readonly descriptorDigest: string;
+  readonly inputSchemaDigest: string;
+  readonly outputSchemaDigest: string | undefined;
+  readonly effectClass: EffectClass;
+  readonly #cache: SchemaValidatorCache;
+
+  constructor(
+    tool: ValidatedToolInternal,
+    modelName: string,
+    digest: string,
+    cache: SchemaValidatorCache,
+  ) {
+    this.raw = tool.raw;
+    this.name = tool.name;
+    this.modelName = modelName;
+    this.descriptorDigest = digest;
+    this.inputSchemaDigest = tool.inputSchema.digest;
+    this.outputSchemaDigest = tool.outputSchema?.digest;
+    this.effectClass = effectClassOf(tool.raw);
+    this.#cache = cache;
+    Object.freeze(this);
+  }
+
+  inputValidator(): SchemaValidator {
+    return this.#cache.getValidator(this.inputSchemaDigest);
+  }
+
+  outputValidator(): SchemaValidator | undefined {
+    return this.outputSchemaDigest === undefined
+      ? undefined
+      : this.#cache.getValidator(this.outputSchemaDigest);
+  }
+
+  toJSON(): Record<string, unknown> {
+    return {
+      name: this.name,
+      modelName: this.modelName,
+      descriptorDigest: this.descriptorDigest,
+      inputSchemaDigest: this.inputSchemaDigest,
+      outputSchemaDigest: this.outputSchemaDigest,
+      effectClass: this.effectClass,
+      raw: this.raw,
+    };
+  }
+}
+
+/** A `ReadonlyMap` with no mutators at all, so a frozen snapshot stays immutable. */
+class FrozenMap<K, V> implements ReadonlyMap<K, V> {
+  readonly #map: Map<K, V>;
+  constructor(map: Map<K, V>) {
+    this.#map = map;
+    Object.freeze(this);
+  }
+  get size(): number {
+    return this.#map.size;
+  }
+  get(key: K): V | undefined {
+    return this.#map.get(key);
+  }
+  has(key: K): boolean {
+    return this.#map.has(key);
+  }
+  forEach(fn: (value: V, key: K, map: ReadonlyMap<K, V>) => void, thisArg?: unknown): void {
+    this.#map.forEach((v, k) => fn.call(thisArg, v, k, this));
+  }
+  entries(): MapIterator<[K, V]> {
+    return this.#map.entries();
+  }
+  keys(): MapIterator<K> {
+    return this.#map.keys();
+  }
+  values(): MapIterator<V> {
+    return this.#map.values();
+  }
+  [Symbol.iterator](): MapIterator<[K, V]> {
+    return this.#map[Symbol.iterator]();
+  }
+}
+
+/**
+ * Validate every page and build a frozen candidate snapshot: descriptor, schema and page digests,
+ * model names and effect classes. All or nothing.
+ *
+ * Raw tool definitions are deep-frozen once here, so digests can never drift from the objects the
+ * snapshot hands out.
+ *
+ * @throws CatalogError any validation code (see `validateTool`), `DUPLICATE_TOOL_NAME` across pages,
+ *   or `INVALID_OPTIONS` for a proven snapshot without `sourceRevision` or a bad generation/ttl.
+ */
+export function createCatalogSnapshot(input: CreateCatalogSnapshotInput): CatalogSnapshot {
+  const server = input.identity.name;
+  if (input.revisionProof === 'proven' && typeof input.sourceRevision !== 'string') {
+    throw new CatalogError(
+      ErrorCode.INVALID_OPTIONS,
+      `A proven catalog of server "${server}" needs its sourceRevision.`,
+      { detail: { server, option: 'sourceRevision' } },
+    );
+  }
+  const generation = input.generation ?? 0;
+  const ttlMs = input.ttlMs ?? DEFAULT_SNAPSHOT_TTL_MS;
+  if (!Number.isSafeInteger(generation) || generation < 0 || !(ttlMs >= 0)) {
+    throw new CatalogError(
+      ErrorCode.INVALID_OPTIONS,
+      `Invalid generation or ttlMs for the catalog of server "${server}".`,
+      { detail: { server, generation, ttlMs } },
+    );
+  }
+  const cache =
+    input.validatorCache ?? input.validation?.validatorCache ?? new SchemaValidatorCache();
+  const base = {
+    ...input.validation,
+    server: input.validation?.server ?? server,
+    validatorCache: cache,
+  };
+
+  const validated: ValidatedToolInternal[] = [];
+  const digests: string[] = [];
+  const pageDigests: string[] = [];
+  const pageSizes: number[] = [];
+  const seen = new Map<string, number>();
+  for (let p = 0; p < input.pages.length; p++) {
+    const page = input.pages[p] ?? [];
+    const o = resolveValidationOptions({ ...base, pageIndex: p });
+    const canon: string[] = [];
+    for (let i = 0; i < page.length; i++) {
+      const tool = checkTool(page[i], o, i);
+      checkUnique(seen, tool.name, validated.length, o);
+      const text = toolCanonical(tool, o.server);
+      canon.push(text);
+      digests.push(`sha256:${sha256Hex(text)}`);
+      validated.push(tool);
+    }
+    pageDigests.push(sha256Hex(`[${canon.join(',')}]`));
+    pageSizes.push(page.length);
+  }
+
+  const names = assignModelNames(validated.map((t) => ({ server, tool: t.name })));
+  const tools: ToolDescriptor[] = [];
+  const byName = new Map<string, ToolDescriptor>();
+  for (let i = 0; i < validated.length; i++) {
+    const tool = validated[i] as ValidatedToolInternal;
+    deepFreeze(tool.raw);
+    const d = new Descriptor(
+      tool,
+      names.forward(server, tool.name) as string,
+      digests[i] as string,
+      cache,
+    );
+    tools.push(d);
+    byName.set(d.name, d);
+  }
+  return Object.freeze({
+    schema: CATALOG_SNAPSHOT_SCHEMA,
+    identity: freezeIdentity(input.identity),
+    audience: input.audience,
+    policyEpoch: input.policyEpoch,
+    generation,
+    sourceRevision: input.revisionProof === 'proven' ? input.sourceRevision : undefined,
+    discoveryStartedAt: input.discoveryStartedAt,
+    expiresAt: input.discoveryStartedAt + ttlMs,
+    pageSizes: Object.freeze(pageSizes),
+    pageRoot: `sha256:${sha256Hex(pageDigests.join(''))}`,
+    state: input.revisionProof === 'proven' ? 'SNAPSHOT_PROVEN' : 'UNVERSIONED_OBSERVATION',
+    tools: Object.freeze(tools),
+    toolsByName: new FrozenMap(byName),
+  });
+}
+
+/**
+ * A frozen copy of `snapshot` with a new generation and state, sharing the (frozen) tools: no
+ * re-validation and no re-digesting. Used by the registry at publication.
+ */
+export function withGeneration(
+  snapshot: CatalogSnapshot,
+  generation: number,
+  state: CatalogState,
+): CatalogSnapshot {
+  return Object.freeze({ ...snapshot, generation, state });
+}
+
+/**
+ * Canonical JSON of a validated tool, reusing the canonical text of its schemas; equal to
+ * `canonicalJson(tool.raw)` (a golden test pins this).
+ */
+function toolCanonical(tool: ValidatedToolInternal, server: string): string {
+  const raw = tool.raw as Record<string, unknown>;
+  const keys = Object.keys(raw).sort();
+  let out = '{';
+  let first = true;
+  try {
+    for (const key of keys) {
+      const member = raw[key];
+      if (member === undefined) continue;
+      if (!first) out += ',';
+      first = false;
+      out += JSON.stringify(key) + ':';
+      if (key === 'inputSchema') out += tool.inputCanonical;
+      else if (key === 'outputSchema' && tool.outputCanonical !== undefined)
+        out += tool.outputCanonical;
+      else out += canonicalJson(member);
+    }
+  } catch (error) {
+    throw new CatalogError(
+      ErrorCode.INVALID_TOOL,
+      `Tool "${tool.name}" on server "${server}" is not plain JSON. Fix the tool definition on server "${server}".`,
+      { detail: { server, tool: tool.name }, cause: error },
+    );
+  }
+  return out + '}';
+}
+
+function freezeIdentity(identity: ServerIdentity): ServerIdentity {
+  return Object.freeze({
+    name: identity.name,
+    transportDigest: identity.transportDigest,
+    ...(identity.serverInfo === undefined
+      ? {}
+      : { serverInfo: deepFreeze({ ...identity.serverInfo }) }),
+    ...(identity.protocolVersion === undefined
+      ? {}
+      : { protocolVersion: identity.protocolVersion }),
+  });
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value !== 'object' || value === null) return value;
+  Object.freeze(value);
+  for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+  return value;
+}
