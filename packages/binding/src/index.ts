@@ -24,3 +24,81 @@ export type {
   ToolEnumeration,
   ToolListSource,
 } from './discovery.js';
+export {
+  DEFAULT_SCHEMA_DIALECTS,
+  SCHEMA_DIALECT_URIS,
+  SchemaValidatorCache,
+  dialectOf,
+} from './schema.js';
+export type {
+  SchemaCacheStats,
+  SchemaDialect,
+  SchemaProblem,
+  SchemaValidator,
+  ValidationResult,
+} from './schema.js';
+export {
+  DEFAULT_MAX_SCHEMA_BYTES,
+  TOOL_NAME_PATTERN,
+  validateCatalog,
+  validateTool,
+} from './validation.js';
+export type {
+  CheckedSchema,
+  McpToolDefinition,
+  ObjectSchema,
+  ToolAnnotations,
+  ValidatedTool,
+  ValidationOptions,
+} from './validation.js';
+export {
+  CATALOG_SNAPSHOT_SCHEMA,
+  DEFAULT_SNAPSHOT_TTL_MS,
+  computeTransportDigest,
+  createCatalogSnapshot,
+  effectClassOf,
+  withGeneration,
+} from './snapshot.js';
+export type {
+  CatalogSnapshot,
+  CreateCatalogSnapshotInput,
+  EffectClass,
+  ServerIdentity,
+  ServerInfo,
+  ToolDescriptor,
+} from './snapshot.js';
+export {
+  CATALOG_TRANSITIONS,
+  CatalogState,
+  DiscoveryTracker,
+  classifyRevisions,
+  isLegalTransition,
+  isTerminalState,
+  transition,
+} from './states.js';
+export type { RevisionClassification, RevisionIncompleteReason } from './states.js';
+export {
+  MAX_MODEL_NAME_LENGTH,
+  MODEL_NAME_HASH_LENGTH,
+  assignModelNames,
+  sanitizeNamePart,
+  toAnthropicTools,
+  toModelTools,
+  toOpenAITools,
+} from './names.js';
+export type {
+  AnthropicTool,
+  ModelNameEntry,
+  ModelNameTable,
+  ModelTool,
+  OpenAIFunctionTool,
+  QualifiedToolName,
+} from './names.js';
+export { CatalogRegistry, sameIdentity } from './registry.js';
+export type {
+  CatalogRegistryOptions,
+  HeldSnapshot,
+  PublishConflictReason,
+  PublishOptions,
+  SnapshotLifecycle,
+} from './registry.js';
