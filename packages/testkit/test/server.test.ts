@@ -316,6 +316,21 @@ describe('audit trail and process lifetime', () => {
     expect(methods.slice(-2)).toEqual(['tools/call', 'notifications/cancelled']);
   });
 
+  it('close() ends the child promptly while a slow call is still in flight', async () => {
+    const child = await spawnScripted({ scenario: 'single', callDelayMs: 60_000 });
+    const call = child.client.callTool({ name: 'alpha', arguments: {} });
+    const outcome = call.then(
+      () => 'resolved',
+      () => 'rejected',
+    );
+    await child.client.ping(); // the call was sent before the ping, so the server has it
+    const started = Date.now();
+    await child.close();
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(await outcome).toBe('rejected');
+    expect(isProcessAlive(child.pid)).toBe(false);
+  });
+
   it('the child process is gone after client.close()', async () => {
     const child = await spawnScripted({ scenario: 'normal' });
     expect(isProcessAlive(child.pid)).toBe(true);
