@@ -1,0 +1,114 @@
+import { describe, expect, it } from 'vitest';
+import {
+  assignModelNames,
+  createCatalogSnapshot,
+  toAnthropicTools,
+  toModelTools,
+  toOpenAITools,
+} from '@stepbind/binding';
+
+describe('assignModelNames', () => {
+  it('qualifies names as server__tool', () => {
+    const t = assignModelNames([{ server: 'git', tool: 'status' }]);
+    expect(t.forward('git', 'status')).toBe('git__status');
+    expect(t.reverse('git__status')).toEqual({ server: 'git', tool: 'status' });
+  });
+
+  it('replaces characters outside [A-Za-z0-9_-]', () => {
+    const t = assignModelNames([{ server: 'my server', tool: 'files.read' }]);
+    expect(t.forward('my server', 'files.read')).toBe('my_server__files_read');
+  });
+
+  it('gives both names of a collision after sanitising a hash suffix', () => {
+    const t = assignModelNames([
+      { server: 's', tool: 'a.b' },
+      { server: 's', tool: 'a_b' },
+    ]);
+    const [x, y] = [t.forward('s', 'a.b'), t.forward('s', 'a_b')];
+    expect(x).toMatch(/^s__a_b_[0-9a-f]{8}$/);
+    expect(y).toMatch(/^s__a_b_[0-9a-f]{8}$/);
+    expect(x).not.toBe(y);
+    expect(t.reverse(x ?? '')).toEqual({ server: 's', tool: 'a.b' });
+  });
+
+  it('shortens names over 64 characters with a stable hash suffix', () => {
+    const tool = 'x'.repeat(100);
+    const name = assignModelNames([{ server: 'srv', tool }]).forward('srv', tool) ?? '';
+    expect(name).toHaveLength(64);
+    expect(name).toMatch(/^srv__x+_[0-9a-f]{8}$/);
+    expect(assignModelNames([{ server: 'srv', tool }]).forward('srv', tool)).toBe(name);
+  });
+
+  it('does not let a suffixed name take a name that is some pair’s plain name', () => {
+    const long = { server: 's', tool: 'y'.repeat(80) };
+    const suffixed = assignModelNames([long]).forward(long.server, long.tool) ?? '';
+    // A second pair whose plain name is exactly that suffixed name keeps it; the long one moves.
+    const squatter = { server: 's', tool: suffixed.slice('s__'.length) };
+    const t = assignModelNames([long, squatter]);
+    expect(t.forward(squatter.server, squatter.tool)).toBe(suffixed);
+    expect(t.forward(long.server, long.tool)).not.toBe(suffixed);
+    expect(t.forward(long.server, long.tool)?.length).toBeLessThanOrEqual(64);
+  });
+
+  it('returns undefined for unknown pairs and names', () => {
+    const t = assignModelNames([{ server: 'a', tool: 'b' }]);
+    expect(t.forward('a', 'c')).toBeUndefined();
+    expect(t.reverse('nope')).toBeUndefined();
+  });
+});
+
+describe('model tool shapes', () => {
+  const snapshot = createCatalogSnapshot({
+    identity: { name: 'files', transportDigest: 'sha256:t' },
+    audience: 'default',
+    policyEpoch: 0,
+    revisionProof: 'unversioned',
+    discoveryStartedAt: 0,
+    pages: [
+      [
+        { name: 'read.file', description: 'Read.', inputSchema: { type: 'object' } },
+        { name: 'stat', inputSchema: { type: 'object', properties: { p: { type: 'string' } } } },
+      ],
+    ],
+  });
+
+  it('builds provider-neutral tools once per snapshot', () => {
+    const tools = toModelTools(snapshot);
+    expect(tools).toEqual([
+      { name: 'files__read_file', description: 'Read.', inputSchema: { type: 'object' } },
+      {
+        name: 'files__stat',
+        description: '',
+        inputSchema: { type: 'object', properties: { p: { type: 'string' } } },
+      },
+    ]);
+    expect(toModelTools(snapshot)).toBe(tools);
+    expect(Object.isFrozen(tools[0])).toBe(true);
+  });
+
+  it('builds OpenAI function tools as plain objects', () => {
+    expect(toOpenAITools(snapshot)[0]).toEqual({
+      type: 'function',
+      function: { name: 'files__read_file', description: 'Read.', parameters: { type: 'object' } },
+    });
+  });
+
+  it('builds Anthropic tools as plain objects', () => {
+    expect(toAnthropicTools(snapshot)[1]).toEqual({
+      name: 'files__stat',
+      description: '',
+      input_schema: { type: 'object', properties: { p: { type: 'string' } } },
+    });
+  });
+
+  it('names tools with a cross-server table when one is given', () => {
+    const table = assignModelNames([
+      { server: 'files', tool: 'read.file' },
+      { server: 'files', tool: 'stat' },
+      { server: 'files', tool: 'read_file' },
+    ]);
+    const names = toModelTools(snapshot, table).map((t) => t.name);
+    expect(names[0]).toMatch(/^files__read_file_[0-9a-f]{8}$/);
+    expect(table.reverse(names[0] ?? '')).toEqual({ server: 'files', tool: 'read.file' });
+  });
+});
