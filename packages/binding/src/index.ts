@@ -102,3 +102,22 @@ export type {
   PublishOptions,
   SnapshotLifecycle,
 } from './registry.js';
+export { acquireMutex, RevisionLock } from './lock.js';
+export type { LockAcquireOptions, Release } from './lock.js';
+export { CatalogSlot, createBinding, McpBinding, PreparedCall, toToolResult } from './binding.js';
+export type {
+  BindingServerStatus,
+  BindingView,
+  BoundServer,
+  BoundTool,
+  CallOutcome,
+  CallPolicy,
+  CallReceipt,
+  CreateBindingOptions,
+  ErrorToolResult,
+  LeftOutServer,
+  PrepareContext,
+  RunOptions,
+  ToolCallResult,
+  ToolCaller,
+} from './binding.js';

@@ -19,3 +19,14 @@ export {
 export type { DiscoverCatalogsOptions, ServerCatalogReport } from './cli/catalog.js';
 export { runCli } from './cli/run.js';
 export type { CliIo } from './cli/run.js';
+export { McpRuntime } from './runtime.js';
+export type {
+  CaptureOptions,
+  McpRuntimeOptions,
+  RuntimeEvent,
+  RuntimeStatus,
+  ServerConnector,
+  ServerStatus,
+} from './runtime.js';
+export { connectTransport } from './sdk.js';
+export type { ConnectTransportOptions } from './sdk.js';

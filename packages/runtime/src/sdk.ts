@@ -319,7 +319,6 @@ export async function connectServer(
   options: ConnectOptions = {},
 ): Promise<SdkConnection> {
   const timeoutMs = options.timeoutMs ?? config.startupTimeoutMs;
-  const client = new Client({ ...CLIENT_INFO }, { capabilities: {} });
   const stderrTail: string[] = [];
   let transport: Transport;
   let stdio: StdioClientTransport | undefined;
@@ -355,6 +354,63 @@ export async function connectServer(
       requestInit: { headers: { ...config.headers } },
     });
   }
+  try {
+    return await openSession(name, transport, {
+      timeoutMs,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      pid: () => stdio?.pid ?? undefined,
+      stderrTail,
+    });
+  } catch (error) {
+    if (!(error instanceof StepbindError) || error.code !== ErrorCode.SERVER_START_FAILED)
+      throw error;
+    const tail = stderrTail.join('\n').trim();
+    const what = config.transport === 'stdio' ? `command "${config.command}"` : `URL ${config.url}`;
+    throw new RuntimeError(
+      ErrorCode.SERVER_START_FAILED,
+      `Server "${name}" could not be started (${what}): ${error.message}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\nCheck the command, its arguments and environment in the configuration.`,
+      { detail: { server: name, stderr: tail }, cause: error.cause },
+    );
+  }
+}
+
+/** Options of {@link connectTransport}. */
+export interface ConnectTransportOptions {
+  readonly signal?: AbortSignal;
+  /** Budget for `initialize`. @default 30000 */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * Completes `initialize` over any SDK transport (for example one end of
+ * `InMemoryTransport.createLinkedPair()`) and returns the session. The transport is closed on failure.
+ *
+ * @throws RuntimeError `SERVER_START_FAILED`, `TIMEOUT` or `ABORTED`.
+ */
+export function connectTransport(
+  name: string,
+  transport: Transport,
+  options: ConnectTransportOptions = {},
+): Promise<SdkConnection> {
+  return openSession(name, transport, {
+    timeoutMs: options.timeoutMs ?? 30_000,
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+    pid: () => undefined,
+    stderrTail: [],
+  });
+}
+
+async function openSession(
+  name: string,
+  transport: Transport,
+  options: {
+    readonly timeoutMs: number;
+    readonly signal?: AbortSignal;
+    readonly pid: () => number | undefined;
+    readonly stderrTail: string[];
+  },
+): Promise<SdkConnection> {
+  const client = new Client({ ...CLIENT_INFO }, { capabilities: {} });
   // The client reports the negotiated version only through this optional transport hook.
   let protocolVersion: string | undefined;
   const forward = transport.setProtocolVersion?.bind(transport);
@@ -364,7 +420,7 @@ export async function connectServer(
   };
   try {
     await client.connect(transport, {
-      timeout: timeoutMs,
+      timeout: options.timeoutMs,
       ...(options.signal === undefined ? {} : { signal: options.signal }),
     });
   } catch (error) {
@@ -373,29 +429,27 @@ export async function connectServer(
     } catch {
       // The start already failed; the close is best effort and the original error is reported.
     }
-    const pid = stdio?.pid ?? undefined;
-    if (pid !== undefined && pid !== null) await waitForExit(pid);
+    const pid = options.pid();
+    if (pid !== undefined) await waitForExit(pid);
     const mapped = mapSdkError(error, {
       server: name,
       operation: 'initialize',
-      timeoutMs,
+      timeoutMs: options.timeoutMs,
       ...(options.signal === undefined ? {} : { signal: options.signal }),
     });
     if (mapped.code === ErrorCode.TIMEOUT || mapped.code === ErrorCode.ABORTED) throw mapped;
-    const tail = stderrTail.join('\n').trim();
-    const what = config.transport === 'stdio' ? `command "${config.command}"` : `URL ${config.url}`;
     throw new RuntimeError(
       ErrorCode.SERVER_START_FAILED,
-      `Server "${name}" could not be started (${what}): ${error instanceof Error ? error.message : String(error)}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\nCheck the command, its arguments and environment in the configuration.`,
-      { detail: { server: name, stderr: tail }, cause: error },
+      error instanceof Error ? error.message : String(error),
+      { detail: { server: name }, cause: error },
     );
   }
   return new SdkConnection(
     name,
     client,
     transport,
-    stdio?.pid ?? undefined,
-    stderrTail,
+    options.pid(),
+    options.stderrTail,
     protocolVersion,
   );
 }

@@ -1,0 +1,638 @@
+import { CallError, ErrorCode, StepbindError, type ErrorCode as Code } from './errors.js';
+import { RevisionLock, type Release } from './lock.js';
+import type { ModelTool } from './names.js';
+import type { CatalogSnapshot, EffectClass, ToolDescriptor } from './snapshot.js';
+
+/** A raw `tools/call` result (content, structuredContent, isError, _meta...). */
+export interface ToolCallResult {
+  readonly content?: readonly unknown[];
+  readonly structuredContent?: Readonly<Record<string, unknown>>;
+  readonly isError?: boolean;
+  readonly [key: string]: unknown;
+}
+
+/**
+ * The one thing a prepared call needs from a server: send `tools/call` on this exact connection.
+ * Implementations map failures to {@link StepbindError}s (`TIMEOUT`, `ABORTED`, `CONNECTION_CLOSED`,
+ * `SERVER_ERROR`) and send `notifications/cancelled` on timeout or abort.
+ */
+export interface ToolCaller {
+  /** True once the connection is gone; a prepared call then fails with `CONNECTION_CLOSED`. */
+  readonly closed: boolean;
+  callTool(
+    tool: string,
+    args: Readonly<Record<string, unknown>>,
+    options: { readonly signal?: AbortSignal; readonly timeoutMs: number },
+  ): Promise<ToolCallResult>;
+}
+
+/**
+ * The catalog of one server inside a ConnectionSet, with its revision behind a {@link RevisionLock}.
+ * The catalog is swapped only under the write lock, and every swap increments the revision, so a
+ * prepared call that holds the read lock sees a revision that cannot change until it finishes.
+ */
+export class CatalogSlot {
+  /** Configured server name. */
+  readonly server: string;
+  /** The fair, writer-preferring lock guarding {@link catalog} and {@link revision}. */
+  readonly lock = new RevisionLock();
+  #catalog: CatalogSnapshot;
+  #revision = 1;
+  #listeners = new Set<() => void>();
+
+  constructor(server: string, catalog: CatalogSnapshot) {
+    this.server = server;
+    this.#catalog = catalog;
+  }
+
+  /** The catalog currently in force. */
+  get catalog(): CatalogSnapshot {
+    return this.#catalog;
+  }
+
+  /** Starts at 1 and increments on every swap. */
+  get revision(): number {
+    return this.#revision;
+  }
+
+  /**
+   * Takes the write lock (waiting for calls in flight, blocking later ones), installs `catalog`,
+   * increments the revision and notifies listeners. Resolves to the new revision.
+   */
+  async swap(catalog: CatalogSnapshot, options: { signal?: AbortSignal } = {}): Promise<number> {
+    const release = await this.lock.acquireWrite(options);
+    try {
+      return this.installLocked(catalog);
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Installs `catalog` and increments the revision; the caller must hold the write lock (this lets
+   * a refresh swap several slots and move its pointer in one synchronous step).
+   *
+   * @throws Error when the write lock is not held.
+   */
+  installLocked(catalog: CatalogSnapshot): number {
+    if (!this.lock.writing) throw new Error(`CatalogSlot(${this.server}): write lock not held`);
+    this.#catalog = catalog;
+    this.#revision++;
+    for (const listener of this.#listeners) listener();
+    return this.#revision;
+  }
+
+  /** Calls `listener` after every swap (inside the write lock). Returns an unsubscribe function. */
+  onSwap(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+}
+
+/** One server as a binding sees it: a frozen catalog at a revision, and the exact client. */
+export interface BoundServer {
+  readonly name: string;
+  readonly slot: CatalogSlot;
+  readonly catalog: CatalogSnapshot;
+  /** The slot's revision when this view was built. */
+  readonly revision: number;
+  readonly caller: ToolCaller;
+  /** Default per-call timeout for this server's tools. */
+  readonly callTimeoutMs: number;
+}
+
+/** A model-facing tool and where it runs. */
+export interface BoundTool {
+  readonly modelName: string;
+  readonly server: BoundServer;
+  readonly descriptor: ToolDescriptor;
+}
+
+/** A server that is not part of a step, and why. */
+export interface LeftOutServer {
+  readonly name: string;
+  readonly required: boolean;
+  readonly reason: 'starting' | 'failed' | 'closed';
+  readonly error?: { readonly code: string; readonly message: string };
+}
+
+/**
+ * An immutable projection of a ConnectionSet at one set of revisions: built once per publication
+ * or catalog swap, shared by every binding captured until the next one. Capture cost is O(1) in the
+ * number of tools because bindings only point at a view.
+ */
+export interface BindingView {
+  readonly tools: readonly ModelTool[];
+  readonly byModelName: ReadonlyMap<string, BoundTool>;
+  readonly servers: readonly BoundServer[];
+  readonly leftOut: readonly LeftOutServer[];
+}
+
+/** Live policy the runtime owns; read at call time, not at capture. */
+export interface CallPolicy {
+  /** Current policy epoch; a binding captured under another epoch is refused (`TOOL_DENIED`). */
+  readonly policyEpoch: number;
+  /** True when the (server, raw tool) pair was revoked after capture. */
+  isRevoked(server: string, tool: string): boolean;
+  /**
+   * `unproven-writes`: calls to non-`read` tools of a catalog that is not proven need a `prepare`
+   * hook (the approval point); without one they are refused with `TOOL_DENIED`.
+   */
+  readonly approval: 'none' | 'unproven-writes';
+}
+
+/** Status of one server in a binding. */
+export type BindingServerStatus =
+  | {
+      readonly name: string;
+      readonly bound: true;
+      readonly catalogState: string;
+      readonly generation: number;
+      readonly revision: number;
+      readonly sourceRevision: string | undefined;
+      readonly toolCount: number;
+    }
+  | ({ readonly bound: false } & LeftOutServer);
+
+/** What the `prepare` hook receives. It may throw to veto the call (nothing is sent). */
+export interface PrepareContext {
+  readonly server: string;
+  readonly tool: string;
+  readonly modelName: string;
+  readonly effectClass: EffectClass;
+  readonly catalogState: string;
+  /** True when the policy requires an explicit approval for this call. */
+  readonly approvalRequired: boolean;
+  readonly args: Readonly<Record<string, unknown>>;
+  readonly signal: AbortSignal | undefined;
+}
+
+/** Options of {@link PreparedCall.run}. */
+export interface RunOptions {
+  /**
+   * Runs under the revision read lock after admission and before `tools/call`: approvals, argument
+   * rewriting, uploads. Return new arguments to replace them (they are validated again).
+   */
+  readonly prepare?: (
+    ctx: PrepareContext,
+  ) => Promise<Readonly<Record<string, unknown>> | void> | Readonly<Record<string, unknown>> | void;
+  /** Cancels waiting, preparing or the call (a sent call gets `notifications/cancelled`). */
+  readonly signal?: AbortSignal;
+  /** Per-call timeout. @default the server's `callTimeoutMs` (60000) */
+  readonly timeoutMs?: number;
+}
+
+/** Proof of what ran: binds a call to the catalog the model saw. */
+export interface CallReceipt {
+  readonly stepId: string;
+  readonly server: string;
+  readonly tool: string;
+  readonly modelName: string;
+  readonly descriptorDigest: string;
+  readonly inputSchemaDigest: string;
+  readonly outputSchemaDigest: string | undefined;
+  readonly generation: number;
+  readonly revision: number;
+  readonly policyEpoch: number;
+  readonly audience: string;
+  readonly catalogState: string;
+  readonly effectClass: EffectClass;
+  /** `ok`, or `tool-error` when the server returned `isError: true`. */
+  readonly outcome: 'ok' | 'tool-error';
+  /** Epoch milliseconds when `run` was called. */
+  readonly startedAt: number;
+  /** Milliseconds spent in each phase. */
+  readonly timings: {
+    readonly lockWaitMs: number;
+    readonly prepareMs: number;
+    readonly callMs: number;
+    readonly totalMs: number;
+  };
+}
+
+/** A successful call: the raw result and its receipt. */
+export interface CallOutcome {
+  readonly result: ToolCallResult;
+  readonly receipt: CallReceipt;
+}
+
+interface BindingState {
+  released: boolean;
+  inFlight: number;
+  onDrained: (() => void) | undefined;
+}
+
+/** Options of {@link createBinding}. */
+export interface CreateBindingOptions {
+  readonly stepId: string;
+  readonly policy: CallPolicy;
+  /** Called once when the binding is released and its last call finished. */
+  readonly onDrained?: () => void;
+}
+
+/**
+ * Creates the frozen binding of one sampling step over `view`. O(servers), never O(tools).
+ */
+export function createBinding(view: BindingView, options: CreateBindingOptions): McpBinding {
+  return new McpBinding(view, options);
+}
+
+/**
+ * The tools one model sampling step saw, and the exact clients that run them. Frozen. Release it
+ * (or `await using` it) when the step ends so retired connections can close.
+ */
+export class McpBinding {
+  /** Identifier of the step, echoed in receipts. */
+  readonly stepId: string;
+  /** Policy epoch in force at capture. */
+  readonly policyEpoch: number;
+  /** Model-facing tools: `{ name, description, inputSchema }`. */
+  readonly tools: readonly ModelTool[];
+  /** Every configured server: bound (with catalog generation and revision) or left out (why). */
+  readonly servers: readonly BindingServerStatus[];
+  readonly #view: BindingView;
+  readonly #policy: CallPolicy;
+  readonly #state: BindingState;
+
+  /** @internal use {@link createBinding}. */
+  constructor(view: BindingView, options: CreateBindingOptions) {
+    this.stepId = options.stepId;
+    this.policyEpoch = options.policy.policyEpoch;
+    this.tools = view.tools;
+    this.#view = view;
+    this.#policy = options.policy;
+    this.#state = { released: false, inFlight: 0, onDrained: options.onDrained };
+    this.servers = Object.freeze([
+      ...view.servers.map((s): BindingServerStatus =>
+        Object.freeze({
+          name: s.name,
+          bound: true,
+          catalogState: s.catalog.state,
+          generation: s.catalog.generation,
+          revision: s.revision,
+          sourceRevision: s.catalog.sourceRevision,
+          toolCount: s.catalog.tools.length,
+        }),
+      ),
+      ...view.leftOut.map((s): BindingServerStatus => Object.freeze({ ...s, bound: false })),
+    ]);
+    Object.freeze(this);
+  }
+
+  /** True after {@link release}. */
+  get released(): boolean {
+    return this.#state.released;
+  }
+
+  /**
+   * Resolves a model-facing tool name to a call bound to this step's catalog, revision and client.
+   *
+   * @throws CallError `UNKNOWN_TOOL` when the step did not advertise that name; `BINDING_RELEASED`
+   *   after {@link release}.
+   */
+  prepareCall(modelName: string): PreparedCall {
+    if (this.#state.released) throw releasedError(this.stepId, modelName);
+    const bound = this.#view.byModelName.get(modelName);
+    if (bound === undefined) {
+      throw new CallError(
+        ErrorCode.UNKNOWN_TOOL,
+        `This step has no tool named "${modelName}". Call only the tools advertised in this step.`,
+        { detail: { modelName, stepId: this.stepId } },
+      );
+    }
+    return new PreparedCall(bound, this.stepId, this.policyEpoch, this.#policy, this.#state);
+  }
+
+  /** Ends the step. Idempotent. Calls already running finish; new ones are refused. */
+  release(): void {
+    if (this.#state.released) return;
+    this.#state.released = true;
+    maybeDrained(this.#state);
+  }
+
+  /** Same as {@link release}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.release();
+  }
+}
+
+function maybeDrained(state: BindingState): void {
+  if (state.released && state.inFlight === 0 && state.onDrained !== undefined) {
+    const done = state.onDrained;
+    state.onDrained = undefined;
+    done();
+  }
+}
+
+function releasedError(stepId: string, modelName: string): CallError {
+  return new CallError(
+    ErrorCode.BINDING_RELEASED,
+    `The binding of step ${stepId} was released; "${modelName}" was not run. Call it from the current step.`,
+    { detail: { stepId, modelName } },
+  );
+}
+
+/**
+ * One tool call the model made, bound to the step's catalog, revision and client. Never re-routed.
+ */
+export class PreparedCall {
+  /** Configured server name. */
+  readonly server: string;
+  /** Raw MCP tool name. */
+  readonly tool: string;
+  /** The name the model used. */
+  readonly modelName: string;
+  /** The slot revision captured with the step. */
+  readonly revision: number;
+  /** The frozen descriptor the model saw. */
+  readonly descriptor: ToolDescriptor;
+  readonly #bound: BoundTool;
+  readonly #stepId: string;
+  readonly #policyEpoch: number;
+  readonly #policy: CallPolicy;
+  readonly #state: BindingState;
+
+  /** @internal use {@link McpBinding.prepareCall}. */
+  constructor(
+    bound: BoundTool,
+    stepId: string,
+    policyEpoch: number,
+    policy: CallPolicy,
+    state: BindingState,
+  ) {
+    this.server = bound.server.name;
+    this.tool = bound.descriptor.name;
+    this.modelName = bound.modelName;
+    this.revision = bound.server.revision;
+    this.descriptor = bound.descriptor;
+    this.#bound = bound;
+    this.#stepId = stepId;
+    this.#policyEpoch = policyEpoch;
+    this.#policy = policy;
+    this.#state = state;
+    Object.freeze(this);
+  }
+
+  /**
+   * Runs the call (DESIGN §7): read lock → revision check (`STALE_CATALOG`: nothing runs, nothing is
+   * sent) → admission (policy epoch, revocation, approval, input schema: `TOOL_DENIED`,
+   * `INVALID_ARGUMENTS`) → `prepare` → `tools/call` on the captured client (`TIMEOUT`, `ABORTED`,
+   * `CONNECTION_CLOSED`, `SERVER_ERROR`) → output validation against the frozen schema
+   * (`INVALID_TOOL_OUTPUT`; the call did run) → release → result and receipt.
+   *
+   * @throws CallError with one of the codes above; `detail` names server, tool, model name and step.
+   */
+  async run(
+    args: Readonly<Record<string, unknown>> = {},
+    options: RunOptions = {},
+  ): Promise<CallOutcome> {
+    const state = this.#state;
+    if (state.released) throw releasedError(this.#stepId, this.modelName);
+    const startedAt = Date.now();
+    const t0 = performance.now();
+    state.inFlight++;
+    let release: Release | undefined;
+    try {
+      const slot = this.#bound.server.slot;
+      try {
+        release = await slot.lock.acquireRead(
+          options.signal === undefined ? {} : { signal: options.signal },
+        );
+      } catch (error) {
+        throw this.#fail(error);
+      }
+      const tLock = performance.now();
+      if (slot.revision !== this.revision) {
+        throw new CallError(
+          ErrorCode.STALE_CATALOG,
+          `The tool catalog of server "${this.server}" changed after this step was captured (revision ${this.revision} → ${slot.revision}); "${this.modelName}" was not run and nothing was sent. Call again with the tools of the next step.`,
+          {
+            detail: this.#detail({
+              capturedRevision: this.revision,
+              currentRevision: slot.revision,
+            }),
+          },
+        );
+      }
+      const approvalRequired = this.#admit(options);
+      let callArgs = this.#checkArgs(args);
+      if (options.prepare !== undefined) {
+        const replaced = await options.prepare({
+          server: this.server,
+          tool: this.tool,
+          modelName: this.modelName,
+          effectClass: this.descriptor.effectClass,
+          catalogState: this.#bound.server.catalog.state,
+          approvalRequired,
+          args: callArgs,
+          signal: options.signal,
+        });
+        if (replaced !== undefined) callArgs = this.#checkArgs(replaced);
+      }
+      if (options.signal?.aborted === true) {
+        throw new CallError(
+          ErrorCode.ABORTED,
+          `"${this.modelName}" was cancelled before it was sent.`,
+          { detail: this.#detail({}), cause: options.signal.reason },
+        );
+      }
+      const tPrepared = performance.now();
+      const caller = this.#bound.server.caller;
+      if (caller.closed) {
+        throw new CallError(
+          ErrorCode.CONNECTION_CLOSED,
+          `The connection of server "${this.server}" captured by this step is closed; "${this.modelName}" was not run and is never re-routed. Call again from the next step.`,
+          { detail: this.#detail({}) },
+        );
+      }
+      let result: ToolCallResult;
+      try {
+        result = await caller.callTool(this.tool, callArgs, {
+          timeoutMs: options.timeoutMs ?? this.#bound.server.callTimeoutMs,
+          ...(options.signal === undefined ? {} : { signal: options.signal }),
+        });
+      } catch (error) {
+        throw this.#fail(error);
+      }
+      const tCalled = performance.now();
+      this.#checkOutput(result);
+      const catalog = this.#bound.server.catalog;
+      const receipt: CallReceipt = Object.freeze({
+        stepId: this.#stepId,
+        server: this.server,
+        tool: this.tool,
+        modelName: this.modelName,
+        descriptorDigest: this.descriptor.descriptorDigest,
+        inputSchemaDigest: this.descriptor.inputSchemaDigest,
+        outputSchemaDigest: this.descriptor.outputSchemaDigest,
+        generation: catalog.generation,
+        revision: this.revision,
+        policyEpoch: this.#policyEpoch,
+        audience: catalog.audience,
+        catalogState: catalog.state,
+        effectClass: this.descriptor.effectClass,
+        outcome: result.isError === true ? 'tool-error' : 'ok',
+        startedAt,
+        timings: Object.freeze({
+          lockWaitMs: tLock - t0,
+          prepareMs: tPrepared - tLock,
+          callMs: tCalled - tPrepared,
+          totalMs: performance.now() - t0,
+        }),
+      });
+      return { result, receipt };
+    } catch (error) {
+      throw this.#fail(error);
+    } finally {
+      release?.();
+      state.inFlight--;
+      maybeDrained(state);
+    }
+  }
+
+  #admit(options: RunOptions): boolean {
+    const policy = this.#policy;
+    if (policy.policyEpoch !== this.#policyEpoch) {
+      throw new CallError(
+        ErrorCode.TOOL_DENIED,
+        `The policy changed after this step was captured (epoch ${this.#policyEpoch} → ${policy.policyEpoch}); "${this.modelName}" was not run. Call again from the next step.`,
+        {
+          detail: this.#detail({
+            reason: 'policy-epoch',
+            capturedEpoch: this.#policyEpoch,
+            currentEpoch: policy.policyEpoch,
+          }),
+        },
+      );
+    }
+    if (policy.isRevoked(this.server, this.tool)) {
+      throw new CallError(
+        ErrorCode.TOOL_DENIED,
+        `Tool "${this.tool}" of server "${this.server}" was revoked; "${this.modelName}" was not run.`,
+        { detail: this.#detail({ reason: 'revoked' }) },
+      );
+    }
+    const proven =
+      this.#bound.server.catalog.state === 'ELIGIBLE' ||
+      this.#bound.server.catalog.state === 'SNAPSHOT_PROVEN';
+    const approvalRequired =
+      policy.approval === 'unproven-writes' && !proven && this.descriptor.effectClass !== 'read';
+    if (approvalRequired && options.prepare === undefined) {
+      throw new CallError(
+        ErrorCode.TOOL_DENIED,
+        `"${this.modelName}" may change state (effect ${this.descriptor.effectClass}) and the catalog of server "${this.server}" is not proven (${this.#bound.server.catalog.state}); it needs an approval. Pass a prepare hook that approves it.`,
+        { detail: this.#detail({ reason: 'approval-required' }) },
+      );
+    }
+    return approvalRequired;
+  }
+
+  #checkArgs(args: unknown): Readonly<Record<string, unknown>> {
+    if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+      throw new CallError(
+        ErrorCode.INVALID_ARGUMENTS,
+        `Arguments for "${this.modelName}" must be a JSON object; nothing was sent. Fix the arguments and call again.`,
+        { detail: this.#detail({}) },
+      );
+    }
+    const verdict = this.descriptor.inputValidator().validate(args);
+    if (!verdict.ok) {
+      throw new CallError(
+        ErrorCode.INVALID_ARGUMENTS,
+        `Arguments for "${this.modelName}" do not match its input schema: ${verdict.errors}. Nothing was sent; fix the arguments and call again.`,
+        { detail: this.#detail({ errors: verdict.errors }) },
+      );
+    }
+    return args as Readonly<Record<string, unknown>>;
+  }
+
+  #checkOutput(result: ToolCallResult): void {
+    const validator = this.descriptor.outputValidator();
+    if (validator === undefined || result.isError === true) return;
+    const structured = result.structuredContent;
+    const verdict =
+      structured === undefined
+        ? {
+            ok: false as const,
+            errors: 'no structuredContent although the tool declares an outputSchema',
+          }
+        : validator.validate(structured);
+    if (!verdict.ok) {
+      throw new CallError(
+        ErrorCode.INVALID_TOOL_OUTPUT,
+        `Invalid structured content returned by tool ${this.tool} of server "${this.server}": ${verdict.errors}. The call did run; its result was discarded.`,
+        { detail: this.#detail({ errors: verdict.errors }) },
+      );
+    }
+  }
+
+  #detail(extra: Record<string, unknown>): Record<string, unknown> {
+    return {
+      server: this.server,
+      tool: this.tool,
+      modelName: this.modelName,
+      stepId: this.#stepId,
+      ...extra,
+    };
+  }
+
+  #fail(error: unknown): CallError {
+    if (error instanceof CallError) return error;
+    if (error instanceof StepbindError) {
+      return new CallError(error.code, error.message, {
+        detail: { ...this.#detail({}), ...error.detail },
+        cause: error,
+      });
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    return new CallError(
+      ErrorCode.TOOL_DENIED,
+      `The prepare hook of "${this.modelName}" refused or failed: ${message}. Nothing was sent.`,
+      { detail: this.#detail({ reason: 'prepare' }), cause: error },
+    );
+  }
+}
+
+const MODEL_MESSAGES: Partial<Record<Code, (e: StepbindError) => string>> = {
+  STALE_CATALOG: (e) =>
+    `The tool catalog of server "${String(e.detail.server)}" changed; this call was not run. Call again with the tools of the next step.`,
+  UNKNOWN_TOOL: (e) =>
+    `There is no tool named "${String(e.detail['modelName'])}" in this step. Use one of the tools you were given.`,
+  INVALID_ARGUMENTS: (e) =>
+    `The arguments do not match the tool's input schema (${String(e.detail['errors'] ?? 'not an object')}); the call was not run. Fix the arguments and call again.`,
+  INVALID_TOOL_OUTPUT: () =>
+    'The tool ran but returned output that does not match its declared schema, so the result was discarded. Do not assume it failed or succeeded; check before retrying.',
+  TOOL_DENIED: (e) => `This call was not allowed and was not run: ${e.message}`,
+  BINDING_RELEASED: () =>
+    'This call belongs to a finished step and was not run. Call again with the tools of the current step.',
+  CONNECTION_CLOSED: (e) =>
+    `The server "${String(e.detail.server)}" is disconnected; the call was not re-routed. Try again in the next step.`,
+  TIMEOUT: () =>
+    'The tool did not answer in time and the request was cancelled. It may or may not have taken effect; check before retrying.',
+  ABORTED: () => 'The call was cancelled.',
+};
+
+/** An `isError` MCP tool result a model can act on. */
+export interface ErrorToolResult {
+  readonly isError: true;
+  readonly content: readonly [{ readonly type: 'text'; readonly text: string }];
+  readonly _meta: { readonly 'io.stepbind/error': { readonly code: string } };
+}
+
+/**
+ * Renders any error as an `isError` tool result with a message a model can act on, so the agent
+ * loop can continue with a new step. Non-stepbind errors are rendered generically.
+ */
+export function toToolResult(error: unknown): ErrorToolResult {
+  let code = 'INTERNAL';
+  let text = `The call failed: ${error instanceof Error ? error.message : String(error)}`;
+  if (error instanceof StepbindError) {
+    code = error.code;
+    text = MODEL_MESSAGES[error.code]?.(error) ?? error.message;
+  }
+  return Object.freeze({
+    isError: true,
+    content: Object.freeze([Object.freeze({ type: 'text', text })] as const),
+    _meta: Object.freeze({ 'io.stepbind/error': Object.freeze({ code }) }),
+  });
+}

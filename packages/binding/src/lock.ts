@@ -1,0 +1,156 @@
+import { Mutex } from 'async-mutex';
+import { ErrorCode, StepbindError } from './errors.js';
+
+/** Releases a lock that was acquired. Calling it more than once has no effect. */
+export type Release = () => void;
+
+/** Options for acquiring a {@link RevisionLock}. */
+export interface LockAcquireOptions {
+  /** Gives up waiting; the acquire then rejects with `ABORTED` and holds nothing. */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * A fair, writer-preferring async read/write lock built on async-mutex.
+ *
+ * Every acquirer, reader or writer, first passes one FIFO turnstile (an async-mutex `Mutex`, whose
+ * waiters are served strictly in arrival order). A reader holds the turnstile only long enough to
+ * register itself and lets go at once, so any number of readers run together. A writer keeps the
+ * turnstile while it waits for the readers already inside to leave, and while it writes.
+ *
+ * Why it is fair and cannot starve a writer: a writer that reaches the turnstile stops everyone who
+ * arrives after it (readers included) in the FIFO queue behind it, and it waits only for the readers
+ * that were admitted before it. Those are finitely many and each leaves when its call ends, so the
+ * writer runs after at most the longest of them. Readers that arrive after the writer run right after
+ * it, in arrival order, so readers are not starved either.
+ *
+ * A waiter whose signal aborts is rejected at once; its place in the queue is consumed and released
+ * immediately when it comes up, so cancellation never reorders or deadlocks the others.
+ */
+export class RevisionLock {
+  readonly #turnstile = new Mutex();
+  #readers = 0;
+  #drained: (() => void) | undefined;
+  #writing = false;
+
+  /** Number of readers currently holding the lock. */
+  get readers(): number {
+    return this.#readers;
+  }
+
+  /** True while a writer holds the lock. */
+  get writing(): boolean {
+    return this.#writing;
+  }
+
+  /** True when a writer holds the turnstile or waiters are queued on it. */
+  get contended(): boolean {
+    return this.#turnstile.isLocked();
+  }
+
+  /**
+   * Acquires a shared read hold. Fast path: with no writer queued or writing, it is taken
+   * synchronously inside the returned promise's first tick without touching the mutex queue.
+   */
+  async acquireRead(options: LockAcquireOptions = {}): Promise<Release> {
+    if (!this.#turnstile.isLocked()) {
+      options.signal?.throwIfAborted();
+      return this.#admitReader();
+    }
+    const releaseTurnstile = await this.#passTurnstile(options.signal);
+    const release = this.#admitReader();
+    releaseTurnstile();
+    return release;
+  }
+
+  /** Acquires the exclusive write hold: waits for earlier readers, blocks later arrivals. */
+  async acquireWrite(options: LockAcquireOptions = {}): Promise<Release> {
+    const releaseTurnstile = await this.#passTurnstile(options.signal);
+    if (this.#readers > 0) {
+      await new Promise<void>((resolve) => {
+        this.#drained = resolve;
+      });
+    }
+    this.#writing = true;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.#writing = false;
+      releaseTurnstile();
+    };
+  }
+
+  /** Runs `fn` under a read hold and releases it on every path. */
+  async withRead<T>(fn: () => Promise<T> | T, options: LockAcquireOptions = {}): Promise<T> {
+    const release = await this.acquireRead(options);
+    try {
+      return await fn();
+    } finally {
+      release();
+    }
+  }
+
+  /** Runs `fn` under the write hold and releases it on every path. */
+  async withWrite<T>(fn: () => Promise<T> | T, options: LockAcquireOptions = {}): Promise<T> {
+    const release = await this.acquireWrite(options);
+    try {
+      return await fn();
+    } finally {
+      release();
+    }
+  }
+
+  #admitReader(): Release {
+    this.#readers++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.#readers--;
+      if (this.#readers === 0 && this.#drained !== undefined) {
+        const wake = this.#drained;
+        this.#drained = undefined;
+        wake();
+      }
+    };
+  }
+
+  #passTurnstile(signal: AbortSignal | undefined): Promise<Release> {
+    return acquireMutex(this.#turnstile, signal);
+  }
+}
+
+/**
+ * Acquires an async-mutex `Mutex` (FIFO) with an abort signal. An aborted waiter rejects with
+ * `ABORTED` at once; its queue slot is released the moment it comes up, so the others keep their order.
+ */
+export async function acquireMutex(
+  mutex: Mutex,
+  signal: AbortSignal | undefined,
+): Promise<Release> {
+  if (signal?.aborted === true) {
+    throw new StepbindError(ErrorCode.ABORTED, 'Waiting for a lock was cancelled.', {
+      cause: signal.reason,
+    });
+  }
+  const acquiring = mutex.acquire();
+  if (signal === undefined) return acquiring;
+  return new Promise<Release>((resolve, reject) => {
+    const onAbort = (): void => {
+      // Keep the FIFO slot but hand it straight back when it comes up.
+      void acquiring.then((release) => release());
+      reject(
+        new StepbindError(ErrorCode.ABORTED, 'Waiting for a lock was cancelled.', {
+          cause: signal.reason,
+        }),
+      );
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    void acquiring.then((release) => {
+      signal.removeEventListener('abort', onAbort);
+      if (signal.aborted) return;
+      resolve(release);
+    });
+  });
+}

@@ -1,0 +1,1158 @@
+import { Mutex } from 'async-mutex';
+import PQueue from 'p-queue';
+import {
+  acquireMutex,
+  assignModelNames,
+  CatalogError,
+  CatalogRegistry,
+  CatalogSlot,
+  computeTransportDigest,
+  createBinding,
+  createCatalogSnapshot,
+  enumerateCatalog,
+  ErrorCode,
+  RuntimeError,
+  SchemaValidatorCache,
+  StepbindError,
+  type BindingView,
+  type BoundServer,
+  type BoundTool,
+  type CallPolicy,
+  type CatalogSnapshot,
+  type LeftOutServer,
+  type McpBinding,
+  type ModelTool,
+  type ServerIdentity,
+  type ValidationOptions,
+} from '@stepbind/binding';
+import { parseConfig, type RuntimeConfig, type ServerConfig } from './config.js';
+import { connectServer, type SdkConnection } from './sdk.js';
+
+/** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
+export type ServerConnector = (
+  name: string,
+  config: ServerConfig,
+  options: { readonly signal: AbortSignal },
+) => Promise<SdkConnection>;
+
+/** Everything the runtime reports as it works. Listeners must not throw. */
+export type RuntimeEvent =
+  | {
+      readonly type: 'server-ready';
+      readonly server: string;
+      readonly generation: number;
+      readonly tools: number;
+    }
+  | {
+      readonly type: 'server-failed';
+      readonly server: string;
+      readonly required: boolean;
+      readonly error: StepbindError;
+    }
+  | { readonly type: 'set-published'; readonly setId: number; readonly reasons: readonly string[] }
+  | { readonly type: 'refresh-failed'; readonly error: StepbindError }
+  | { readonly type: 'list-changed'; readonly server: string }
+  | {
+      readonly type: 'catalog-swapped';
+      readonly server: string;
+      readonly generation: number;
+      readonly revision: number;
+      readonly cause: 'hard-refresh' | 'refresh';
+    }
+  | { readonly type: 'hard-refresh-failed'; readonly server: string; readonly error: StepbindError }
+  | { readonly type: 'connection-closed'; readonly server: string; readonly expected: boolean };
+
+/** Options of {@link McpRuntime.open}. */
+export interface McpRuntimeOptions {
+  /** Policy epoch in force at start. @default 0 */
+  readonly policyEpoch?: number;
+  /** Approval policy for calls (see `CallPolicy.approval`). @default 'none' */
+  readonly approval?: 'none' | 'unproven-writes';
+  /** How long a capture waits, once per ConnectionSet, for optional servers still starting. @default 1000 */
+  readonly optionalGraceMs?: number;
+  /** Quiet period after a `list_changed` before the hard refresh runs. @default 100 */
+  readonly listChangedDebounceMs?: number;
+  /** Schema validation options for every catalog (`server` is filled in). */
+  readonly validation?: Omit<ValidationOptions, 'server' | 'validatorCache' | 'pageIndex'>;
+  /** Starts connections. @default stdio child processes / Streamable HTTP through the SDK */
+  readonly connect?: ServerConnector;
+  /** Receives every {@link RuntimeEvent}. */
+  readonly onEvent?: (event: RuntimeEvent) => void;
+  /** Cancels `open`. */
+  readonly signal?: AbortSignal;
+}
+
+/** Options of {@link McpRuntime.captureBinding}. */
+export interface CaptureOptions {
+  /** Servers that must be bound in this step, on top of those configured `required`. */
+  readonly requiredServers?: readonly string[];
+  /** Cancels the refresh or grace wait. */
+  readonly signal?: AbortSignal;
+  /** Step identifier echoed in receipts. @default a counter: "step-1", "step-2"... */
+  readonly stepId?: string;
+}
+
+/** Status of one server in {@link McpRuntime.status}. */
+export interface ServerStatus {
+  readonly name: string;
+  readonly required: boolean;
+  readonly state: 'ready' | 'starting' | 'failed' | 'closed';
+  readonly generation?: number;
+  readonly revision?: number;
+  readonly catalogState?: string;
+  readonly tools?: number;
+  readonly pid?: number;
+  readonly error?: { readonly code: string; readonly message: string };
+}
+
+/** A snapshot of the runtime's state, for dashboards and tests. */
+export interface RuntimeStatus {
+  readonly closed: boolean;
+  readonly dirty: boolean;
+  readonly setId: number;
+  readonly liveSets: number;
+  readonly liveConnections: number;
+  readonly servers: readonly ServerStatus[];
+}
+
+/** One live connection, its catalog slot and its background work. Shared by the sets that reuse it. */
+class ServerSession {
+  readonly name: string;
+  readonly config: ServerConfig;
+  readonly identityKey: string;
+  readonly connection: SdkConnection;
+  readonly identity: ServerIdentity;
+  /** Serializes re-listings (hard refresh, refresh re-list) of this connection. */
+  readonly listMutex = new Mutex();
+  slot: CatalogSlot | undefined;
+  /** ConnectionSets holding this session. */
+  refs = 0;
+  debounce: ReturnType<typeof setTimeout> | undefined;
+  debounceStarted = 0;
+  /** Hard refreshes fired by list_changed and not finished yet. */
+  hardRefreshes = 0;
+  /** Resolves when no debounce is armed and no fired hard refresh is running. */
+  idle: { promise: Promise<void>; resolve: () => void } | undefined;
+  unsubscribe: (() => void)[] = [];
+  closing: Promise<void> | undefined;
+
+  constructor(name: string, config: ServerConfig, identityKey: string, connection: SdkConnection) {
+    this.name = name;
+    this.config = config;
+    this.identityKey = identityKey;
+    this.connection = connection;
+    this.identity = Object.freeze({
+      name,
+      transportDigest: identityKey,
+      ...(connection.hello.serverInfo === undefined
+        ? {}
+        : { serverInfo: connection.hello.serverInfo }),
+      ...(connection.hello.protocolVersion === undefined
+        ? {}
+        : { protocolVersion: connection.hello.protocolVersion }),
+    });
+  }
+
+  get catalog(): CatalogSnapshot {
+    if (this.slot === undefined) throw new Error(`session ${this.name} has no published catalog`);
+    return this.slot.catalog;
+  }
+}
+
+type Entry =
+  | { kind: 'ready'; readonly session: ServerSession }
+  | { kind: 'starting'; readonly promise: Promise<void> }
+  | { kind: 'failed'; readonly error: StepbindError };
+
+/** An immutable set of server entries (only optional entries move from starting to ready/failed). */
+class ConnectionSet {
+  readonly id: number;
+  readonly config: RuntimeConfig;
+  readonly entries = new Map<string, Entry>();
+  bindings = 0;
+  retired = false;
+  graceUsed = false;
+  #view: BindingView | undefined;
+  #unsubscribe: (() => void)[] = [];
+
+  constructor(id: number, config: RuntimeConfig) {
+    this.id = id;
+    this.config = config;
+  }
+
+  /** Marks the cached view stale (a slot swapped or an optional server finished starting). */
+  invalidate(): void {
+    this.#view = undefined;
+  }
+
+  watch(session: ServerSession): void {
+    if (session.slot !== undefined)
+      this.#unsubscribe.push(session.slot.onSwap(() => this.invalidate()));
+  }
+
+  detach(): void {
+    for (const off of this.#unsubscribe) off();
+    this.#unsubscribe = [];
+  }
+
+  sessions(): ServerSession[] {
+    const out: ServerSession[] = [];
+    for (const entry of this.entries.values()) if (entry.kind === 'ready') out.push(entry.session);
+    return out;
+  }
+
+  starting(): Promise<void>[] {
+    const out: Promise<void>[] = [];
+    for (const entry of this.entries.values())
+      if (entry.kind === 'starting') out.push(entry.promise);
+    return out;
+  }
+
+  /** The view shared by every capture until the next change: built once, O(tools). */
+  view(): BindingView {
+    this.#view ??= buildView(this);
+    return this.#view;
+  }
+}
+
+function buildView(set: ConnectionSet): BindingView {
+  const servers: BoundServer[] = [];
+  const leftOut: LeftOutServer[] = [];
+  for (const [name, entry] of set.entries) {
+    const required = set.config.servers.get(name)?.required ?? false;
+    if (entry.kind === 'ready') {
+      const session = entry.session;
+      const slot = session.slot;
+      if (slot === undefined) continue;
+      if (session.connection.closed) {
+        leftOut.push({ name, required, reason: 'closed' });
+        continue;
+      }
+      servers.push(
+        Object.freeze({
+          name,
+          slot,
+          catalog: slot.catalog,
+          revision: slot.revision,
+          caller: session.connection,
+          callTimeoutMs: session.config.callTimeoutMs,
+        }),
+      );
+    } else if (entry.kind === 'starting') {
+      leftOut.push({ name, required, reason: 'starting' });
+    } else {
+      leftOut.push({
+        name,
+        required,
+        reason: 'failed',
+        error: { code: entry.error.code, message: entry.error.message },
+      });
+    }
+  }
+  // Per-snapshot model names are unique within a server; a clash across servers (e.g. server "a__b"
+  // tool "c" versus server "a" tool "b__c") falls back to one table over every server.
+  const byModelName = new Map<string, BoundTool>();
+  let clash = false;
+  for (const server of servers) {
+    for (const descriptor of server.catalog.tools) {
+      if (byModelName.has(descriptor.modelName)) clash = true;
+      byModelName.set(descriptor.modelName, {
+        modelName: descriptor.modelName,
+        server,
+        descriptor,
+      });
+    }
+  }
+  let tools: ModelTool[];
+  if (clash) {
+    byModelName.clear();
+    const table = assignModelNames(
+      servers.flatMap((s) => s.catalog.tools.map((t) => ({ server: s.name, tool: t.name }))),
+    );
+    for (const server of servers) {
+      for (const descriptor of server.catalog.tools) {
+        const modelName = table.forward(server.name, descriptor.name);
+        if (modelName === undefined) throw new Error('model name table is missing a tool');
+        byModelName.set(modelName, { modelName, server, descriptor });
+      }
+    }
+  }
+  tools = [];
+  for (const bound of byModelName.values()) {
+    tools.push(
+      Object.freeze({
+        name: bound.modelName,
+        description: bound.descriptor.raw.description ?? '',
+        inputSchema: bound.descriptor.raw.inputSchema,
+      }),
+    );
+  }
+  return Object.freeze({
+    tools: Object.freeze(tools),
+    byModelName,
+    servers: Object.freeze(servers),
+    leftOut: Object.freeze(leftOut),
+  });
+}
+
+/** The transport settings that make a connection reusable; a change means a new connection. */
+function identityKeyOf(config: ServerConfig): string {
+  return config.transport === 'stdio'
+    ? computeTransportDigest({
+        transport: 'stdio',
+        command: config.command,
+        args: config.args,
+        env: config.env,
+        envPassthrough: config.envPassthrough,
+        cwd: config.cwd ?? null,
+        audience: config.audience,
+      })
+    : computeTransportDigest({
+        transport: 'http',
+        url: config.url,
+        headers: config.headers,
+        audience: config.audience,
+      });
+}
+
+interface Candidate {
+  readonly session: ServerSession;
+  readonly snapshot: CatalogSnapshot;
+  /** True for a new connection; false for a reused one that was re-listed. */
+  readonly fresh: boolean;
+  /** The registry generation this candidate was discovered against (its CAS expectation). */
+  readonly expectedGeneration: number;
+  /** For a reused session: releases its list mutex, held from the re-list until publication. */
+  readonly release: () => void;
+}
+
+/**
+ * The MCP tool runtime: connects to configured servers, publishes immutable ConnectionSets of
+ * validated catalogs through one {@link CatalogRegistry}, and hands each sampling step a frozen
+ * {@link McpBinding}. See DESIGN §6 for refresh, capture and hard refresh semantics.
+ */
+export class McpRuntime {
+  readonly #registry: CatalogRegistry;
+  readonly #validatorCache = new SchemaValidatorCache();
+  readonly #refreshMutex = new Mutex();
+  readonly #options: McpRuntimeOptions;
+  readonly #connect: ServerConnector;
+  readonly #closeController = new AbortController();
+  readonly #sessions = new Set<ServerSession>();
+  readonly #liveSets = new Set<ConnectionSet>();
+  readonly #revoked = new Set<string>();
+  readonly #background = new Set<Promise<void>>();
+  readonly #policy: {
+    policyEpoch: number;
+    approval: 'none' | 'unproven-writes';
+    isRevoked: CallPolicy['isRevoked'];
+  };
+  #config: RuntimeConfig;
+  #current: ConnectionSet | undefined;
+  #dirty = false;
+  #dirtyReasons: string[] = [];
+  #setCounter = 0;
+  #stepCounter = 0;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  #rebuilds = 0;
+
+  private constructor(config: RuntimeConfig, options: McpRuntimeOptions) {
+    this.#config = config;
+    this.#options = options;
+    this.#connect =
+      options.connect ?? ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal }));
+    this.#registry = new CatalogRegistry({ policyEpoch: options.policyEpoch ?? 0 });
+    this.#policy = {
+      policyEpoch: options.policyEpoch ?? 0,
+      approval: options.approval ?? 'none',
+      isRevoked: (server, tool) => this.#revoked.has(`${server}\u0000${tool}`),
+    };
+  }
+
+  /**
+   * Starts every configured server (bounded parallelism), enumerates and validates each catalog and
+   * publishes the first ConnectionSet. Optional servers may still be starting when it resolves.
+   *
+   * @throws ConfigError `INVALID_CONFIG` for a bad configuration; RuntimeError
+   *   `REQUIRED_SERVERS_FAILED` listing every required server that failed and why (all started
+   *   servers are closed again).
+   */
+  static async open(
+    config: RuntimeConfig | unknown,
+    options: McpRuntimeOptions = {},
+  ): Promise<McpRuntime> {
+    const parsed = isRuntimeConfig(config) ? config : parseConfig(config);
+    const runtime = new McpRuntime(parsed, options);
+    runtime.#dirty = true;
+    runtime.#dirtyReasons.push('open');
+    try {
+      await runtime.refreshIfDirty(options.signal === undefined ? {} : { signal: options.signal });
+    } catch (error) {
+      await runtime.close();
+      throw error;
+    }
+    return runtime;
+  }
+
+  /** The registry every catalog enters through (read-only use). */
+  get registry(): CatalogRegistry {
+    return this.#registry;
+  }
+
+  /** How many ConnectionSets were built (for tests and benchmarks). */
+  get rebuilds(): number {
+    return this.#rebuilds;
+  }
+
+  /** True when a refresh is pending. */
+  get dirty(): boolean {
+    return this.#dirty;
+  }
+
+  /** Records that the next capture must rebuild the ConnectionSet first. */
+  markDirty(reason: string): void {
+    this.#dirty = true;
+    this.#dirtyReasons.push(reason);
+  }
+
+  /**
+   * Replaces the configuration and marks the runtime dirty; the next refresh or capture reuses
+   * connections whose identity is unchanged and starts the rest.
+   *
+   * @throws ConfigError for an invalid configuration (nothing changes).
+   */
+  updateConfig(config: RuntimeConfig | unknown): void {
+    this.#ensureOpen();
+    this.#config = isRuntimeConfig(config) ? config : parseConfig(config);
+    this.markDirty('config');
+  }
+
+  /**
+   * Raises the policy epoch. Bindings captured before are refused at call time (`TOOL_DENIED`), and
+   * the next refresh re-publishes every catalog under the new epoch.
+   */
+  setPolicyEpoch(epoch: number): void {
+    this.#registry.setPolicyEpoch(epoch);
+    this.#policy.policyEpoch = epoch;
+    this.markDirty('policy-epoch');
+  }
+
+  /** Revokes one tool: calls to it are refused from now on, also from bindings already captured. */
+  revokeTool(server: string, tool: string): void {
+    this.#revoked.add(`${server}\u0000${tool}`);
+  }
+
+  /**
+   * Accepts that a server's identity (serverInfo, protocol version) changed: its registry entry is
+   * retired so the next refresh may publish the new identity.
+   */
+  acceptIdentityChange(server: string): void {
+    this.#registry.retireServer(server);
+    this.markDirty(`identity:${server}`);
+  }
+
+  /**
+   * If dirty, rebuilds and publishes a new ConnectionSet (serialized by a one-permit semaphore; loops
+   * while dirtied again meanwhile). A caller that waited while another published returns without
+   * work. A failed or cancelled refresh publishes nothing and leaves the flag set.
+   *
+   * @returns true when this call published at least one set.
+   * @throws RuntimeError `REQUIRED_SERVERS_FAILED`, `ABORTED`, `RUNTIME_CLOSED`.
+   */
+  async refreshIfDirty(options: { readonly signal?: AbortSignal } = {}): Promise<boolean> {
+    this.#ensureOpen();
+    if (!this.#dirty) return false;
+    const release = await acquireMutex(this.#refreshMutex, options.signal);
+    try {
+      let published = false;
+      while (this.#dirty && !this.#closed) {
+        const reasons = this.#dirtyReasons;
+        this.#dirty = false;
+        this.#dirtyReasons = [];
+        try {
+          await this.#rebuild(reasons, options.signal);
+          published = true;
+        } catch (error) {
+          this.#dirty = true;
+          this.#dirtyReasons.unshift(...reasons);
+          const mapped = toStepbindError(error);
+          this.#emit({ type: 'refresh-failed', error: mapped });
+          throw mapped;
+        }
+      }
+      return published;
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Captures the binding of one sampling step: refreshes first if dirty, gives optional servers
+   * still starting one bounded grace per ConnectionSet, then freezes the current view. O(servers).
+   *
+   * @throws RuntimeError `SERVER_NOT_READY` when a required server is not bound; refresh errors.
+   */
+  async captureBinding(options: CaptureOptions = {}): Promise<McpBinding> {
+    this.#ensureOpen();
+    if (this.#dirty)
+      await this.refreshIfDirty(options.signal === undefined ? {} : { signal: options.signal });
+    const set = this.#current;
+    if (set === undefined) throw closedError();
+    if (!set.graceUsed) {
+      set.graceUsed = true;
+      const starting = set.starting();
+      if (starting.length > 0) await this.#grace(starting, options.signal);
+    }
+    this.#ensureOpen();
+    const view = set.view();
+    const required = new Set(options.requiredServers ?? []);
+    for (const [name, cfg] of set.config.servers) if (cfg.required) required.add(name);
+    for (const name of required) {
+      if (view.servers.some((s) => s.name === name)) continue;
+      const left = view.leftOut.find((s) => s.name === name);
+      throw new RuntimeError(
+        ErrorCode.SERVER_NOT_READY,
+        left === undefined
+          ? `Server "${name}" is not configured, so this step cannot require it.`
+          : `Required server "${name}" is not ready (${left.reason}${left.error === undefined ? '' : `: ${left.error.message}`}). Retry the step; a refresh reconnects it.`,
+        { detail: { server: name, reason: left?.reason ?? 'not-configured' } },
+      );
+    }
+    set.bindings++;
+    const stepId = options.stepId ?? `step-${++this.#stepCounter}`;
+    return createBinding(view, {
+      stepId,
+      policy: this.#policy,
+      onDrained: () => {
+        set.bindings--;
+        this.#maybeDrain(set);
+      },
+    });
+  }
+
+  /**
+   * Re-lists one server on its current connection (outside the lock), validates, then takes the
+   * revision write lock, swaps the catalog and increments the revision, so bindings captured before
+   * are stale. An unchanged catalog changes nothing.
+   *
+   * @returns true when the catalog changed.
+   * @throws CatalogError from discovery or publication (nothing changes); RuntimeError
+   *   `SERVER_NOT_READY` when the server has no live connection.
+   */
+  async hardRefresh(
+    server: string,
+    options: { readonly signal?: AbortSignal } = {},
+  ): Promise<boolean> {
+    this.#ensureOpen();
+    const entry = this.#current?.entries.get(server);
+    if (entry?.kind !== 'ready' || entry.session.connection.closed) {
+      throw new RuntimeError(
+        ErrorCode.SERVER_NOT_READY,
+        `Server "${server}" has no live connection to re-list; refresh first.`,
+        {
+          detail: { server },
+        },
+      );
+    }
+    return this.#hardRefreshSession(entry.session, options.signal);
+  }
+
+  /**
+   * Resolves when no debounced or running hard refresh is left (a quiet point for tests and demos).
+   */
+  async whenIdle(): Promise<void> {
+    for (;;) {
+      const pending = [...this.#sessions]
+        .map((s) => s.idle?.promise)
+        .filter((p): p is Promise<void> => p !== undefined);
+      if (pending.length === 0) return;
+      await Promise.all(pending);
+    }
+  }
+
+  /** Current state of every configured server. */
+  status(): RuntimeStatus {
+    const set = this.#current;
+    const servers: ServerStatus[] = [];
+    for (const [name, cfg] of this.#config.servers) {
+      const entry = set?.entries.get(name);
+      if (entry === undefined) {
+        servers.push({ name, required: cfg.required, state: 'starting' });
+      } else if (entry.kind === 'ready') {
+        const s = entry.session;
+        servers.push({
+          name,
+          required: cfg.required,
+          state: s.connection.closed ? 'closed' : 'ready',
+          generation: s.slot?.catalog.generation ?? 0,
+          revision: s.slot?.revision ?? 0,
+          catalogState: s.slot?.catalog.state ?? 'DISCOVERING',
+          tools: s.slot?.catalog.tools.length ?? 0,
+          ...(s.connection.pid === undefined ? {} : { pid: s.connection.pid }),
+        });
+      } else if (entry.kind === 'starting') {
+        servers.push({ name, required: cfg.required, state: 'starting' });
+      } else {
+        servers.push({
+          name,
+          required: cfg.required,
+          state: 'failed',
+          error: { code: entry.error.code, message: entry.error.message },
+        });
+      }
+    }
+    return Object.freeze({
+      closed: this.#closed,
+      dirty: this.#dirty,
+      setId: set?.id ?? 0,
+      liveSets: this.#liveSets.size,
+      liveConnections: [...this.#sessions].filter((s) => !s.connection.closed).length,
+      servers: Object.freeze(servers),
+    });
+  }
+
+  /** Pids of every child process the runtime currently owns (stdio servers). */
+  pids(): number[] {
+    return [...this.#sessions]
+      .map((s) => s.connection.pid)
+      .filter((p): p is number => p !== undefined);
+  }
+
+  /**
+   * Closes every connection of every set, cancels refreshes and debounced work, and waits for child
+   * processes to exit. Pending calls fail with `CONNECTION_CLOSED`. Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#doClose();
+    return this.#closing;
+  }
+
+  /** Same as {@link close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  async #doClose(): Promise<void> {
+    this.#closed = true;
+    this.#closeController.abort(closedError());
+    for (const set of this.#liveSets) set.detach();
+    this.#liveSets.clear();
+    this.#current = undefined;
+    await Promise.allSettled([...this.#background]);
+    await Promise.all([...this.#sessions].map((s) => this.#closeSession(s)));
+  }
+
+  #ensureOpen(): void {
+    if (this.#closed) throw closedError();
+  }
+
+  #emit(event: RuntimeEvent): void {
+    try {
+      this.#options.onEvent?.(event);
+    } catch {
+      // A listener's failure must not break the runtime's bookkeeping.
+    }
+  }
+
+  async #grace(starting: Promise<void>[], signal: AbortSignal | undefined): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let onAbort: (() => void) | undefined;
+    const abortSignals = [this.#closeController.signal, signal].filter(
+      (s): s is AbortSignal => s !== undefined,
+    );
+    try {
+      await Promise.race([
+        Promise.allSettled(starting),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, this.#options.optionalGraceMs ?? 1000);
+          onAbort = resolve;
+          for (const s of abortSignals) s.addEventListener('abort', onAbort, { once: true });
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      if (onAbort !== undefined)
+        for (const s of abortSignals) s.removeEventListener('abort', onAbort);
+    }
+    signal?.throwIfAborted();
+  }
+
+  async #rebuild(reasons: readonly string[], signal: AbortSignal | undefined): Promise<void> {
+    this.#rebuilds++;
+    const config = this.#config;
+    const old = this.#current;
+    const controller = new AbortController();
+    const abort = (): void =>
+      controller.abort(signal?.reason ?? this.#closeController.signal.reason);
+    signal?.addEventListener('abort', abort, { once: true });
+    this.#closeController.signal.addEventListener('abort', abort, { once: true });
+    if (signal?.aborted === true || this.#closed) abort();
+    const set = new ConnectionSet(++this.#setCounter, config);
+    const queue = new PQueue({ concurrency: config.concurrency });
+    const candidates: Candidate[] = [];
+    const failures: { server: string; error: StepbindError }[] = [];
+    const background: { name: string; task: (signal: AbortSignal) => Promise<Candidate> }[] = [];
+    try {
+      await Promise.all(
+        [...config.servers].map(async ([name, cfg]) => {
+          const key = identityKeyOf(cfg);
+          const prior = old?.entries.get(name);
+          const reusable =
+            prior?.kind === 'ready' &&
+            prior.session.identityKey === key &&
+            !prior.session.connection.closed
+              ? prior.session
+              : undefined;
+          const task = (taskSignal: AbortSignal): Promise<Candidate> =>
+            queue.add(() =>
+              reusable === undefined
+                ? this.#startSession(name, cfg, key, taskSignal)
+                : this.#relistReused(reusable, taskSignal),
+            );
+          if (!cfg.required && reusable === undefined) {
+            background.push({ name, task });
+            return;
+          }
+          try {
+            candidates.push(await task(controller.signal));
+          } catch (error) {
+            const mapped = toStepbindError(error);
+            if (cfg.required) failures.push({ server: name, error: mapped });
+            else set.entries.set(name, { kind: 'failed', error: mapped });
+            this.#emit({
+              type: 'server-failed',
+              server: name,
+              required: cfg.required,
+              error: mapped,
+            });
+          }
+        }),
+      );
+      if (controller.signal.aborted) throw abortedError(controller.signal.reason);
+      if (failures.length > 0) {
+        throw new RuntimeError(
+          ErrorCode.REQUIRED_SERVERS_FAILED,
+          `${failures.length} required server(s) failed; nothing was published and the previous tools stay in service:\n${failures
+            .map((f) => `  - ${f.server}: ${f.error.code}: ${f.error.message}`)
+            .join('\n')}`,
+          {
+            detail: {
+              servers: failures.map((f) => f.server),
+              failures: failures.map((f) => ({
+                server: f.server,
+                code: f.error.code,
+                message: f.error.message,
+              })),
+            },
+          },
+        );
+      }
+      await this.#publish(set, candidates, reasons);
+    } catch (error) {
+      controller.abort(error);
+      for (const c of candidates) c.release();
+      for (const c of candidates) if (c.fresh) await this.#closeSession(c.session);
+      throw error;
+    } finally {
+      signal?.removeEventListener('abort', abort);
+      this.#closeController.signal.removeEventListener('abort', abort);
+    }
+    // Optional servers that were not reusable start in the background of the published set.
+    for (const { name, task } of background) {
+      const promise = task(this.#closeController.signal).then(
+        (candidate) => this.#adoptLate(set, name, candidate),
+        (error: unknown) => {
+          const mapped = toStepbindError(error);
+          set.entries.set(name, { kind: 'failed', error: mapped });
+          set.invalidate();
+          this.#emit({ type: 'server-failed', server: name, required: false, error: mapped });
+        },
+      );
+      set.entries.set(name, { kind: 'starting', promise });
+      this.#background.add(promise);
+      void promise.finally(() => this.#background.delete(promise));
+    }
+  }
+
+  async #startSession(
+    name: string,
+    cfg: ServerConfig,
+    key: string,
+    signal: AbortSignal,
+  ): Promise<Candidate> {
+    const expectedGeneration = this.#registry.current(name, cfg.audience)?.generation ?? 0;
+    const connection = await this.#connect(name, cfg, { signal });
+    const session = new ServerSession(name, cfg, key, connection);
+    this.#sessions.add(session);
+    try {
+      const snapshot = await this.#discover(session, signal);
+      this.#watch(session);
+      return { session, snapshot, fresh: true, expectedGeneration, release: () => undefined };
+    } catch (error) {
+      await this.#closeSession(session);
+      throw error;
+    }
+  }
+
+  async #relistReused(session: ServerSession, signal: AbortSignal): Promise<Candidate> {
+    const release = await acquireMutex(session.listMutex, signal);
+    try {
+      const expectedGeneration = session.catalog.generation;
+      const snapshot = await this.#discover(session, signal);
+      return { session, snapshot, fresh: false, expectedGeneration, release };
+    } catch (error) {
+      release();
+      throw error;
+    }
+  }
+
+  async #discover(session: ServerSession, signal: AbortSignal): Promise<CatalogSnapshot> {
+    const cfg = session.config;
+    const enumeration = await enumerateCatalog(session.connection.listSource, {
+      ...cfg.limits,
+      requestTimeoutMs: cfg.requestTimeoutMs,
+      server: session.name,
+      changes: session.connection,
+      signal,
+    });
+    return createCatalogSnapshot({
+      identity: session.identity,
+      audience: cfg.audience,
+      policyEpoch: this.#registry.policyEpoch,
+      pages: enumeration.pages,
+      revisionProof: enumeration.revision.kind === 'proven' ? 'proven' : 'unversioned',
+      ...(enumeration.revision.kind === 'proven'
+        ? { sourceRevision: enumeration.revision.revision }
+        : {}),
+      discoveryStartedAt: enumeration.startedAt,
+      validation: { ...this.#options.validation },
+      validatorCache: this.#validatorCache,
+    });
+  }
+
+  /** True when `candidate` adds nothing over the session's published catalog. */
+  #unchanged(session: ServerSession, candidate: CatalogSnapshot): boolean {
+    const current = session.slot?.catalog;
+    return (
+      current !== undefined &&
+      current.pageRoot === candidate.pageRoot &&
+      current.sourceRevision === candidate.sourceRevision &&
+      current.policyEpoch === candidate.policyEpoch &&
+      (current.state === 'ELIGIBLE') === (candidate.state === 'SNAPSHOT_PROVEN')
+    );
+  }
+
+  /**
+   * Publishes a whole set in one synchronous step: the registry CAS for every changed catalog, the
+   * catalog swap of every reused slot (under write locks taken beforehand) and the pointer move.
+   */
+  async #publish(
+    set: ConnectionSet,
+    candidates: readonly Candidate[],
+    reasons: readonly string[],
+  ): Promise<void> {
+    const changed = candidates.filter((c) => c.fresh || !this.#unchanged(c.session, c.snapshot));
+    const reusedChanged = changed.filter((c) => !c.fresh);
+    const releases: (() => void)[] = [];
+    try {
+      for (const c of reusedChanged) {
+        const slot = c.session.slot;
+        if (slot !== undefined) releases.push(await slot.lock.acquireWrite());
+      }
+      if (this.#closed) throw closedError();
+      // Check every precondition first so that either all catalogs publish or none does.
+      for (const c of changed) this.#checkPublishable(c);
+      for (const c of changed) {
+        const published = this.#registry.publish(c.snapshot, {
+          expectedGeneration: c.expectedGeneration,
+        });
+        const slot = c.session.slot;
+        if (slot === undefined) {
+          c.session.slot = new CatalogSlot(c.session.name, published);
+        } else {
+          slot.installLocked(published);
+        }
+        if (!c.fresh) {
+          this.#emit({
+            type: 'catalog-swapped',
+            server: c.session.name,
+            generation: published.generation,
+            revision: c.session.slot?.revision ?? 0,
+            cause: 'refresh',
+          });
+        }
+      }
+      for (const c of candidates) {
+        set.entries.set(c.session.name, { kind: 'ready', session: c.session });
+        c.session.refs++;
+        set.watch(c.session);
+      }
+      const previous = this.#current;
+      this.#current = set;
+      this.#liveSets.add(set);
+      if (previous !== undefined) {
+        previous.retired = true;
+        this.#maybeDrain(previous);
+      }
+    } finally {
+      for (const release of releases) release();
+      for (const c of candidates) c.release();
+    }
+    for (const c of changed) {
+      if (c.fresh) {
+        this.#emit({
+          type: 'server-ready',
+          server: c.session.name,
+          generation: c.session.catalog.generation,
+          tools: c.session.catalog.tools.length,
+        });
+      }
+    }
+    this.#emit({ type: 'set-published', setId: set.id, reasons });
+  }
+
+  #checkPublishable(c: Candidate): void {
+    const { name, config } = c.session;
+    const registered = this.#registry.identityOf(name);
+    const active = this.#registry.current(name, config.audience)?.generation ?? 0;
+    if (c.expectedGeneration !== active) {
+      throw publishConflict(
+        name,
+        'generation',
+        `a newer catalog (generation ${active}) was published while this one (discovered against ${c.expectedGeneration}) was built`,
+      );
+    }
+    if (registered !== undefined && !sameIdentityLoose(registered, c.snapshot.identity)) {
+      throw publishConflict(
+        name,
+        'identity-changed',
+        `the server's identity changed (was ${describeIdentity(registered)}, now ${describeIdentity(c.snapshot.identity)}); call acceptIdentityChange("${name}") if this is expected`,
+      );
+    }
+    if (c.snapshot.policyEpoch !== this.#registry.policyEpoch) {
+      throw publishConflict(
+        name,
+        'policy-epoch',
+        `the policy epoch moved to ${this.#registry.policyEpoch} during discovery`,
+      );
+    }
+  }
+
+  /** An optional server finished starting after its set was published: publish and adopt it. */
+  #adoptLate(set: ConnectionSet, name: string, candidate: Candidate): void {
+    const { session, snapshot } = candidate;
+    if (set.retired || this.#closed) {
+      void this.#closeSession(session);
+      return;
+    }
+    try {
+      this.#checkPublishable(candidate);
+      session.slot = new CatalogSlot(
+        name,
+        this.#registry.publish(snapshot, { expectedGeneration: candidate.expectedGeneration }),
+      );
+    } catch (error) {
+      const mapped = toStepbindError(error);
+      set.entries.set(name, { kind: 'failed', error: mapped });
+      set.invalidate();
+      void this.#closeSession(session);
+      this.#emit({ type: 'server-failed', server: name, required: false, error: mapped });
+      return;
+    }
+    session.refs++;
+    set.entries.set(name, { kind: 'ready', session });
+    set.watch(session);
+    set.invalidate();
+    this.#emit({
+      type: 'server-ready',
+      server: name,
+      generation: session.catalog.generation,
+      tools: session.catalog.tools.length,
+    });
+  }
+
+  async #hardRefreshSession(
+    session: ServerSession,
+    signal: AbortSignal | undefined,
+  ): Promise<boolean> {
+    const release = await acquireMutex(session.listMutex, signal);
+    try {
+      const slot = session.slot;
+      if (slot === undefined) return false;
+      const expectedGeneration = slot.catalog.generation;
+      const combined = combineSignals(signal, this.#closeController.signal);
+      const candidate = await this.#discover(session, combined);
+      if (this.#unchanged(session, candidate)) return false;
+      const writeRelease = await slot.lock.acquireWrite(signal === undefined ? {} : { signal });
+      let revision: number;
+      let generation: number;
+      try {
+        if (this.#closed) throw closedError();
+        const published = this.#registry.publish(candidate, { expectedGeneration });
+        generation = published.generation;
+        revision = slot.installLocked(published);
+      } finally {
+        writeRelease();
+      }
+      this.#emit({
+        type: 'catalog-swapped',
+        server: session.name,
+        generation,
+        revision,
+        cause: 'hard-refresh',
+      });
+      return true;
+    } finally {
+      release();
+    }
+  }
+
+  #watch(session: ServerSession): void {
+    const debounceMs = this.#options.listChangedDebounceMs ?? 100;
+    const settle = (): void => {
+      if (
+        session.debounce === undefined &&
+        session.hardRefreshes === 0 &&
+        session.idle !== undefined
+      ) {
+        const { resolve } = session.idle;
+        session.idle = undefined;
+        resolve();
+      }
+    };
+    const fire = (): void => {
+      session.debounce = undefined;
+      session.hardRefreshes++;
+      this.#hardRefreshSession(session, undefined)
+        .catch((error: unknown) => {
+          if (!this.#closed) {
+            this.#emit({
+              type: 'hard-refresh-failed',
+              server: session.name,
+              error: toStepbindError(error),
+            });
+          }
+        })
+        .finally(() => {
+          session.hardRefreshes--;
+          settle();
+        });
+    };
+    session.unsubscribe.push(
+      session.connection.onListChanged(() => {
+        if (this.#closed || session.closing !== undefined) return;
+        this.#emit({ type: 'list-changed', server: session.name });
+        const now = Date.now();
+        if (session.debounce === undefined) session.debounceStarted = now;
+        else clearTimeout(session.debounce);
+        if (session.idle === undefined) {
+          let resolve: () => void = () => undefined;
+          const promise = new Promise<void>((r) => {
+            resolve = r;
+          });
+          session.idle = { promise, resolve };
+        }
+        // Trailing debounce, never postponed past 10 quiet periods by a steady stream.
+        const wait = Math.max(
+          0,
+          Math.min(debounceMs, session.debounceStarted + 10 * debounceMs - now),
+        );
+        session.debounce = setTimeout(fire, wait);
+      }),
+    );
+    session.unsubscribe.push(
+      session.connection.onClose(() => {
+        const expected = this.#closed || session.closing !== undefined;
+        this.#emit({ type: 'connection-closed', server: session.name, expected });
+        if (!expected) {
+          this.#current?.invalidate();
+          this.markDirty(`connection-closed:${session.name}`);
+        }
+      }),
+    );
+  }
+
+  #maybeDrain(set: ConnectionSet): void {
+    if (!set.retired || set.bindings > 0 || !this.#liveSets.has(set)) return;
+    this.#liveSets.delete(set);
+    set.detach();
+    for (const session of set.sessions()) {
+      session.refs--;
+      if (session.refs <= 0) void this.#closeSession(session);
+    }
+  }
+
+  #closeSession(session: ServerSession): Promise<void> {
+    session.closing ??= (async () => {
+      if (session.debounce !== undefined) clearTimeout(session.debounce);
+      session.debounce = undefined;
+      session.idle?.resolve();
+      session.idle = undefined;
+      for (const off of session.unsubscribe) off();
+      session.unsubscribe = [];
+      await session.connection.close();
+      this.#sessions.delete(session);
+    })();
+    return session.closing;
+  }
+}
+
+function isRuntimeConfig(value: unknown): value is RuntimeConfig {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    (value as { servers?: unknown }).servers instanceof Map
+  );
+}
+
+function sameIdentityLoose(a: ServerIdentity, b: ServerIdentity): boolean {
+  return (
+    a.name === b.name &&
+    a.transportDigest === b.transportDigest &&
+    a.protocolVersion === b.protocolVersion &&
+    a.serverInfo?.name === b.serverInfo?.name &&
+    a.serverInfo?.version === b.serverInfo?.version
+  );
+}
+
+function describeIdentity(identity: ServerIdentity): string {
+  return `${identity.serverInfo?.name ?? '?'}@${identity.serverInfo?.version ?? '?'} protocol ${identity.protocolVersion ?? '?'}`;
+}
+
+function publishConflict(server: string, reason: string, why: string): CatalogError {
+  return new CatalogError(
+    ErrorCode.PUBLISH_CONFLICT,
+    `The catalog of server "${server}" was not published: ${why}.`,
+    {
+      detail: { server, reason },
+    },
+  );
+}
+
+function closedError(): RuntimeError {
+  return new RuntimeError(ErrorCode.RUNTIME_CLOSED, 'The MCP runtime is closed; open a new one.');
+}
+
+function abortedError(reason: unknown): StepbindError {
+  if (reason instanceof StepbindError) return reason;
+  return new RuntimeError(ErrorCode.ABORTED, 'The refresh was cancelled; nothing was published.', {
+    cause: reason,
+  });
+}
+
+function toStepbindError(error: unknown): StepbindError {
+  if (error instanceof StepbindError) return error;
+  return new RuntimeError(
+    ErrorCode.SERVER_START_FAILED,
+    error instanceof Error ? error.message : String(error),
+    {
+      cause: error,
+    },
+  );
+}
+
+function combineSignals(...signals: (AbortSignal | undefined)[]): AbortSignal {
+  const present = signals.filter((s): s is AbortSignal => s !== undefined);
+  return present.length === 1 && present[0] !== undefined ? present[0] : AbortSignal.any(present);
+}
