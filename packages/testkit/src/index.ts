@@ -19,3 +19,5 @@ export { CATALOG_REVISION_META_KEY, scriptedTool } from './scenarios.js';
 export { createScriptedServer } from './server/scripted.js';
 export type { ScriptedServer, ScriptedServerHooks } from './server/scripted.js';
 export type { AuditEntry, ScenarioName, ScriptedServerOptions } from './types.js';
+export { createInMemoryFleet } from './fleet.js';
+export type { InMemoryFleet } from './fleet.js';

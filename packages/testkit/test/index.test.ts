@@ -9,6 +9,7 @@ describe('@stepbind/testkit public surface', () => {
       'CATALOG_REVISION_META_KEY',
       'FixtureError',
       'connectInMemory',
+      'createInMemoryFleet',
       'createScriptedServer',
       'isProcessAlive',
       'parseServerFixture',

@@ -1,0 +1,92 @@
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { connectTransport, type ServerConnector } from '@stepbind/runtime';
+import { createScriptedServer, type ScriptedServer } from './server/scripted.js';
+import type { AuditEntry, ScriptedServerOptions } from './types.js';
+
+/**
+ * A set of scripted servers that a runtime reaches over in-memory transport pairs, for fast and
+ * deterministic tests of a whole agent loop. Each `connect` starts a fresh server instance (a
+ * "process"); `crash` closes the live one, as if its process died.
+ */
+export interface InMemoryFleet {
+  /** Pass as `McpRuntime.open(config, { connect })`. */
+  readonly connect: ServerConnector;
+  /** An `mcpServers` configuration naming every server of the fleet (`command: "in-memory"`). */
+  config(overrides?: Readonly<Record<string, Readonly<Record<string, unknown>>>>): {
+    mcpServers: Record<string, Record<string, unknown>>;
+  };
+  /** The live (latest) instance of a server; throws when it was never started. */
+  server(name: string): ScriptedServer;
+  /** Every instance ever started for `name`, oldest first. */
+  instances(name: string): readonly ScriptedServer[];
+  /** The audit entries of every instance of `name`, in start order. */
+  audit(name: string): AuditEntry[];
+  /** Closes the live instance's transport: the client sees the connection drop. */
+  crash(name: string): Promise<void>;
+  /** Makes the next `connect` of `name` fail (once, or until cleared with `false`). */
+  failNextConnect(name: string, fail?: boolean | 'once'): void;
+  /** Closes every instance. Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Creates an {@link InMemoryFleet} from per-server scripted options (the `auditPath` option is
+ * ignored; the in-memory audit is kept).
+ */
+export function createInMemoryFleet(
+  servers: Readonly<Record<string, ScriptedServerOptions>>,
+): InMemoryFleet {
+  const instances = new Map<string, ScriptedServer[]>();
+  const failing = new Map<string, boolean | 'once'>();
+  const connect: ServerConnector = async (name, config, { signal }) => {
+    const options = servers[name];
+    if (options === undefined) throw new Error(`in-memory fleet has no server "${name}"`);
+    const mode = failing.get(name);
+    if (mode !== undefined && mode !== false) {
+      if (mode === 'once') failing.delete(name);
+      throw new Error(`scripted start failure of in-memory server "${name}"`);
+    }
+    const scripted = createScriptedServer(options);
+    const list = instances.get(name) ?? [];
+    list.push(scripted);
+    instances.set(name, list);
+    const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
+    await scripted.server.connect(serverTransport);
+    try {
+      return await connectTransport(name, clientTransport, {
+        signal,
+        timeoutMs: config.startupTimeoutMs,
+      });
+    } catch (error) {
+      await scripted.close();
+      throw error;
+    }
+  };
+  const live = (name: string): ScriptedServer => {
+    const last = instances.get(name)?.at(-1);
+    if (last === undefined) throw new Error(`in-memory server "${name}" was never started`);
+    return last;
+  };
+  return {
+    connect,
+    config(overrides = {}) {
+      const mcpServers: Record<string, Record<string, unknown>> = {};
+      for (const name of Object.keys(servers)) {
+        mcpServers[name] = { command: 'in-memory', args: [name], ...(overrides[name] ?? {}) };
+      }
+      return { mcpServers };
+    },
+    server: live,
+    instances: (name) => instances.get(name) ?? [],
+    audit: (name) => (instances.get(name) ?? []).flatMap((s) => [...s.audit]),
+    crash: async (name) => {
+      await live(name).close();
+    },
+    failNextConnect(name, fail = 'once') {
+      failing.set(name, fail);
+    },
+    close: async () => {
+      await Promise.all([...instances.values()].flat().map((s) => s.close()));
+    },
+  };
+}
