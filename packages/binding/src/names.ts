@@ -36,8 +36,10 @@ export interface ModelNameTable {
 
 /** Replace every character outside `[A-Za-z0-9_-]` with `_` (per code point). */
 export function sanitizeNamePart(part: string): string {
-  return part.replace(/[^A-Za-z0-9_-]/gu, '_');
+  return SAFE_PART.test(part) ? part : part.replace(/[^A-Za-z0-9_-]/gu, '_');
 }
+
+const SAFE_PART = /^[A-Za-z0-9_-]*$/;
 
 const pairKey = (server: string, tool: string): string => `${server}\u0000${tool}`;
 
@@ -90,16 +92,40 @@ export function assignModelNames(pairs: readonly QualifiedToolName[]): ModelName
     forward.set(key, name);
     reverse.set(name, Object.freeze({ server: pair.server, tool: pair.tool }));
   }
-  const entries = Object.freeze(
-    [...reverse]
-      .map(([modelName, p]) => Object.freeze({ server: p.server, tool: p.tool, modelName }))
-      .sort((a, b) => compare(a.modelName, b.modelName)),
-  );
-  return Object.freeze({
-    forward: (server: string, tool: string) => forward.get(pairKey(server, tool)),
-    reverse: (modelName: string) => reverse.get(modelName),
-    entries,
-  });
+  return new NameTable(forward, reverse);
+}
+
+class NameTable implements ModelNameTable {
+  readonly #forward: ReadonlyMap<string, string>;
+  readonly #reverse: ReadonlyMap<string, QualifiedToolName>;
+  #entries: readonly ModelNameEntry[] | undefined;
+
+  constructor(
+    forward: ReadonlyMap<string, string>,
+    reverse: ReadonlyMap<string, QualifiedToolName>,
+  ) {
+    this.#forward = forward;
+    this.#reverse = reverse;
+    Object.freeze(this);
+  }
+
+  forward(server: string, tool: string): string | undefined {
+    return this.#forward.get(pairKey(server, tool));
+  }
+
+  reverse(modelName: string): QualifiedToolName | undefined {
+    return this.#reverse.get(modelName);
+  }
+
+  /** Built on first access (sorting is not free on 10k-tool catalogs). */
+  get entries(): readonly ModelNameEntry[] {
+    this.#entries ??= Object.freeze(
+      [...this.#reverse]
+        .map(([modelName, p]) => Object.freeze({ server: p.server, tool: p.tool, modelName }))
+        .sort((a, b) => compare(a.modelName, b.modelName)),
+    );
+    return this.#entries;
+  }
 }
 
 function compare(a: string, b: string): number {

@@ -368,8 +368,10 @@ type WalkResult =
   | { readonly ok: true; readonly needsCompile: boolean; readonly hasIds: boolean }
   | { readonly ok: false; readonly problem: SchemaProblem };
 
-class Fail {
-  constructor(readonly problem: SchemaProblem) {}
+class Fail extends Error {
+  constructor(readonly problem: SchemaProblem) {
+    super(problem.message);
+  }
 }
 
 /**

@@ -3,7 +3,8 @@
  *
  * @packageDocumentation
  */
-import { canonicalJson, digestOf, sha256Hex } from './canonical.js';
+import { digestOf, sha256Hex } from './canonical.js';
+import { canonicalText } from './fastcanonical.js';
 import { CatalogError, ErrorCode } from './errors.js';
 import { assignModelNames } from './names.js';
 import { SchemaValidatorCache, type SchemaValidator } from './schema.js';
@@ -341,7 +342,7 @@ function toolCanonical(tool: ValidatedToolInternal, server: string): string {
       if (key === 'inputSchema') out += tool.inputCanonical;
       else if (key === 'outputSchema' && tool.outputCanonical !== undefined)
         out += tool.outputCanonical;
-      else out += canonicalJson(member);
+      else out += canonicalText(member);
     }
   } catch (error) {
     throw new CatalogError(

@@ -144,6 +144,8 @@ export type RevisionClassification =
  */
 export function classifyRevisions(
   pageRevisions: readonly (string | undefined)[],
+  // 'not-read' is spelled out for readers although `string` already admits it.
+  // eslint-disable-next-line @typescript-eslint/no-redundant-type-constituents
   rereadRevision: string | undefined | 'not-read',
 ): RevisionClassification {
   const first = pageRevisions.findIndex((r) => r !== undefined);

@@ -4,7 +4,8 @@
  *
  * @packageDocumentation
  */
-import { canonicalJson, sha256Hex } from './canonical.js';
+import { sha256Hex } from './canonical.js';
+import { canonicalText } from './fastcanonical.js';
 import { CatalogError, ErrorCode } from './errors.js';
 import {
   DEFAULT_SCHEMA_DIALECTS,
@@ -271,7 +272,7 @@ function checkSchema(
   }
   let canonical: string;
   try {
-    canonical = canonicalJson(s);
+    canonical = canonicalText(s);
   } catch (error) {
     throw new CatalogError(
       ErrorCode.INVALID_TOOL,
