@@ -693,6 +693,11 @@ export class McpRuntime {
     const candidates: Candidate[] = [];
     const failures: { server: string; error: StepbindError }[] = [];
     const background: { name: string; task: (signal: AbortSignal) => Promise<Candidate> }[] = [];
+    let published = false;
+    let startBackground: () => void = () => undefined;
+    const backgroundGate = new Promise<void>((resolve) => {
+      startBackground = resolve;
+    });
     try {
       await Promise.all(
         [...config.servers].map(async ([name, cfg]) => {
@@ -748,9 +753,34 @@ export class McpRuntime {
           },
         );
       }
+      // Optional servers that were not reusable start in the background of the published set; their
+      // entries exist from publication on, so a capture sees them as starting, in config order.
+      for (const { name, task } of background) {
+        const promise = backgroundGate
+          .then(() => {
+            if (!published) throw closedError();
+            return task(this.#closeController.signal);
+          })
+          .then(
+            (candidate) => this.#adoptLate(set, name, candidate),
+            (error: unknown) => {
+              if (!published) return;
+              const mapped = toStepbindError(error);
+              set.entries.set(name, { kind: 'failed', error: mapped });
+              set.invalidate();
+              this.#emit({ type: 'server-failed', server: name, required: false, error: mapped });
+            },
+          );
+        set.entries.set(name, { kind: 'starting', promise });
+        this.#background.add(promise);
+        void promise.finally(() => this.#background.delete(promise));
+      }
       await this.#publish(set, candidates, reasons);
+      published = true;
     } catch (error) {
       controller.abort(error);
+      // Background starts of an unpublished set are never begun.
+      startBackground();
       for (const c of candidates) c.release();
       for (const c of candidates) if (c.fresh) await this.#closeSession(c.session);
       throw error;
@@ -758,21 +788,7 @@ export class McpRuntime {
       signal?.removeEventListener('abort', abort);
       this.#closeController.signal.removeEventListener('abort', abort);
     }
-    // Optional servers that were not reusable start in the background of the published set.
-    for (const { name, task } of background) {
-      const promise = task(this.#closeController.signal).then(
-        (candidate) => this.#adoptLate(set, name, candidate),
-        (error: unknown) => {
-          const mapped = toStepbindError(error);
-          set.entries.set(name, { kind: 'failed', error: mapped });
-          set.invalidate();
-          this.#emit({ type: 'server-failed', server: name, required: false, error: mapped });
-        },
-      );
-      set.entries.set(name, { kind: 'starting', promise });
-      this.#background.add(promise);
-      void promise.finally(() => this.#background.delete(promise));
-    }
+    startBackground();
   }
 
   async #startSession(
@@ -864,9 +880,7 @@ export class McpRuntime {
       // Check every precondition first so that either all catalogs publish or none does.
       for (const c of changed) this.#checkPublishable(c);
       for (const c of changed) {
-        const published = this.#registry.publish(c.snapshot, {
-          expectedGeneration: c.expectedGeneration,
-        });
+        const published = this.#registry.publish(c.snapshot, publishOptions(this.#registry, c));
         const slot = c.session.slot;
         if (slot === undefined) {
           c.session.slot = new CatalogSlot(c.session.name, published);
@@ -888,6 +902,11 @@ export class McpRuntime {
         c.session.refs++;
         set.watch(c.session);
       }
+      const ordered = [...set.config.servers.keys()]
+        .filter((name) => set.entries.has(name))
+        .map((name) => [name, set.entries.get(name)] as const);
+      set.entries.clear();
+      for (const [name, entry] of ordered) if (entry !== undefined) set.entries.set(name, entry);
       const previous = this.#current;
       this.#current = set;
       this.#liveSets.add(set);
@@ -923,7 +942,13 @@ export class McpRuntime {
         `a newer catalog (generation ${active}) was published while this one (discovered against ${c.expectedGeneration}) was built`,
       );
     }
-    if (registered !== undefined && !sameIdentityLoose(registered, c.snapshot.identity)) {
+    // A new transport digest means the configuration changed on purpose; only a server that answers
+    // differently on the same transport (serverInfo, protocol version) needs acceptIdentityChange.
+    if (
+      registered !== undefined &&
+      registered.transportDigest === c.snapshot.identity.transportDigest &&
+      !sameIdentityLoose(registered, c.snapshot.identity)
+    ) {
       throw publishConflict(
         name,
         'identity-changed',
@@ -950,7 +975,7 @@ export class McpRuntime {
       this.#checkPublishable(candidate);
       session.slot = new CatalogSlot(
         name,
-        this.#registry.publish(snapshot, { expectedGeneration: candidate.expectedGeneration }),
+        this.#registry.publish(snapshot, publishOptions(this.#registry, candidate)),
       );
     } catch (error) {
       const mapped = toStepbindError(error);
@@ -1098,6 +1123,19 @@ export class McpRuntime {
   }
 }
 
+function publishOptions(
+  registry: CatalogRegistry,
+  c: Candidate,
+): { expectedGeneration: number; expectIdentityChange: boolean } {
+  const registered = registry.identityOf(c.session.name);
+  return {
+    expectedGeneration: c.expectedGeneration,
+    expectIdentityChange:
+      registered !== undefined &&
+      registered.transportDigest !== c.snapshot.identity.transportDigest,
+  };
+}
+
 function isRuntimeConfig(value: unknown): value is RuntimeConfig {
   return (
     typeof value === 'object' &&
@@ -1117,7 +1155,7 @@ function sameIdentityLoose(a: ServerIdentity, b: ServerIdentity): boolean {
 }
 
 function describeIdentity(identity: ServerIdentity): string {
-  return `${identity.serverInfo?.name ?? '?'}@${identity.serverInfo?.version ?? '?'} protocol ${identity.protocolVersion ?? '?'}`;
+  return `${identity.serverInfo?.name ?? '?'}@${identity.serverInfo?.version ?? '?'}, protocol ${identity.protocolVersion ?? '?'}`;
 }
 
 function publishConflict(server: string, reason: string, why: string): CatalogError {

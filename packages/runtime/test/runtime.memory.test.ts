@@ -1,0 +1,372 @@
+import {
+  CallError,
+  RuntimeError,
+  isStepbindError,
+  toToolResult,
+  type McpBinding,
+} from '@stepbind/binding';
+import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
+import {
+  createInMemoryFleet,
+  scriptedTool,
+  type InMemoryFleet,
+  type ScriptedServerOptions,
+} from '@stepbind/testkit';
+import { afterEach, describe, expect, it } from 'vitest';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+
+async function setup(
+  servers: Record<string, ScriptedServerOptions>,
+  overrides: Record<string, Record<string, unknown>> = {},
+  options: Parameters<typeof McpRuntime.open>[1] = {},
+): Promise<{ fleet: InMemoryFleet; runtime: McpRuntime; events: RuntimeEvent[] }> {
+  const fleet = createInMemoryFleet(servers);
+  const events: RuntimeEvent[] = [];
+  cleanups.push(() => fleet.close());
+  const runtime = await McpRuntime.open(fleet.config(overrides), {
+    connect: fleet.connect,
+    onEvent: (e) => events.push(e),
+    ...options,
+  });
+  cleanups.push(() => runtime.close());
+  return { fleet, runtime, events };
+}
+
+const calls = (fleet: InMemoryFleet, name: string): (string | undefined)[] =>
+  fleet
+    .audit(name)
+    .filter((e) => e.method === 'tools/call')
+    .map((e) => e.tool);
+
+const lists = (fleet: InMemoryFleet, name: string): number =>
+  fleet.audit(name).filter((e) => e.method === 'tools/list').length;
+
+async function failure(promise: Promise<unknown>): Promise<CallError | RuntimeError> {
+  const error: unknown = await promise.then(
+    () => {
+      throw new Error('expected a rejection');
+    },
+    (e: unknown) => e,
+  );
+  expect(isStepbindError(error)).toBe(true);
+  return error as CallError;
+}
+
+function names(binding: McpBinding): string[] {
+  return binding.tools.map((t) => t.name);
+}
+
+describe('McpRuntime bindings (in-memory servers)', () => {
+  it('publishes every tool of every server as server__tool', async () => {
+    const { runtime } = await setup({ a: { scenario: 'normal' }, b: { scenario: 'single' } });
+    await using binding = await runtime.captureBinding();
+    expect(names(binding)).toEqual(['a__alpha', 'a__beta', 'a__gamma', 'b__alpha', 'b__beta']);
+    expect(binding.servers.map((s) => [s.name, s.bound])).toEqual([
+      ['a', true],
+      ['b', true],
+    ]);
+    expect(Object.isFrozen(binding)).toBe(true);
+  });
+
+  it('rejects a prepared call after its revision is bumped, and never runs prepare or sends it', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
+    await using binding = await runtime.captureBinding();
+    const call = binding.prepareCall('a__alpha');
+    fleet.server('a').replaceCatalog([[scriptedTool('alpha'), scriptedTool('omega')]]);
+    expect(await runtime.hardRefresh('a')).toBe(true);
+    let prepared = false;
+    const error = await failure(
+      call.run(
+        {},
+        {
+          prepare: () => {
+            prepared = true;
+          },
+        },
+      ),
+    );
+    expect(error.code).toBe('STALE_CATALOG');
+    expect(error.detail).toMatchObject({ server: 'a', capturedRevision: 1, currentRevision: 2 });
+    expect(prepared).toBe(false);
+    expect(calls(fleet, 'a')).toEqual([]);
+    await using next = await runtime.captureBinding();
+    expect(names(next)).toEqual(['a__alpha', 'a__omega']);
+    expect((await next.prepareCall('a__omega').run({})).receipt.revision).toBe(2);
+    expect(calls(fleet, 'a')).toEqual(['omega']);
+  });
+
+  it('keeps revision and binding when a hard refresh finds the same catalog', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
+    await using binding = await runtime.captureBinding();
+    expect(await runtime.hardRefresh('a')).toBe(false);
+    await binding.prepareCall('a__beta').run({});
+    expect(calls(fleet, 'a')).toEqual(['beta']);
+  });
+
+  it('makes a hard refresh wait for prepare to finish, even when prepare throws', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
+    await using binding = await runtime.captureBinding();
+    const call = binding.prepareCall('a__alpha');
+    let enter!: () => void;
+    const entered = new Promise<void>((r) => (enter = r));
+    let fail!: (e: Error) => void;
+    const gate = new Promise<never>((_, reject) => (fail = reject));
+    const running = call.run(
+      {},
+      {
+        prepare: async () => {
+          enter();
+          await gate;
+        },
+      },
+    );
+    await entered;
+    fleet.server('a').replaceCatalog([[scriptedTool('alpha')]]);
+    const listsBefore = lists(fleet, 'a');
+    let refreshed = false;
+    const refresh = runtime.hardRefresh('a').then((changed) => {
+      refreshed = true;
+      return changed;
+    });
+    // The re-list runs outside the lock; the swap must then wait for the read hold of prepare.
+    await expect.poll(() => lists(fleet, 'a')).toBeGreaterThan(listsBefore);
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    expect(refreshed).toBe(false);
+    fail(new Error('approval denied'));
+    const error = await failure(running);
+    expect(error.code).toBe('TOOL_DENIED');
+    expect(await refresh).toBe(true);
+    expect(calls(fleet, 'a')).toEqual([]);
+  });
+
+  it('keeps the captured client, catalog and authority after a refresh publishes a new set', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
+    await using old = await runtime.captureBinding();
+    const call = old.prepareCall('a__alpha');
+    // A new identity for "a" (new args) makes the next set start a new connection.
+    runtime.updateConfig(fleet.config({ a: { args: ['a', 'v2'] } }));
+    await using fresh = await runtime.captureBinding();
+    expect(fleet.instances('a')).toHaveLength(2);
+    expect(names(fresh)).toEqual(['a__alpha', 'a__beta']);
+    expect(names(old)).toEqual(['a__alpha', 'a__beta']);
+    const { receipt } = await call.run({});
+    expect(receipt.generation).toBe(
+      old.servers[0]?.bound === true ? old.servers[0].generation : -1,
+    );
+    const [first, second] = fleet.instances('a');
+    expect(first?.audit.filter((e) => e.method === 'tools/call').map((e) => e.tool)).toEqual([
+      'alpha',
+    ]);
+    expect(second?.audit.filter((e) => e.method === 'tools/call')).toEqual([]);
+  });
+
+  it('never re-routes a prepared call after its captured connection closed', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
+    await using old = await runtime.captureBinding();
+    const call = old.prepareCall('a__alpha');
+    await fleet.crash('a');
+    await using fresh = await runtime.captureBinding();
+    expect(fleet.instances('a')).toHaveLength(2);
+    const error = await failure(call.run({}));
+    expect(error.code).toBe('CONNECTION_CLOSED');
+    expect(calls(fleet, 'a')).toEqual([]);
+    await fresh.prepareCall('a__alpha').run({});
+    expect(fleet.instances('a')[1]?.audit.some((e) => e.tool === 'alpha')).toBe(true);
+  });
+
+  it('coalesces 100 concurrent markDirty + refreshIfDirty into at most 2 rebuilds', async () => {
+    const { runtime } = await setup({ a: { scenario: 'single' } });
+    const before = runtime.rebuilds;
+    await Promise.all(
+      Array.from({ length: 100 }, async (_, i) => {
+        runtime.markDirty(`burst-${i}`);
+        await runtime.refreshIfDirty();
+      }),
+    );
+    expect(runtime.rebuilds - before).toBeGreaterThanOrEqual(1);
+    expect(runtime.rebuilds - before).toBeLessThanOrEqual(2);
+    expect(runtime.dirty).toBe(false);
+  });
+
+  it('leaves a cancelled refresh pending', async () => {
+    const { runtime } = await setup({ a: { scenario: 'single', pageDelayMs: 200 } });
+    runtime.markDirty('test');
+    const controller = new AbortController();
+    const pending = runtime.refreshIfDirty({ signal: controller.signal });
+    controller.abort();
+    const error = await failure(pending);
+    expect(error.code).toBe('ABORTED');
+    expect(runtime.dirty).toBe(true);
+    expect(await runtime.refreshIfDirty()).toBe(true);
+    expect(runtime.dirty).toBe(false);
+  });
+
+  it('keeps the old set serving when a required server fails at refresh, with a typed error', async () => {
+    const { fleet, runtime } = await setup({
+      a: { scenario: 'single' },
+      b: { scenario: 'normal' },
+    });
+    await using old = await runtime.captureBinding();
+    await fleet.crash('b');
+    fleet.failNextConnect('b', true);
+    const error = await failure(runtime.captureBinding());
+    expect(error.code).toBe('REQUIRED_SERVERS_FAILED');
+    expect(error.detail['servers']).toEqual(['b']);
+    expect(error.message).toContain('b: SERVER_START_FAILED');
+    expect(runtime.dirty).toBe(true);
+    await old.prepareCall('a__alpha').run({});
+    fleet.failNextConnect('b', false);
+    await using recovered = await runtime.captureBinding();
+    expect(names(recovered)).toContain('b__gamma');
+  });
+
+  it('rejects open with one error listing every failing required server', async () => {
+    const fleet = createInMemoryFleet({
+      a: { scenario: 'cycle' },
+      b: { scenario: 'duplicate' },
+      c: { scenario: 'single' },
+    });
+    cleanups.push(() => fleet.close());
+    const error = await failure(McpRuntime.open(fleet.config(), { connect: fleet.connect }));
+    expect(error.code).toBe('REQUIRED_SERVERS_FAILED');
+    expect(error.detail['failures']).toEqual([
+      expect.objectContaining({ server: 'a', code: 'CURSOR_REPEATED' }),
+      expect.objectContaining({ server: 'b', code: 'DUPLICATE_TOOL_NAME' }),
+    ]);
+  });
+
+  it('reports an optional server failure in status and events, never silently', async () => {
+    const { runtime, events } = await setup(
+      { a: { scenario: 'single' }, flaky: { scenario: 'repeat' } },
+      { flaky: { required: false } },
+    );
+    await using binding = await runtime.captureBinding();
+    expect(binding.servers.find((s) => s.name === 'flaky')).toMatchObject({
+      bound: false,
+      reason: 'failed',
+      error: { code: 'CURSOR_REPEATED' },
+    });
+    expect(runtime.status().servers.find((s) => s.name === 'flaky')?.state).toBe('failed');
+    expect(events.some((e) => e.type === 'server-failed' && e.server === 'flaky')).toBe(true);
+  });
+
+  it('fails capture with SERVER_NOT_READY when a server the step requires is left out', async () => {
+    const { runtime } = await setup(
+      { a: { scenario: 'single' }, flaky: { scenario: 'repeat' } },
+      { flaky: { required: false } },
+    );
+    const error = await failure(runtime.captureBinding({ requiredServers: ['flaky'] }));
+    expect(error.code).toBe('SERVER_NOT_READY');
+  });
+
+  it('makes the next capture see list_changed tools while an old prepared call is refused unsent', async () => {
+    const { fleet, runtime } = await setup(
+      { a: { scenario: 'single' } },
+      {},
+      { listChangedDebounceMs: 20 },
+    );
+    await using old = await runtime.captureBinding();
+    const call = old.prepareCall('a__beta');
+    const server = fleet.server('a');
+    server.replaceCatalog([[scriptedTool('alpha'), scriptedTool('beta'), scriptedTool('delta')]]);
+    await server.notifyListChanged();
+    await expect.poll(() => runtime.status().servers[0]?.revision).toBe(2);
+    await runtime.whenIdle();
+    expect((await failure(call.run({}))).code).toBe('STALE_CATALOG');
+    await using next = await runtime.captureBinding();
+    expect(names(next)).toContain('a__delta');
+    expect(calls(fleet, 'a')).toEqual([]);
+  });
+
+  it('coalesces a burst of list_changed notifications into one hard refresh', async () => {
+    const { fleet, runtime, events } = await setup(
+      { a: { scenario: 'single' } },
+      {},
+      { listChangedDebounceMs: 50 },
+    );
+    const server = fleet.server('a');
+    const before = lists(fleet, 'a');
+    server.replaceCatalog([[scriptedTool('alpha')]]);
+    await Promise.all(Array.from({ length: 10 }, () => server.notifyListChanged()));
+    await expect.poll(() => events.filter((e) => e.type === 'list-changed').length).toBe(10);
+    await runtime.whenIdle();
+    expect(lists(fleet, 'a') - before).toBe(1);
+    expect(events.filter((e) => e.type === 'catalog-swapped')).toHaveLength(1);
+  });
+
+  it('validates arguments against the frozen input schema before sending anything', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
+    await using binding = await runtime.captureBinding();
+    const error = await failure(binding.prepareCall('a__alpha').run({ input: 42 }));
+    expect(error.code).toBe('INVALID_ARGUMENTS');
+    expect(calls(fleet, 'a')).toEqual([]);
+    expect(toToolResult(error).content[0].text).toMatch(/do not match the tool's input schema/);
+  });
+
+  it('refuses unknown model names and calls from a released binding', async () => {
+    const { runtime } = await setup({ a: { scenario: 'single' } });
+    const binding = await runtime.captureBinding();
+    expect(() => binding.prepareCall('a__nope')).toThrow(
+      expect.objectContaining({ code: 'UNKNOWN_TOOL' }),
+    );
+    const call = binding.prepareCall('a__alpha');
+    binding.release();
+    expect((await failure(call.run({}))).code).toBe('BINDING_RELEASED');
+  });
+
+  it('refuses calls of a step captured under an older policy epoch, and revoked tools', async () => {
+    const { runtime, fleet } = await setup({ a: { scenario: 'single' } });
+    await using old = await runtime.captureBinding();
+    runtime.setPolicyEpoch(1);
+    const denied = await failure(old.prepareCall('a__alpha').run({}));
+    expect(denied.code).toBe('TOOL_DENIED');
+    expect(denied.detail['reason']).toBe('policy-epoch');
+    await using next = await runtime.captureBinding();
+    expect(next.policyEpoch).toBe(1);
+    runtime.revokeTool('a', 'beta');
+    expect((await failure(next.prepareCall('a__beta').run({}))).detail['reason']).toBe('revoked');
+    expect((await next.prepareCall('a__alpha').run({})).receipt.policyEpoch).toBe(1);
+    expect(calls(fleet, 'a')).toEqual(['alpha']);
+  });
+
+  it('requires an approval (prepare hook) for non-read tools of unproven catalogs when asked to', async () => {
+    const { runtime } = await setup(
+      { a: { scenario: 'single' } },
+      {},
+      { approval: 'unproven-writes' },
+    );
+    await using binding = await runtime.captureBinding();
+    const error = await failure(binding.prepareCall('a__alpha').run({}));
+    expect(error.detail['reason']).toBe('approval-required');
+    const seen: boolean[] = [];
+    await binding
+      .prepareCall('a__alpha')
+      .run({}, { prepare: (ctx) => void seen.push(ctx.approvalRequired) });
+    expect(seen).toEqual([true]);
+  });
+
+  it('closes retired connections only when the last binding that captured them is released', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
+    const old = await runtime.captureBinding();
+    runtime.updateConfig(fleet.config({ a: { args: ['a', 'v2'] } }));
+    await using fresh = await runtime.captureBinding();
+    expect(fresh.servers).toHaveLength(1);
+    expect(runtime.status().liveConnections).toBe(2);
+    old.release();
+    await expect.poll(() => runtime.status().liveConnections).toBe(1);
+  });
+
+  it('makes close idempotent and fails later work with RUNTIME_CLOSED', async () => {
+    const { runtime } = await setup({ a: { scenario: 'single' } });
+    const binding = await runtime.captureBinding();
+    const call = binding.prepareCall('a__alpha');
+    await Promise.all([runtime.close(), runtime.close()]);
+    expect(runtime.status().liveConnections).toBe(0);
+    expect((await failure(runtime.captureBinding())).code).toBe('RUNTIME_CLOSED');
+    expect((await failure(call.run({}))).code).toBe('CONNECTION_CLOSED');
+  });
+});
