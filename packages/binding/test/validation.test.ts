@@ -15,7 +15,7 @@ const fixtureDir = fileURLToPath(
 );
 
 interface Fixture {
-  readonly generations: readonly { readonly pages: readonly (readonly unknown[])[] }[];
+  readonly generations: readonly { readonly pages: readonly { readonly tools: readonly unknown[] }[] }[];
 }
 
 function loadFixture(code: string): Fixture {
@@ -64,7 +64,7 @@ describe('validation fixtures (one per code, also served by the testkit server)'
   });
 
   it.each(codes)('a catalog with the %s fixture is refused with that code', (code) => {
-    const pages = loadFixture(code).generations[0]?.pages ?? [];
+    const pages = (loadFixture(code).generations[0]?.pages ?? []).map((p) => p.tools);
     const error = catalogError(() =>
       createCatalogSnapshot({
         identity: { name: 'fixture', transportDigest: 'sha256:0' },

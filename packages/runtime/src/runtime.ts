@@ -6,10 +6,7 @@ import {
   CatalogError,
   CatalogRegistry,
   CatalogSlot,
-  computeTransportDigest,
   createBinding,
-  createCatalogSnapshot,
-  enumerateCatalog,
   ErrorCode,
   RuntimeError,
   SchemaValidatorCache,
@@ -26,6 +23,8 @@ import {
   type ValidationOptions,
 } from '@stepbind/binding';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from './config.js';
+import { discoverSnapshot } from './discover.js';
+import { identityKeyOf, identityOf } from './identity.js';
 import { connectServer, type SdkConnection } from './sdk.js';
 
 /** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
@@ -141,16 +140,7 @@ class ServerSession {
     this.config = config;
     this.identityKey = identityKey;
     this.connection = connection;
-    this.identity = Object.freeze({
-      name,
-      transportDigest: identityKey,
-      ...(connection.hello.serverInfo === undefined
-        ? {}
-        : { serverInfo: connection.hello.serverInfo }),
-      ...(connection.hello.protocolVersion === undefined
-        ? {}
-        : { protocolVersion: connection.hello.protocolVersion }),
-    });
+    this.identity = identityOf(name, config, connection);
   }
 
   get catalog(): CatalogSnapshot {
@@ -293,26 +283,6 @@ function buildView(set: ConnectionSet): BindingView {
     servers: Object.freeze(servers),
     leftOut: Object.freeze(leftOut),
   });
-}
-
-/** The transport settings that make a connection reusable; a change means a new connection. */
-function identityKeyOf(config: ServerConfig): string {
-  return config.transport === 'stdio'
-    ? computeTransportDigest({
-        transport: 'stdio',
-        command: config.command,
-        args: config.args,
-        env: config.env,
-        envPassthrough: config.envPassthrough,
-        cwd: config.cwd ?? null,
-        audience: config.audience,
-      })
-    : computeTransportDigest({
-        transport: 'http',
-        url: config.url,
-        headers: config.headers,
-        audience: config.audience,
-      });
 }
 
 interface Candidate {
@@ -824,27 +794,16 @@ export class McpRuntime {
   }
 
   async #discover(session: ServerSession, signal: AbortSignal): Promise<CatalogSnapshot> {
-    const cfg = session.config;
-    const enumeration = await enumerateCatalog(session.connection.listSource, {
-      ...cfg.limits,
-      requestTimeoutMs: cfg.requestTimeoutMs,
-      server: session.name,
-      changes: session.connection,
+    const { snapshot } = await discoverSnapshot(session.connection, {
+      name: session.name,
+      config: session.config,
+      identity: session.identity,
+      policyEpoch: this.#registry.policyEpoch,
+      ...(this.#options.validation === undefined ? {} : { validation: this.#options.validation }),
+      validatorCache: this.#validatorCache,
       signal,
     });
-    return createCatalogSnapshot({
-      identity: session.identity,
-      audience: cfg.audience,
-      policyEpoch: this.#registry.policyEpoch,
-      pages: enumeration.pages,
-      revisionProof: enumeration.revision.kind === 'proven' ? 'proven' : 'unversioned',
-      ...(enumeration.revision.kind === 'proven'
-        ? { sourceRevision: enumeration.revision.revision }
-        : {}),
-      discoveryStartedAt: enumeration.startedAt,
-      validation: { ...this.#options.validation },
-      validatorCache: this.#validatorCache,
-    });
+    return snapshot;
   }
 
   /** True when `candidate` adds nothing over the session's published catalog. */

@@ -58,7 +58,12 @@ describe('stepbind catalog', () => {
     expect(code).toBe(1);
     const report = JSON.parse(out) as { servers: unknown[] };
     expect(report.servers).toEqual([
-      { name: 'normal', ok: true, tools: ['alpha', 'beta', 'gamma'], pageSizes: [1, 0, 2] },
+      expect.objectContaining({
+        name: 'normal',
+        ok: true,
+        tools: ['alpha', 'beta', 'gamma'],
+        pageSizes: [1, 0, 2],
+      }),
       {
         name: 'looping',
         ok: false,
@@ -66,6 +71,33 @@ describe('stepbind catalog', () => {
       },
     ]);
     expect(Object.keys(report)).toEqual(['servers']);
+  });
+
+  it('reports state, generation, page root and per-tool digests and effect classes', async () => {
+    const config = await writeConfig('snap', {
+      plain: { scenario: 'normal' },
+      proven: { scenario: 'revision-consistent' },
+    });
+    const { code, out } = await cli(['catalog', '--config', config, '--json']);
+    expect(code).toBe(0);
+    const [plain, proven] = (JSON.parse(out) as { servers: Record<string, unknown>[] }).servers;
+    expect(plain).toMatchObject({
+      state: 'UNVERSIONED_OBSERVATION',
+      generation: 1,
+      sourceRevision: null,
+    });
+    expect(plain?.['pageRoot']).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(plain?.['descriptors']).toEqual([
+      {
+        name: 'alpha',
+        modelName: 'plain__alpha',
+        descriptorDigest: expect.stringMatching(/^sha256:/),
+        effectClass: 'unknown',
+      },
+      expect.objectContaining({ name: 'beta' }),
+      expect.objectContaining({ name: 'gamma' }),
+    ]);
+    expect(proven).toMatchObject({ state: 'ELIGIBLE', generation: 1, sourceRevision: 'rev-1' });
   });
 
   it('exits 0 and prints counts, page sizes and names for humans when every server succeeds', async () => {

@@ -2,13 +2,17 @@ import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import PQueue from 'p-queue';
 import {
-  enumerateCatalog,
+  CatalogRegistry,
   ErrorCode,
   RuntimeError,
+  SchemaValidatorCache,
   StepbindError,
+  type CatalogSnapshot,
   type ToolEnumeration,
 } from '@stepbind/binding';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from '../config.js';
+import { discoverSnapshot } from '../discover.js';
+import { identityOf } from '../identity.js';
 import { connectServer } from '../sdk.js';
 
 /** The outcome of discovering one configured server. */
@@ -17,6 +21,8 @@ export type ServerCatalogReport =
       readonly name: string;
       readonly ok: true;
       readonly enumeration: ToolEnumeration;
+      /** The published snapshot (generation 1 of a registry private to this discovery). */
+      readonly snapshot: CatalogSnapshot;
     }
   | {
       readonly name: string;
@@ -39,29 +45,41 @@ export async function discoverCatalogs(
   options: DiscoverCatalogsOptions = {},
 ): Promise<readonly ServerCatalogReport[]> {
   const queue = new PQueue({ concurrency: config.concurrency });
+  const shared: Shared = {
+    registry: new CatalogRegistry(),
+    validatorCache: new SchemaValidatorCache(),
+  };
   const jobs = [...config.servers].map(([name, server]) =>
-    queue.add(() => discoverOne(name, server, options.signal)),
+    queue.add(() => discoverOne(name, server, shared, options.signal)),
   );
   return Promise.all(jobs);
+}
+
+interface Shared {
+  readonly registry: CatalogRegistry;
+  readonly validatorCache: SchemaValidatorCache;
 }
 
 async function discoverOne(
   name: string,
   server: ServerConfig,
+  shared: Shared,
   signal: AbortSignal | undefined,
 ): Promise<ServerCatalogReport> {
   try {
     signal?.throwIfAborted();
     const connection = await connectServer(name, server, signal === undefined ? {} : { signal });
     try {
-      const enumeration = await enumerateCatalog(connection.listSource, {
-        ...server.limits,
-        requestTimeoutMs: server.requestTimeoutMs,
-        server: name,
-        changes: connection,
+      const { enumeration, snapshot } = await discoverSnapshot(connection, {
+        name,
+        config: server,
+        identity: identityOf(name, server, connection),
+        policyEpoch: shared.registry.policyEpoch,
+        validatorCache: shared.validatorCache,
         ...(signal === undefined ? {} : { signal }),
       });
-      return { name, ok: true, enumeration };
+      const published = shared.registry.publish(snapshot, { expectedGeneration: 0 });
+      return { name, ok: true, enumeration, snapshot: published };
     } finally {
       await connection.close();
     }
@@ -89,7 +107,11 @@ function toStepbindError(
   );
 }
 
-/** The exact `--json` shape of `stepbind catalog`. */
+/**
+ * The `--json` shape of `stepbind catalog`: per server `{ name, ok: true, tools: [names], pageSizes,
+ * state, generation, pageRoot, sourceRevision, descriptors: [{ name, modelName, descriptorDigest,
+ * effectClass }] }` or `{ name, ok: false, error: { code, message } }`.
+ */
 export function catalogReportJson(reports: readonly ServerCatalogReport[]): unknown {
   return {
     servers: reports.map((report) =>
@@ -99,6 +121,16 @@ export function catalogReportJson(reports: readonly ServerCatalogReport[]): unkn
             ok: true,
             tools: report.enumeration.tools.map((tool) => tool.name),
             pageSizes: report.enumeration.pageSizes,
+            state: report.snapshot.state,
+            generation: report.snapshot.generation,
+            pageRoot: report.snapshot.pageRoot,
+            sourceRevision: report.snapshot.sourceRevision ?? null,
+            descriptors: report.snapshot.tools.map((t) => ({
+              name: t.name,
+              modelName: t.modelName,
+              descriptorDigest: t.descriptorDigest,
+              effectClass: t.effectClass,
+            })),
           }
         : {
             name: report.name,
@@ -116,7 +148,7 @@ export function formatCatalogReport(reports: readonly ServerCatalogReport[]): st
     if (report.ok) {
       const { tools, pageSizes } = report.enumeration;
       lines.push(
-        `✔ ${report.name}: ${tools.length} tool${tools.length === 1 ? '' : 's'} in ${pageSizes.length} page${pageSizes.length === 1 ? '' : 's'} (sizes ${pageSizes.join(', ')})`,
+        `✔ ${report.name}: ${tools.length} tool${tools.length === 1 ? '' : 's'} in ${pageSizes.length} page${pageSizes.length === 1 ? '' : 's'} (sizes ${pageSizes.join(', ')}), ${report.snapshot.state}, generation ${report.snapshot.generation}`,
       );
       lines.push(`    ${tools.length === 0 ? '(no tools)' : tools.map((t) => t.name).join(', ')}`);
     } else {

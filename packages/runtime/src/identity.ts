@@ -1,0 +1,41 @@
+import { computeTransportDigest, type ServerIdentity } from '@stepbind/binding';
+import type { ServerConfig } from './config.js';
+import type { SdkConnection } from './sdk.js';
+
+/**
+ * The digest of the transport settings that make a connection reusable: transport, command, args,
+ * env, cwd, url, headers and audience. A change means a new connection (and a new identity).
+ */
+export function identityKeyOf(config: ServerConfig): string {
+  return config.transport === 'stdio'
+    ? computeTransportDigest({
+        transport: 'stdio',
+        command: config.command,
+        args: config.args,
+        env: config.env,
+        envPassthrough: config.envPassthrough,
+        cwd: config.cwd ?? null,
+        audience: config.audience,
+      })
+    : computeTransportDigest({
+        transport: 'http',
+        url: config.url,
+        headers: config.headers,
+        audience: config.audience,
+      });
+}
+
+/** The identity of a live connection: configured name, transport digest, serverInfo, protocol. */
+export function identityOf(
+  name: string,
+  config: ServerConfig,
+  connection: SdkConnection,
+): ServerIdentity {
+  const { serverInfo, protocolVersion } = connection.hello;
+  return Object.freeze({
+    name,
+    transportDigest: identityKeyOf(config),
+    ...(serverInfo === undefined ? {} : { serverInfo }),
+    ...(protocolVersion === undefined ? {} : { protocolVersion }),
+  });
+}
