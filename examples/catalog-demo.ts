@@ -51,8 +51,14 @@ export async function catalogDemo(log: (line: string) => void): Promise<string[]
     const report = JSON.parse(json.stdout) as CatalogJson;
     const normal = report.servers.find((s) => s.name === 'normal');
     const looping = report.servers.find((s) => s.name === 'looping');
-    if (normal?.ok !== true || normal.tools.join() !== 'alpha,beta,gamma' || normal.pageSizes.join() !== '1,0,2') {
-      problems.push(`normal: expected alpha, beta, gamma in pages [1, 0, 2], got ${JSON.stringify(normal)}`);
+    if (
+      normal?.ok !== true ||
+      normal.tools.join() !== 'alpha,beta,gamma' ||
+      normal.pageSizes.join() !== '1,0,2'
+    ) {
+      problems.push(
+        `normal: expected alpha, beta, gamma in pages [1, 0, 2], got ${JSON.stringify(normal)}`,
+      );
     }
     if (looping?.ok !== false || looping.error.code !== 'CURSOR_REPEATED') {
       problems.push(`looping: expected CURSOR_REPEATED, got ${JSON.stringify(looping)}`);

@@ -14,7 +14,9 @@ const problems = await catalogDemo(log);
 
 log('');
 if (problems.length === 0) {
-  log(`Demo OK in ${((performance.now() - started) / 1000).toFixed(1)} s: every outcome was the expected one.`);
+  log(
+    `Demo OK in ${((performance.now() - started) / 1000).toFixed(1)} s: every outcome was the expected one.`,
+  );
 } else {
   log('Demo FAILED:');
   for (const p of problems) log(`  - ${p}`);

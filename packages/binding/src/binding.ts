@@ -599,7 +599,7 @@ const MODEL_MESSAGES: Partial<Record<Code, (e: StepbindError) => string>> = {
   UNKNOWN_TOOL: (e) =>
     `There is no tool named "${String(e.detail['modelName'])}" in this step. Use one of the tools you were given.`,
   INVALID_ARGUMENTS: (e) =>
-    `The arguments do not match the tool's input schema (${String(e.detail['errors'] ?? 'not an object')}); the call was not run. Fix the arguments and call again.`,
+    `The arguments do not match the tool's input schema (${typeof e.detail['errors'] === 'string' ? e.detail['errors'] : 'not an object'}); the call was not run. Fix the arguments and call again.`,
   INVALID_TOOL_OUTPUT: () =>
     'The tool ran but returned output that does not match its declared schema, so the result was discarded. Do not assume it failed or succeeded; check before retrying.',
   TOOL_DENIED: (e) => `This call was not allowed and was not run: ${e.message}`,

@@ -33,10 +33,13 @@ function write(value: unknown, out: string[], seen: Set<object>): void {
       return;
     case 'object':
       break;
-    default:
+    case 'bigint':
+    case 'function':
+    case 'symbol':
+    case 'undefined':
       throw new TypeError(`canonicalJson: cannot encode a ${typeof value}`);
   }
-  const obj = value as object;
+  const obj = value;
   if (seen.has(obj)) throw new TypeError('canonicalJson: cyclic value');
   seen.add(obj);
   if (Array.isArray(obj)) {

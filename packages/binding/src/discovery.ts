@@ -128,7 +128,7 @@ export function resolveEnumerateLimits(options: EnumerateOptions = {}): Resolved
     if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
       throw new CatalogError(
         ErrorCode.INVALID_OPTIONS,
-        `Invalid enumeration option ${key}=${String(value)} for server "${server}": expected an integer from ${min} to ${max}. Fix the option; no request was sent.`,
+        `Invalid enumeration option ${key}=${JSON.stringify(describe(value))} for server "${server}": expected an integer from ${min} to ${max}. Fix the option; no request was sent.`,
         { detail: { server, option: key, value: describe(value) } },
       );
     }
@@ -159,11 +159,13 @@ function describe(value: unknown): string | number | boolean | null {
 }
 
 /** Thrown inside one traversal when it must be discarded and restarted from the first page. */
-class StaleTraversal {
+class StaleTraversal extends Error {
   constructor(
     readonly code: typeof ErrorCode.CATALOG_CHANGED | typeof ErrorCode.REVISION_CHANGED,
     readonly reason: string,
-  ) {}
+  ) {
+    super(reason);
+  }
 }
 
 /**

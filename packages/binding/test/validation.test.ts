@@ -15,7 +15,9 @@ const fixtureDir = fileURLToPath(
 );
 
 interface Fixture {
-  readonly generations: readonly { readonly pages: readonly { readonly tools: readonly unknown[] }[] }[];
+  readonly generations: readonly {
+    readonly pages: readonly { readonly tools: readonly unknown[] }[];
+  }[];
 }
 
 function loadFixture(code: string): Fixture {

@@ -253,7 +253,7 @@ function buildView(set: ConnectionSet): BindingView {
       });
     }
   }
-  let tools: ModelTool[];
+  const tools: ModelTool[] = [];
   if (clash) {
     byModelName.clear();
     const table = assignModelNames(
@@ -267,7 +267,6 @@ function buildView(set: ConnectionSet): BindingView {
       }
     }
   }
-  tools = [];
   for (const bound of byModelName.values()) {
     tools.push(
       Object.freeze({
@@ -348,10 +347,7 @@ export class McpRuntime {
    *   `REQUIRED_SERVERS_FAILED` listing every required server that failed and why (all started
    *   servers are closed again).
    */
-  static async open(
-    config: RuntimeConfig | unknown,
-    options: McpRuntimeOptions = {},
-  ): Promise<McpRuntime> {
+  static async open(config: unknown, options: McpRuntimeOptions = {}): Promise<McpRuntime> {
     const parsed = isRuntimeConfig(config) ? config : parseConfig(config);
     const runtime = new McpRuntime(parsed, options);
     runtime.#dirty = true;
@@ -392,7 +388,7 @@ export class McpRuntime {
    *
    * @throws ConfigError for an invalid configuration (nothing changes).
    */
-  updateConfig(config: RuntimeConfig | unknown): void {
+  updateConfig(config: unknown): void {
     this.#ensureOpen();
     this.#config = isRuntimeConfig(config) ? config : parseConfig(config);
     this.markDirty('config');

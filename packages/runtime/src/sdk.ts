@@ -129,7 +129,6 @@ export class SdkConnection {
   readonly client: Client;
   readonly hello: ServerHello;
   readonly pid: number | undefined;
-  #transport: Transport;
   #closed = false;
   #closing: Promise<void> | undefined;
   #listChangedVersion = 0;
@@ -142,14 +141,12 @@ export class SdkConnection {
   constructor(
     name: string,
     client: Client,
-    transport: Transport,
     pid: number | undefined,
     stderrTail: string[],
     protocolVersion: string | undefined,
   ) {
     this.name = name;
     this.client = client;
-    this.#transport = transport;
     this.pid = pid;
     this.#stderrTail = stderrTail;
     this.#source = clientListSource(client, name);
@@ -444,14 +441,7 @@ async function openSession(
       { detail: { server: name }, cause: error },
     );
   }
-  return new SdkConnection(
-    name,
-    client,
-    transport,
-    options.pid(),
-    options.stderrTail,
-    protocolVersion,
-  );
+  return new SdkConnection(name, client, options.pid(), options.stderrTail, protocolVersion);
 }
 
 /**

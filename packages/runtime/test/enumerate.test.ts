@@ -279,9 +279,7 @@ describe('enumerateTools option validation', () => {
   });
 
   it.each(bad)('rejects %s=%s with INVALID_OPTIONS', async (key, value) => {
-    const error = await rejection(
-      enumerateTools(shared.client, { [key]: value } as unknown as EnumerateToolsOptions),
-    );
+    const error = await rejection(enumerateTools(shared.client, { [key]: value }));
     expect(error.code).toBe('INVALID_OPTIONS');
     expect(error.detail['option']).toBe(key);
   });

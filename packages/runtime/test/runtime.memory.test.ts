@@ -1,10 +1,5 @@
-import {
-  CallError,
-  RuntimeError,
-  isStepbindError,
-  toToolResult,
-  type McpBinding,
-} from '@stepbind/binding';
+import type { CallError, RuntimeError } from '@stepbind/binding';
+import { isStepbindError, toToolResult, type McpBinding } from '@stepbind/binding';
 import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
 import {
   createInMemoryFleet,
