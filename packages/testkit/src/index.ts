@@ -21,3 +21,44 @@ export type { ScriptedServer, ScriptedServerHooks } from './server/scripted.js';
 export type { AuditEntry, ScenarioName, ScriptedServerOptions } from './types.js';
 export { createInMemoryFleet } from './fleet.js';
 export type { InMemoryFleet } from './fleet.js';
+export {
+  arbCatalog,
+  arbCursorCycle,
+  arbListResult,
+  arbNearValidTool,
+  arbPageSplit,
+  arbTool,
+  arbToolName,
+} from './arbitraries.js';
+export type {
+  ArbCatalogOptions,
+  ArbCursorCycleOptions,
+  ArbPageSplitOptions,
+  ArbToolOptions,
+  CursorCycle,
+  PageSplit,
+} from './arbitraries.js';
+export { pagedSource, sequenceSource } from './source.js';
+export type {
+  PagedCatalogOptions,
+  PagedSource,
+  PagedSourceOptions,
+  PagedSourceRequest,
+  SequenceSourceOptions,
+  SequenceStep,
+} from './source.js';
+export { propertyParameters } from './seed.js';
+export type { PropertyParameters, PropertyParametersOptions } from './seed.js';
+export { propertyRun } from './seed.js';
+export type { PropertyRun } from './seed.js';
+export { RuntimeOracle } from './model/oracle.js';
+export type { ExpectedServer, PredictedOutcome, ServedPages } from './model/oracle.js';
+export {
+  createModelSystem,
+  MODEL_INITIAL_CATALOGS,
+  MODEL_TOOL_POOL,
+  modelCommands,
+  modelScript,
+  OracleDisagreement,
+} from './model/commands.js';
+export type { ModelCommandOptions, ModelSystem } from './model/commands.js';

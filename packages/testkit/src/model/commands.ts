@@ -1,0 +1,489 @@
+import fc from 'fast-check';
+import { isStepbindError, type McpBinding, type PreparedCall } from '@stepbind/binding';
+import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
+import { createInMemoryFleet, type InMemoryFleet } from '../fleet.js';
+import { scriptedTool } from '../scenarios.js';
+import type { ScriptedServer } from '../server/scripted.js';
+import { RuntimeOracle, type PredictedOutcome, type ServedPages } from './oracle.js';
+
+/** The real system under test, driven side by side with a {@link RuntimeOracle}. */
+export interface ModelSystem {
+  readonly runtime: McpRuntime;
+  readonly fleet: InMemoryFleet;
+  readonly events: RuntimeEvent[];
+  readonly bindings: McpBinding[];
+  /** For each binding, the server process each server was bound to at capture. */
+  readonly boundInstances: Map<string, ScriptedServer>[];
+  readonly calls: { readonly call: PreparedCall; readonly binding: number }[];
+  /** The process currently bound for each server (tracked from the oracle's session ids). */
+  readonly current: Map<string, ScriptedServer>;
+  readonly sessionIds: Map<string, number>;
+  /** How often each server's configuration was changed. */
+  readonly configVersions: Map<string, number>;
+  /** Comparisons made between the runtime and the oracle; every one must agree. */
+  comparisons: number;
+}
+
+/** Thrown when the runtime and the oracle disagree; the message says on what. */
+export class OracleDisagreement extends Error {
+  override get name(): string {
+    return 'OracleDisagreement';
+  }
+}
+
+function agree(system: ModelSystem, what: string, actual: unknown, expected: unknown): void {
+  system.comparisons++;
+  const a = JSON.stringify(actual);
+  const e = JSON.stringify(expected);
+  if (a !== e) throw new OracleDisagreement(`${what}: runtime ${a}, oracle ${e}`);
+}
+
+/** The tool names servers can serve in generated catalogs. */
+export const MODEL_TOOL_POOL = ['alpha', 'beta', 'gamma', 'delta', 'omega'] as const;
+
+/** Default initial catalogs of the model's servers. */
+export const MODEL_INITIAL_CATALOGS: Readonly<Record<string, ServedPages>> = {
+  a: [['alpha'], ['beta', 'gamma']],
+  b: [['alpha', 'delta']],
+};
+
+const toolCalls = (instance: ScriptedServer | undefined, tool?: string): number =>
+  instance === undefined
+    ? 0
+    : instance.audit.filter(
+        (e) => e.method === 'tools/call' && (tool === undefined || e.tool === tool),
+      ).length;
+
+function syncInstances(model: RuntimeOracle, real: ModelSystem): void {
+  for (const name of model.servers) {
+    const id = model.sessionId(name);
+    if (real.sessionIds.get(name) !== id) {
+      real.sessionIds.set(name, id);
+      const latest = real.fleet.instances(name).at(-1);
+      if (latest !== undefined) real.current.set(name, latest);
+    }
+  }
+}
+
+async function outcomeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+    return 'OK';
+  } catch (error) {
+    if (isStepbindError(error)) return error.code;
+    throw error;
+  }
+}
+
+type Cmd = fc.AsyncCommand<RuntimeOracle, ModelSystem>;
+
+class MarkDirty implements Cmd {
+  check = (): boolean => true;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    model.markDirty();
+    real.runtime.markDirty('model');
+    agree(real, 'dirty', real.runtime.dirty, true);
+  }
+  toString = (): string => 'markDirty';
+}
+
+class RefreshIfDirty implements Cmd {
+  check = (): boolean => true;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    const expected = model.refreshIfDirty();
+    let actual: string;
+    try {
+      actual = (await real.runtime.refreshIfDirty()) ? 'PUBLISHED' : 'NOTHING';
+    } catch (error) {
+      if (!isStepbindError(error, 'REQUIRED_SERVERS_FAILED')) throw error;
+      actual = 'FAILED';
+    }
+    agree(real, 'refreshIfDirty', actual, expected);
+    agree(real, 'dirty after refresh', real.runtime.dirty, model.dirty);
+    syncInstances(model, real);
+  }
+  toString = (): string => 'refreshIfDirty';
+}
+
+class HardRefresh implements Cmd {
+  constructor(readonly server: string) {}
+  check = (): boolean => true;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    const expected = model.hardRefresh(this.server);
+    let actual: boolean | string;
+    try {
+      actual = await real.runtime.hardRefresh(this.server);
+    } catch (error) {
+      if (!isStepbindError(error)) throw error;
+      actual = error.code;
+    }
+    agree(real, `hardRefresh(${this.server})`, actual, expected);
+  }
+  toString = (): string => `hardRefresh(${this.server})`;
+}
+
+class MutateCatalog implements Cmd {
+  constructor(
+    readonly server: string,
+    readonly pages: ServedPages,
+    readonly listChanged: boolean,
+  ) {}
+  check = (): boolean => true;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    const alive = model.alive(this.server);
+    model.mutateCatalog(this.server, this.pages, this.listChanged);
+    if (!alive) return;
+    const instance = real.current.get(this.server);
+    if (instance === undefined) throw new Error(`no live instance of ${this.server}`);
+    instance.replaceCatalog(this.pages.map((page) => page.map((name) => scriptedTool(name))));
+    if (!this.listChanged) return;
+    const before = real.events.filter((e) => e.type === 'list-changed').length;
+    await instance.notifyListChanged();
+    // Delivery is asynchronous: wait (bounded) until the runtime saw it, then until it settled.
+    for (
+      let i = 0;
+      i < 1000 && real.events.filter((e) => e.type === 'list-changed').length === before;
+      i++
+    ) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    agree(
+      real,
+      'list_changed delivered',
+      real.events.filter((e) => e.type === 'list-changed').length,
+      before + 1,
+    );
+    await real.runtime.whenIdle();
+  }
+  toString = (): string =>
+    `mutateCatalog(${this.server}, ${JSON.stringify(this.pages)}, ${this.listChanged ? 'withListChanged' : 'silent'})`;
+}
+
+class Capture implements Cmd {
+  check = (): boolean => true;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    const expected = model.capture();
+    let binding: McpBinding;
+    try {
+      binding = await real.runtime.captureBinding();
+    } catch (error) {
+      if (!isStepbindError(error, 'REQUIRED_SERVERS_FAILED')) throw error;
+      agree(real, 'capture', 'FAILED', expected);
+      return;
+    }
+    if (expected === 'FAILED') {
+      binding.release();
+      agree(real, 'capture', 'OK', expected);
+      return;
+    }
+    syncInstances(model, real);
+    const actual = model.servers.map((name) => {
+      const status = binding.servers.find((s) => s.name === name);
+      return {
+        name,
+        tools: binding.tools
+          .filter((t) => t.name.startsWith(`${name}__`))
+          .map((t) => t.name.slice(name.length + 2)),
+        generation: status?.bound === true ? status.generation : -1,
+        revision: status?.bound === true ? status.revision : -1,
+      };
+    });
+    agree(real, 'captured binding', actual, expected);
+    real.bindings.push(binding);
+    real.boundInstances.push(new Map(real.current));
+  }
+  toString = (): string => 'captureBinding';
+}
+
+class PrepareCall implements Cmd {
+  constructor(
+    readonly bindingPick: number,
+    readonly toolPick: number,
+  ) {}
+  check = (model: Readonly<RuntimeOracle>): boolean => model.bindingCount > 0;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    const index = this.bindingPick % model.bindingCount;
+    const tools = model.toolsOf(index);
+    if (tools.length === 0) return;
+    const pick = tools[this.toolPick % tools.length];
+    if (pick === undefined) return;
+    const binding = real.bindings[index];
+    if (binding === undefined) throw new Error('binding missing');
+    let call: PreparedCall;
+    try {
+      call = binding.prepareCall(`${pick.server}__${pick.tool}`);
+    } catch (error) {
+      agree(
+        real,
+        'prepareCall',
+        isStepbindError(error) ? error.code : 'THROW',
+        model.isReleased(index) ? 'BINDING_RELEASED' : 'OK',
+      );
+      return;
+    }
+    agree(real, 'prepareCall', 'OK', model.isReleased(index) ? 'BINDING_RELEASED' : 'OK');
+    model.prepare(index, pick.server, pick.tool);
+    real.calls.push({ call, binding: index });
+  }
+  toString = (): string => `prepareCall(binding#${this.bindingPick}, tool#${this.toolPick})`;
+}
+
+class RunCall implements Cmd {
+  constructor(readonly callPick: number) {}
+  check = (model: Readonly<RuntimeOracle>): boolean => model.callCount > 0;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    const index = this.callPick % model.callCount;
+    const entry = real.calls[index];
+    if (entry === undefined) throw new Error('call missing');
+    const expected: PredictedOutcome = model.run(index);
+    const { call } = entry;
+    const target = real.boundInstances[entry.binding]?.get(call.server);
+    const allBefore = real.fleet.instances(call.server).map((i) => toolCalls(i));
+    let receiptOk = true;
+    const actual = await outcomeOf(
+      call.run({}).then(({ receipt }) => {
+        receiptOk =
+          receipt.descriptorDigest === call.descriptor.descriptorDigest &&
+          receipt.revision === call.revision &&
+          receipt.tool === call.tool;
+      }),
+    );
+    agree(real, `run(${call.modelName})`, actual, expected);
+    agree(
+      real,
+      `receipt of ${call.modelName} matches the descriptor the model saw`,
+      receiptOk,
+      true,
+    );
+    const allAfter = real.fleet.instances(call.server).map((i) => toolCalls(i));
+    const sent = allAfter.reduce((n, v) => n + v, 0) - allBefore.reduce((n, v) => n + v, 0);
+    const reachesServer = expected === 'OK' || expected === 'SERVER_ERROR';
+    agree(real, `tools/call sent for ${call.modelName}`, sent, reachesServer ? 1 : 0);
+    if (reachesServer) {
+      // Never re-routed: the call reached exactly the process the step captured.
+      const instances = real.fleet.instances(call.server);
+      const where = instances.findIndex((i, k) => toolCalls(i) !== allBefore[k]);
+      agree(real, `process that ran ${call.modelName}`, instances[where] === target, true);
+    }
+  }
+  toString = (): string => `runCall(call#${this.callPick})`;
+}
+
+class ReleaseBinding implements Cmd {
+  constructor(readonly bindingPick: number) {}
+  check = (model: Readonly<RuntimeOracle>): boolean => model.bindingCount > 0;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    const index = this.bindingPick % model.bindingCount;
+    model.releaseBinding(index);
+    real.bindings[index]?.release();
+  }
+  toString = (): string => `releaseBinding(binding#${this.bindingPick})`;
+}
+
+class CrashServer implements Cmd {
+  constructor(readonly server: string) {}
+  check = (): boolean => true;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    if (!model.alive(this.server)) return;
+    model.crash(this.server);
+    await real.current.get(this.server)?.close();
+    for (let i = 0; i < 1000 && !real.runtime.dirty; i++) await new Promise((r) => setImmediate(r));
+    agree(real, `dirty after crash of ${this.server}`, real.runtime.dirty, true);
+  }
+  toString = (): string => `crashServer(${this.server})`;
+}
+
+class FailNextStart implements Cmd {
+  constructor(readonly server: string) {}
+  check = (): boolean => true;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    model.failNextStart(this.server);
+    real.fleet.failNextConnect(this.server, 'once');
+  }
+  toString = (): string => `failNextStart(${this.server})`;
+}
+
+class ChangeConfig implements Cmd {
+  constructor(readonly server: string) {}
+  check = (): boolean => true;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    model.changeConfig(this.server);
+    const versions = real.configVersions;
+    versions.set(this.server, (versions.get(this.server) ?? 0) + 1);
+    const overrides: Record<string, Record<string, unknown>> = {};
+    for (const [name, v] of versions) overrides[name] = { args: [name, `v${v}`] };
+    real.runtime.updateConfig(real.fleet.config(overrides));
+  }
+  toString = (): string => `changeConfig(${this.server})`;
+}
+
+class RaisePolicyEpoch implements Cmd {
+  check = (): boolean => true;
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    model.raisePolicyEpoch();
+    real.runtime.setPolicyEpoch(real.runtime.registry.policyEpoch + 1);
+  }
+  toString = (): string => 'raisePolicyEpoch';
+}
+
+/** Options of {@link modelCommands}. */
+export interface ModelCommandOptions {
+  /** Server names (keys of the initial catalogs). @default ['a', 'b'] */
+  readonly servers?: readonly string[];
+  /** Most commands per run. @default 40 */
+  readonly maxCommands?: number;
+}
+
+const arbPages = (): fc.Arbitrary<ServedPages> =>
+  fc
+    .tuple(
+      fc.subarray([...MODEL_TOOL_POOL]),
+      fc.integer({ min: 0, max: 5 }),
+      fc.integer({ min: 0, max: 5 }),
+    )
+    .map(([names, cut1, cut2]) => {
+      const [x, y] = [Math.min(cut1, names.length), Math.min(cut2, names.length)].sort(
+        (p, q) => p - q,
+      ) as [number, number];
+      const pages = [names.slice(0, x), names.slice(x, y), names.slice(y)].filter(
+        (p, i) => i === 0 || p.length > 0,
+      );
+      return pages;
+    });
+
+/**
+ * The commands of the model-based test, as a fast-check arbitrary: `markDirty`, `refreshIfDirty`,
+ * `hardRefresh(server)`, `mutateCatalog(server, withListChanged | silent)`, `captureBinding`,
+ * `prepareCall`, `runCall`, `releaseBinding`, `crashServer`, `failNextStart` (a restart that fails
+ * once), `changeConfig` and `raisePolicyEpoch`.
+ */
+export function modelCommands(options: ModelCommandOptions = {}): fc.Arbitrary<Iterable<Cmd>> {
+  const servers = options.servers ?? Object.keys(MODEL_INITIAL_CATALOGS);
+  const server = fc.constantFrom(...servers);
+  return fc.commands(
+    [
+      fc.constant(new MarkDirty()),
+      fc.constant(new RefreshIfDirty()),
+      server.map((s) => new HardRefresh(s)),
+      fc.tuple(server, arbPages(), fc.boolean()).map(([s, p, l]) => new MutateCatalog(s, p, l)),
+      fc.constant(new Capture()),
+      fc.constant(new Capture()),
+      fc.tuple(fc.nat(), fc.nat()).map(([b, t]) => new PrepareCall(b, t)),
+      fc.tuple(fc.nat(), fc.nat()).map(([b, t]) => new PrepareCall(b, t)),
+      fc.nat().map((c) => new RunCall(c)),
+      fc.nat().map((c) => new RunCall(c)),
+      fc.nat().map((c) => new RunCall(c)),
+      fc.nat().map((b) => new ReleaseBinding(b)),
+      server.map((s) => new CrashServer(s)),
+      server.map((s) => new FailNextStart(s)),
+      server.map((s) => new ChangeConfig(s)),
+      fc.constant(new RaisePolicyEpoch()),
+    ],
+    { maxCommands: options.maxCommands ?? 40, size: 'max' },
+  );
+}
+
+/**
+ * Builds a fixed command sequence from their printed names (as fast-check prints a counterexample),
+ * for regression tests: `markDirty`, `refreshIfDirty`, `hardRefresh(a)`,
+ * `mutateCatalog(a, [["alpha"]], withListChanged|silent)`, `captureBinding`,
+ * `prepareCall(binding#0, tool#1)`, `runCall(call#0)`, `releaseBinding(binding#0)`,
+ * `crashServer(a)`, `failNextStart(a)`, `changeConfig(a)`, `raisePolicyEpoch`.
+ *
+ * @throws Error for a line it cannot read.
+ */
+export function modelScript(lines: readonly string[]): Cmd[] {
+  return lines.map((line) => {
+    const m = /^(\w+)(?:\((.*)\))?$/.exec(line.trim());
+    const [, name, rawArgs = ''] = m ?? [];
+    const nums = [...rawArgs.matchAll(/#(\d+)/g)].map((x) => Number(x[1]));
+    const server = rawArgs.split(',')[0]?.trim() ?? '';
+    switch (name) {
+      case 'markDirty':
+        return new MarkDirty();
+      case 'refreshIfDirty':
+        return new RefreshIfDirty();
+      case 'hardRefresh':
+        return new HardRefresh(server);
+      case 'mutateCatalog': {
+        const pages = JSON.parse(
+          rawArgs.slice(rawArgs.indexOf(',') + 1, rawArgs.lastIndexOf(',')).trim(),
+        ) as ServedPages;
+        return new MutateCatalog(server, pages, rawArgs.trim().endsWith('withListChanged'));
+      }
+      case 'captureBinding':
+        return new Capture();
+      case 'prepareCall':
+        return new PrepareCall(nums[0] ?? 0, nums[1] ?? 0);
+      case 'runCall':
+        return new RunCall(nums[0] ?? 0);
+      case 'releaseBinding':
+        return new ReleaseBinding(nums[0] ?? 0);
+      case 'crashServer':
+        return new CrashServer(server);
+      case 'failNextStart':
+        return new FailNextStart(server);
+      case 'changeConfig':
+        return new ChangeConfig(server);
+      case 'raisePolicyEpoch':
+        return new RaisePolicyEpoch();
+      default:
+        throw new Error(`modelScript: cannot read "${line}"`);
+    }
+  });
+}
+
+/**
+ * Opens a real runtime over an in-memory fleet serving `catalogs`, with the oracle beside it.
+ * `cleanup` closes both and checks that nothing is left open.
+ */
+export async function createModelSystem(
+  catalogs: Readonly<Record<string, ServedPages>> = MODEL_INITIAL_CATALOGS,
+): Promise<{ model: RuntimeOracle; real: ModelSystem; cleanup: () => Promise<void> }> {
+  const fleet = createInMemoryFleet(
+    Object.fromEntries(
+      Object.entries(catalogs).map(([name, pages]) => [
+        name,
+        {
+          scenario: 'fixture' as const,
+          fixture: {
+            generations: [
+              { pages: pages.map((page) => ({ tools: page.map((t) => scriptedTool(t)) })) },
+            ],
+          },
+        },
+      ]),
+    ),
+  );
+  const events: RuntimeEvent[] = [];
+  const runtime = await McpRuntime.open(fleet.config(), {
+    connect: fleet.connect,
+    listChangedDebounceMs: 0,
+    onEvent: (e) => events.push(e),
+  });
+  const model = new RuntimeOracle(catalogs);
+  const real: ModelSystem = {
+    runtime,
+    fleet,
+    events,
+    bindings: [],
+    boundInstances: [],
+    calls: [],
+    current: new Map(),
+    sessionIds: new Map(),
+    configVersions: new Map(),
+    comparisons: 0,
+  };
+  syncInstances(model, real);
+  return {
+    model,
+    real,
+    cleanup: async () => {
+      await runtime.close();
+      const open = runtime.status().liveConnections;
+      await fleet.close();
+      if (open !== 0)
+        throw new OracleDisagreement(`after close(): ${open} connection(s) still open`);
+    },
+  };
+}
