@@ -29,12 +29,33 @@ export interface InMemoryFleet {
   close(): Promise<void>;
 }
 
+/** Which way a message travels between the runtime's client and a scripted server. */
+export type MessageDirection = 'to-server' | 'to-client';
+
+/** Options of {@link createInMemoryFleet}. */
+export interface InMemoryFleetOptions {
+  /**
+   * Called for every JSON-RPC message instead of delivering it at once; call `deliver` to hand it
+   * over (later, or in another order across connections). Used with `fc.scheduler()` to explore
+   * interleavings. Keep per-direction order (FIFO) as a real pipe would.
+   */
+  readonly deliver?: (
+    info: {
+      readonly server: string;
+      readonly direction: MessageDirection;
+      readonly message: unknown;
+    },
+    deliver: () => void,
+  ) => void;
+}
+
 /**
  * Creates an {@link InMemoryFleet} from per-server scripted options (the `auditPath` option is
  * ignored; the in-memory audit is kept).
  */
 export function createInMemoryFleet(
   servers: Readonly<Record<string, ScriptedServerOptions>>,
+  fleetOptions: InMemoryFleetOptions = {},
 ): InMemoryFleet {
   const instances = new Map<string, ScriptedServer[]>();
   const failing = new Map<string, boolean | 'once'>();
@@ -51,6 +72,21 @@ export function createInMemoryFleet(
     list.push(scripted);
     instances.set(name, list);
     const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
+    const intercept = fleetOptions.deliver;
+    if (intercept !== undefined) {
+      for (const [transport, direction] of [
+        [clientTransport, 'to-server'],
+        [serverTransport, 'to-client'],
+      ] as const) {
+        const send = transport.send.bind(transport);
+        transport.send = (message, sendOptions) => {
+          intercept({ server: name, direction, message }, () => {
+            send(message, sendOptions).catch(() => undefined);
+          });
+          return Promise.resolve();
+        };
+      }
+    }
     await scripted.server.connect(serverTransport);
     try {
       return await connectTransport(name, clientTransport, {

@@ -20,7 +20,7 @@ export { createScriptedServer } from './server/scripted.js';
 export type { ScriptedServer, ScriptedServerHooks } from './server/scripted.js';
 export type { AuditEntry, ScenarioName, ScriptedServerOptions } from './types.js';
 export { createInMemoryFleet } from './fleet.js';
-export type { InMemoryFleet } from './fleet.js';
+export type { InMemoryFleet, InMemoryFleetOptions, MessageDirection } from './fleet.js';
 export {
   arbCatalog,
   arbCursorCycle,

@@ -427,6 +427,7 @@ export function modelScript(lines: readonly string[]): Cmd[] {
         return new ChangeConfig(server);
       case 'raisePolicyEpoch':
         return new RaisePolicyEpoch();
+      case undefined:
       default:
         throw new Error(`modelScript: cannot read "${line}"`);
     }
