@@ -138,6 +138,32 @@ describe('McpRuntime bindings (in-memory servers)', () => {
     expect(calls(fleet, 'a')).toEqual([]);
   });
 
+  it('makes a hard refresh wait for a tools/call in flight (the read lock spans the call)', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single', callDelayMs: 150 } });
+    await using binding = await runtime.captureBinding();
+    let called = false;
+    const running = binding
+      .prepareCall('a__alpha')
+      .run({})
+      .then((r) => {
+        called = true;
+        return r;
+      });
+    await expect.poll(() => calls(fleet, 'a')).toEqual(['alpha']);
+    fleet.server('a').replaceCatalog([[scriptedTool('alpha')]]);
+    const listsBefore = lists(fleet, 'a');
+    let refreshedWhileCalling: boolean | undefined;
+    const refresh = runtime.hardRefresh('a').then((changed) => {
+      refreshedWhileCalling = !called;
+      return changed;
+    });
+    await expect.poll(() => lists(fleet, 'a')).toBeGreaterThan(listsBefore);
+    const { receipt } = await running;
+    expect(await refresh).toBe(true);
+    expect(refreshedWhileCalling).toBe(false);
+    expect(receipt.revision).toBe(1);
+  });
+
   it('keeps the captured client, catalog and authority after a refresh publishes a new set', async () => {
     const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
     await using old = await runtime.captureBinding();

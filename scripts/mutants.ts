@@ -1,0 +1,196 @@
+/**
+ * `pnpm mutants`: seeds known bugs into a copy of the sources, one at a time, and checks that each
+ * is killed by its named test with the expected diagnostic. A mutant that does not compile, or that
+ * fails for another reason, is not a kill. Prints a table; exits 1 if any mutant survives.
+ */
+import { spawnSync } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+interface Mutant {
+  readonly name: string;
+  readonly file: string;
+  readonly find: string;
+  readonly replace: string;
+  /** Test file and the exact name of the test that must kill it. */
+  readonly testFile: string;
+  readonly testName: string;
+  /** Text the failing test must print (the diagnostic). */
+  readonly diagnostic: string;
+}
+
+const MUTANTS: readonly Mutant[] = [
+  {
+    name: 'ignore duplicate names',
+    file: 'packages/binding/src/discovery.ts',
+    find: 'if (names.has(tool.name)) {',
+    replace: 'if (false as boolean) {',
+    testFile: 'packages/runtime/test/enumerate.test.ts',
+    testName: 'rejects a tool name repeated on a later page with DUPLICATE_TOOL_NAME',
+    diagnostic: 'to be an instance of CatalogError',
+  },
+  {
+    name: 'stop after the first page',
+    file: 'packages/binding/src/discovery.ts',
+    find: 'if (next === undefined) break;',
+    replace: 'if (next === undefined || pageIndex >= 0) break;',
+    testFile: 'packages/runtime/test/enumerate.test.ts',
+    testName: 'keeps an empty middle page and gives sizes [1, 0, 2]',
+    diagnostic: "expected [ 'alpha' ] to deeply equal [ 'alpha', 'beta', 'gamma' ]",
+  },
+  {
+    name: 'treat "" as the end',
+    file: 'packages/binding/src/discovery.ts',
+    find: 'if (next === undefined) break;',
+    replace: "if (next === undefined || next === '') break;",
+    testFile: 'packages/runtime/test/enumerate.test.ts',
+    testName: 'sends the empty-string cursor and follows it',
+    diagnostic: "expected [ 'alpha' ] to deeply equal [ 'alpha', 'beta' ]",
+  },
+  {
+    name: 'skip the revision compare',
+    file: 'packages/binding/src/binding.ts',
+    find: 'if (slot.revision !== this.revision) {',
+    replace: 'if (false as boolean) {',
+    testFile: 'packages/runtime/test/runtime.memory.test.ts',
+    testName:
+      'rejects a prepared call after its revision is bumped, and never runs prepare or sends it',
+    diagnostic: 'expected a rejection',
+  },
+  {
+    name: 'release the read lock before tools/call',
+    file: 'packages/binding/src/binding.ts',
+    find: '      let result: ToolCallResult;\n',
+    replace: '      release?.();\n      release = undefined;\n      let result: ToolCallResult;\n',
+    testFile: 'packages/runtime/test/runtime.memory.test.ts',
+    testName: 'makes a hard refresh wait for a tools/call in flight (the read lock spans the call)',
+    diagnostic: 'expected true to be false',
+  },
+  {
+    name: 'publish without the CAS',
+    file: 'packages/binding/src/registry.ts',
+    find: 'if (activeGeneration !== options.expectedGeneration) {',
+    replace: 'if (false as boolean) {',
+    testFile: 'packages/binding/test/registry.test.ts',
+    testName: 'publishes exactly one of two candidates racing from the same generation',
+    diagnostic: 'PUBLISH_CONFLICT',
+  },
+  {
+    name: 'ignore list_changed during an enumeration',
+    file: 'packages/binding/src/discovery.ts',
+    find: 'if (changes !== undefined && changes.version !== changeVersion) {',
+    replace: 'if (false as boolean) {',
+    testFile: 'packages/runtime/test/enumerate.test.ts',
+    testName: 'restarts from the first page when list_changed arrives mid-enumeration',
+    diagnostic: 'expected +0 to be 1',
+  },
+];
+
+const root = resolve(import.meta.dirname, '..');
+const only = process.argv.slice(2);
+
+function copyTree(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'stepbind-mutants-'));
+  for (const entry of readdirSync(root)) {
+    if (entry === 'node_modules' || entry === '.git') continue;
+    cpSync(join(root, entry), join(dir, entry), {
+      recursive: true,
+      filter: (src) => !/[/\\](node_modules|dist)([/\\]|$)/.test(src.slice(root.length)),
+    });
+  }
+  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
+  for (const pkg of readdirSync(join(root, 'packages'))) {
+    const modules = join(root, 'packages', pkg, 'node_modules');
+    if (existsSync(modules)) symlinkSync(modules, join(dir, 'packages', pkg, 'node_modules'));
+  }
+  return dir;
+}
+
+function run(
+  dir: string,
+  command: string,
+  args: readonly string[],
+): { code: number; output: string } {
+  const result = spawnSync(command, args, {
+    cwd: dir,
+    encoding: 'utf8',
+    env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' },
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return { code: result.status ?? 1, output: `${result.stdout}${result.stderr}` };
+}
+
+const tsc = (dir: string) =>
+  run(dir, process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-b']);
+const vitest = (dir: string, m: Mutant) =>
+  run(dir, process.execPath, [
+    join(root, 'node_modules/vitest/vitest.mjs'),
+    'run',
+    m.testFile,
+    '-t',
+    // vitest reads -t as a regular expression; the name must match literally.
+    m.testName.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+  ]);
+
+const dir = copyTree();
+const rows: { mutant: string; test: string; verdict: string }[] = [];
+let survived = 0;
+try {
+  const build = tsc(dir);
+  if (build.code !== 0) throw new Error(`the unmutated copy does not build:\n${build.output}`);
+  for (const m of MUTANTS) {
+    if (only.length > 0 && !only.some((o) => m.name.includes(o))) continue;
+    const path = join(dir, m.file);
+    const original = readFileSync(path, 'utf8');
+    let verdict: string;
+    const baseline = vitest(dir, m);
+    if (baseline.code !== 0 || !/1 passed/.test(baseline.output)) {
+      verdict = 'INVALID (named test does not pass on the unmutated code)';
+    } else if (!original.includes(m.find)) {
+      verdict = 'INVALID (mutation site not found)';
+    } else {
+      writeFileSync(path, original.replace(m.find, m.replace));
+      try {
+        const compiled = tsc(dir);
+        if (compiled.code !== 0) {
+          verdict = 'NOT KILLED (does not compile)';
+        } else {
+          const t = vitest(dir, m);
+          const failedNamed = t.code !== 0 && /1 failed/.test(t.output);
+          if (failedNamed && t.output.includes(m.diagnostic)) verdict = 'KILLED';
+          else if (failedNamed) verdict = `NOT KILLED (failed without "${m.diagnostic}")`;
+          else verdict = 'SURVIVED';
+        }
+      } finally {
+        writeFileSync(path, original);
+      }
+    }
+    if (verdict !== 'KILLED') survived++;
+    rows.push({
+      mutant: m.name,
+      test: `${m.testFile.replace(/^packages\//, '')} › ${m.testName}`,
+      verdict,
+    });
+    console.log(`${verdict.padEnd(9)} ${m.name}`);
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+console.log('');
+console.log('| mutant | killed by | verdict |');
+console.log('| --- | --- | --- |');
+for (const r of rows) console.log(`| ${r.mutant} | ${r.test} | ${r.verdict} |`);
+console.log('');
+console.log(`${rows.length - survived} of ${rows.length} mutants killed`);
+process.exitCode = survived === 0 ? 0 : 1;
