@@ -60,8 +60,10 @@ describe('RevisionLock', () => {
           let readers = 0;
           let writers = 0;
           const order: number[] = [];
+          const arrivals: number[] = [];
           const tasks = kinds.map((isWriter, i) =>
             s.schedule(Promise.resolve(), `${isWriter ? 'W' : 'R'}${i}`).then(async () => {
+              arrivals.push(i);
               const release = isWriter ? await lock.acquireWrite() : await lock.acquireRead();
               if (isWriter) {
                 expect(readers).toBe(0);
