@@ -1,6 +1,7 @@
 import {
   createCatalogSnapshot,
   enumerateCatalog,
+  sha256Hex,
   type CatalogSnapshot,
   type SchemaValidatorCache,
   type ServerIdentity,
@@ -19,6 +20,20 @@ export interface DiscoverSnapshotOptions {
   readonly validation?: Omit<ValidationOptions, 'server' | 'validatorCache' | 'pageIndex'>;
   readonly validatorCache?: SchemaValidatorCache;
   readonly signal?: AbortSignal;
+  /**
+   * The listing key of the catalog already published for this connection: when the new listing has
+   * the same key, validation and digests are skipped and `snapshot` is `undefined`.
+   */
+  readonly previousListingKey?: string;
+}
+
+/** What {@link discoverSnapshot} found. */
+export interface Discovery {
+  readonly enumeration: ToolEnumeration;
+  /** sha256 of the raw pages and revision proof as served; equal listings have equal keys. */
+  readonly listingKey: string;
+  /** The validated candidate, or `undefined` when the listing equals `previousListingKey`. */
+  readonly snapshot: CatalogSnapshot | undefined;
 }
 
 /**
@@ -30,7 +45,7 @@ export interface DiscoverSnapshotOptions {
 export async function discoverSnapshot(
   connection: SdkConnection,
   options: DiscoverSnapshotOptions,
-): Promise<{ enumeration: ToolEnumeration; snapshot: CatalogSnapshot }> {
+): Promise<Discovery> {
   const { config, name } = options;
   const enumeration = await enumerateCatalog(connection.listSource, {
     ...config.limits,
@@ -39,6 +54,11 @@ export async function discoverSnapshot(
     changes: connection,
     ...(options.signal === undefined ? {} : { signal: options.signal }),
   });
+  // A cheap key over the listing exactly as served lets an unchanged re-list (a list_changed that
+  // changed nothing, a refresh of a reused connection) skip validation and digests entirely.
+  const listingKey = sha256Hex(JSON.stringify([enumeration.pages, enumeration.revision]));
+  if (listingKey === options.previousListingKey)
+    return { enumeration, listingKey, snapshot: undefined };
   const proven = enumeration.revision.kind === 'proven';
   const snapshot = createCatalogSnapshot({
     identity: options.identity,
@@ -53,5 +73,5 @@ export async function discoverSnapshot(
     validation: { ...options.validation },
     ...(options.validatorCache === undefined ? {} : { validatorCache: options.validatorCache }),
   });
-  return { enumeration, snapshot };
+  return { enumeration, listingKey, snapshot };
 }

@@ -124,6 +124,8 @@ class ServerSession {
   /** Serializes re-listings (hard refresh, refresh re-list) of this connection. */
   readonly listMutex = new Mutex();
   slot: CatalogSlot | undefined;
+  /** Listing key of the published catalog (see `discoverSnapshot`). */
+  listingKey: string | undefined;
   /** ConnectionSets holding this session. */
   refs = 0;
   debounce: ReturnType<typeof setTimeout> | undefined;
@@ -286,7 +288,9 @@ function buildView(set: ConnectionSet): BindingView {
 
 interface Candidate {
   readonly session: ServerSession;
-  readonly snapshot: CatalogSnapshot;
+  /** `undefined` when the re-list equals the published catalog (nothing to publish). */
+  readonly snapshot: CatalogSnapshot | undefined;
+  readonly listingKey: string;
   /** True for a new connection; false for a reused one that was re-listed. */
   readonly fresh: boolean;
   /** The registry generation this candidate was discovered against (its CAS expectation). */
@@ -768,9 +772,16 @@ export class McpRuntime {
     const session = new ServerSession(name, cfg, key, connection);
     this.#sessions.add(session);
     try {
-      const snapshot = await this.#discover(session, signal);
+      const { snapshot, listingKey } = await this.#discover(session, signal);
       this.#watch(session);
-      return { session, snapshot, fresh: true, expectedGeneration, release: () => undefined };
+      return {
+        session,
+        snapshot,
+        listingKey,
+        fresh: true,
+        expectedGeneration,
+        release: () => undefined,
+      };
     } catch (error) {
       await this.#closeSession(session);
       throw error;
@@ -781,16 +792,26 @@ export class McpRuntime {
     const release = await acquireMutex(session.listMutex, signal);
     try {
       const expectedGeneration = session.catalog.generation;
-      const snapshot = await this.#discover(session, signal);
-      return { session, snapshot, fresh: false, expectedGeneration, release };
+      const { snapshot, listingKey } = await this.#discover(session, signal);
+      return { session, snapshot, listingKey, fresh: false, expectedGeneration, release };
     } catch (error) {
       release();
       throw error;
     }
   }
 
-  async #discover(session: ServerSession, signal: AbortSignal): Promise<CatalogSnapshot> {
-    const { snapshot } = await discoverSnapshot(session.connection, {
+  async #discover(
+    session: ServerSession,
+    signal: AbortSignal,
+  ): Promise<{ snapshot: CatalogSnapshot | undefined; listingKey: string }> {
+    // An unchanged listing may skip validation only while the published catalog's epoch holds.
+    const current = session.slot?.catalog;
+    const previousListingKey =
+      current !== undefined && current.policyEpoch === this.#registry.policyEpoch
+        ? session.listingKey
+        : undefined;
+    return discoverSnapshot(session.connection, {
+      ...(previousListingKey === undefined ? {} : { previousListingKey }),
       name: session.name,
       config: session.config,
       identity: session.identity,
@@ -799,11 +820,11 @@ export class McpRuntime {
       validatorCache: this.#validatorCache,
       signal,
     });
-    return snapshot;
   }
 
   /** True when `candidate` adds nothing over the session's published catalog. */
-  #unchanged(session: ServerSession, candidate: CatalogSnapshot): boolean {
+  #unchanged(session: ServerSession, candidate: CatalogSnapshot | undefined): boolean {
+    if (candidate === undefined) return true;
     const current = session.slot?.catalog;
     return (
       current !== undefined &&
@@ -823,7 +844,10 @@ export class McpRuntime {
     candidates: readonly Candidate[],
     reasons: readonly string[],
   ): Promise<void> {
-    const changed = candidates.filter((c) => c.fresh || !this.#unchanged(c.session, c.snapshot));
+    const changed = candidates.filter(
+      (c): c is Candidate & { snapshot: CatalogSnapshot } =>
+        c.snapshot !== undefined && (c.fresh || !this.#unchanged(c.session, c.snapshot)),
+    );
     const reusedChanged = changed.filter((c) => !c.fresh);
     const releases: (() => void)[] = [];
     try {
@@ -833,15 +857,19 @@ export class McpRuntime {
       }
       if (this.#closed) throw closedError();
       // Check every precondition first so that either all catalogs publish or none does.
-      for (const c of changed) this.#checkPublishable(c);
+      for (const c of changed) this.#checkPublishable(c, c.snapshot);
       for (const c of changed) {
-        const published = this.#registry.publish(c.snapshot, publishOptions(this.#registry, c));
+        const published = this.#registry.publish(
+          c.snapshot,
+          publishOptions(this.#registry, c, c.snapshot),
+        );
         const slot = c.session.slot;
         if (slot === undefined) {
           c.session.slot = new CatalogSlot(c.session.name, published);
         } else {
           slot.installLocked(published);
         }
+        c.session.listingKey = c.listingKey;
         if (!c.fresh) {
           this.#emit({
             type: 'catalog-swapped',
@@ -886,7 +914,7 @@ export class McpRuntime {
     this.#emit({ type: 'set-published', setId: set.id, reasons });
   }
 
-  #checkPublishable(c: Candidate): void {
+  #checkPublishable(c: Candidate, snapshot: CatalogSnapshot): void {
     const { name, config } = c.session;
     const registered = this.#registry.identityOf(name);
     const active = this.#registry.current(name, config.audience)?.generation ?? 0;
@@ -901,16 +929,16 @@ export class McpRuntime {
     // differently on the same transport (serverInfo, protocol version) needs acceptIdentityChange.
     if (
       registered !== undefined &&
-      registered.transportDigest === c.snapshot.identity.transportDigest &&
-      !sameIdentityLoose(registered, c.snapshot.identity)
+      registered.transportDigest === snapshot.identity.transportDigest &&
+      !sameIdentityLoose(registered, snapshot.identity)
     ) {
       throw publishConflict(
         name,
         'identity-changed',
-        `the server's identity changed (was ${describeIdentity(registered)}, now ${describeIdentity(c.snapshot.identity)}); call acceptIdentityChange("${name}") if this is expected`,
+        `the server's identity changed (was ${describeIdentity(registered)}, now ${describeIdentity(snapshot.identity)}); call acceptIdentityChange("${name}") if this is expected`,
       );
     }
-    if (c.snapshot.policyEpoch !== this.#registry.policyEpoch) {
+    if (snapshot.policyEpoch !== this.#registry.policyEpoch) {
       throw publishConflict(
         name,
         'policy-epoch',
@@ -927,11 +955,14 @@ export class McpRuntime {
       return;
     }
     try {
-      this.#checkPublishable(candidate);
+      // Late starts are always new connections, so their listing was validated in full.
+      if (snapshot === undefined) throw new Error(`late start of "${name}" has no snapshot`);
+      this.#checkPublishable(candidate, snapshot);
       session.slot = new CatalogSlot(
         name,
-        this.#registry.publish(snapshot, publishOptions(this.#registry, candidate)),
+        this.#registry.publish(snapshot, publishOptions(this.#registry, candidate, snapshot)),
       );
+      session.listingKey = candidate.listingKey;
     } catch (error) {
       const mapped = toStepbindError(error);
       set.entries.set(name, { kind: 'failed', error: mapped });
@@ -962,8 +993,8 @@ export class McpRuntime {
       if (slot === undefined) return false;
       const expectedGeneration = slot.catalog.generation;
       const combined = combineSignals(signal, this.#closeController.signal);
-      const candidate = await this.#discover(session, combined);
-      if (this.#unchanged(session, candidate)) return false;
+      const { snapshot: candidate, listingKey } = await this.#discover(session, combined);
+      if (candidate === undefined || this.#unchanged(session, candidate)) return false;
       const writeRelease = await slot.lock.acquireWrite(signal === undefined ? {} : { signal });
       let revision: number;
       let generation: number;
@@ -972,6 +1003,7 @@ export class McpRuntime {
         const published = this.#registry.publish(candidate, { expectedGeneration });
         generation = published.generation;
         revision = slot.installLocked(published);
+        session.listingKey = listingKey;
       } finally {
         writeRelease();
       }
@@ -1081,13 +1113,13 @@ export class McpRuntime {
 function publishOptions(
   registry: CatalogRegistry,
   c: Candidate,
+  snapshot: CatalogSnapshot,
 ): { expectedGeneration: number; expectIdentityChange: boolean } {
   const registered = registry.identityOf(c.session.name);
   return {
     expectedGeneration: c.expectedGeneration,
     expectIdentityChange:
-      registered !== undefined &&
-      registered.transportDigest !== c.snapshot.identity.transportDigest,
+      registered !== undefined && registered.transportDigest !== snapshot.identity.transportDigest,
   };
 }
 

@@ -78,6 +78,7 @@ async function discoverOne(
         validatorCache: shared.validatorCache,
         ...(signal === undefined ? {} : { signal }),
       });
+      if (snapshot === undefined) throw new Error('discoverSnapshot skipped a first listing');
       const published = shared.registry.publish(snapshot, { expectedGeneration: 0 });
       return { name, ok: true, enumeration, snapshot: published };
     } finally {
