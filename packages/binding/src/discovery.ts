@@ -249,10 +249,25 @@ async function traverse(
   };
   let cursor: string | undefined = undefined;
   for (let pageIndex = 0; ; pageIndex++) {
-    const result = await requestPage(ctx, cursor, pageIndex);
+    let result: unknown;
+    try {
+      result = await requestPage(ctx, cursor, pageIndex);
+    } catch (error) {
+      // A request that failed after a list_changed arrived (typically a cursor of the old catalog
+      // that the server no longer knows) belongs to a stale traversal: restart, do not fail.
+      checkChanges();
+      throw error;
+    }
     checkChanges();
     const page = readPage(result, server, pageIndex, cursor);
     revisions.push(page.revision);
+    // A page of another revision is not part of this traversal: restart before judging its tools.
+    if (revisions.length > 1 && revisions[0] !== page.revision) {
+      throw new StaleTraversal(
+        ErrorCode.REVISION_CHANGED,
+        `catalog revision changed from ${String(revisions[0])} to ${String(page.revision)} on page ${pageIndex + 1}`,
+      );
+    }
     const pageTools: RawTool[] = [];
     for (let i = 0; i < page.tools.length; i++) {
       const tool = checkToolShape(page.tools[i], server, pageIndex, i);
@@ -275,12 +290,6 @@ async function traverse(
       }
     }
     pages.push(Object.freeze(pageTools));
-    if (revisions.length > 1 && revisions[0] !== page.revision) {
-      throw new StaleTraversal(
-        ErrorCode.REVISION_CHANGED,
-        `catalog revision changed from ${String(revisions[0])} to ${String(page.revision)} on page ${pageIndex + 1}`,
-      );
-    }
     const next = page.nextCursor;
     if (next === undefined) break;
     const bytes = Buffer.byteLength(next, 'utf8');
