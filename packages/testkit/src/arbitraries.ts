@@ -10,9 +10,10 @@
 import fc from 'fast-check';
 import { CATALOG_REVISION_META_KEY, type McpToolDefinition } from '@stepbind/binding';
 
-/** The raw MCP tool-name rule the valid arbitraries stay inside: `^[A-Za-z0-9._-]{1,128}$`. */
-const NAME_CHARS = /^[A-Za-z0-9._-]{1,24}$/;
-const LONG_NAME = /^[A-Za-z0-9._-]{100,128}$/;
+/** Every character a raw MCP tool name may use (`^[A-Za-z0-9._-]{1,128}$`). */
+const NAME_UNIT = fc.constantFrom(
+  ...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-',
+);
 
 /**
  * Valid raw MCP tool names (`^[A-Za-z0-9._-]{1,128}$`): mostly 1–24 characters, sometimes 100–128,
@@ -20,17 +21,26 @@ const LONG_NAME = /^[A-Za-z0-9._-]{100,128}$/;
  */
 export function arbToolName(): fc.Arbitrary<string> {
   return fc.oneof(
-    { weight: 9, arbitrary: fc.stringMatching(NAME_CHARS) },
-    { weight: 1, arbitrary: fc.stringMatching(LONG_NAME) },
+    { weight: 9, arbitrary: fc.string({ unit: NAME_UNIT, minLength: 1, maxLength: 24 }) },
+    { weight: 1, arbitrary: fc.string({ unit: NAME_UNIT, minLength: 100, maxLength: 128 }) },
   );
 }
 
-const propertyKey = fc.stringMatching(/^[a-z][A-Za-z0-9_]{0,11}$/);
+const propertyKey = fc
+  .tuple(
+    fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz'),
+    fc.string({ unit: NAME_UNIT, maxLength: 8 }),
+  )
+  .map(([head, tail]) => head + tail);
 
 /** A small JSON Schema for one argument: every form compiles under 2020-12 and draft-07. */
 const leafSchema: fc.Arbitrary<Record<string, unknown>> = fc.oneof(
   fc.record(
-    { type: fc.constant('string'), maxLength: fc.nat({ max: 200 }), description: fc.string() },
+    {
+      type: fc.constant('string'),
+      maxLength: fc.nat({ max: 200 }),
+      description: fc.string({ maxLength: 10 }),
+    },
     { requiredKeys: ['type'], noNullPrototype: true },
   ),
   fc.record(
@@ -435,7 +445,7 @@ function arbHugeStringTool(base: fc.Arbitrary<McpToolDefinition>): fc.Arbitrary<
           return { ...tool, inputSchema: { type: 'object', properties: { [text]: {} } } };
         case 'enum':
           return { ...tool, inputSchema: { type: 'object', properties: { a: { enum: [text] } } } };
-        default:
+        case 'default':
           return { ...tool, inputSchema: { type: 'object', default: { a: text } } };
       }
     });
@@ -452,14 +462,16 @@ const NESTINGS = {
 } as const;
 
 /** A valid tool with a deeply nested value in a schema position or in plain data. */
-function arbDeepTool(base: fc.Arbitrary<McpToolDefinition>): fc.Arbitrary<unknown> {
+function arbDeepTool(
+  base: fc.Arbitrary<McpToolDefinition>,
+  maxDepth: number,
+): fc.Arbitrary<unknown> {
   return fc
     .tuple(
       base,
       fc.oneof(
-        fc.integer({ min: 20, max: 300 }),
-        fc.integer({ min: 300, max: 3_000 }),
-        fc.integer({ min: 3_000, max: 20_000 }),
+        fc.integer({ min: 1, max: Math.min(300, maxDepth) }),
+        fc.integer({ min: 1, max: maxDepth }),
       ),
       fc.constantFrom(...(Object.keys(NESTINGS) as (keyof typeof NESTINGS)[])),
       fc.constantFrom('inputSchema', 'outputSchema', 'default', 'annotations', '_meta'),
@@ -478,64 +490,81 @@ function arbDeepTool(base: fc.Arbitrary<McpToolDefinition>): fc.Arbitrary<unknow
           };
         case 'default':
           return { ...tool, inputSchema: { type: 'object', default: deep } };
-        default:
+        case 'annotations':
+        case '_meta':
           return { ...tool, [where]: { deep } };
       }
     });
 }
 
+/** Options of {@link arbNearValidTool} and {@link arbListResult}. */
+export interface ArbNearValidToolOptions {
+  /** Deepest nesting generated (schema keywords or plain arrays/objects). @default 20000 */
+  readonly maxDepth?: number;
+}
+
 /**
  * Near-valid tool definitions, each one step away from a valid {@link arbTool}: a member of the
  * wrong type or missing, a hostile name, a broken schema, a huge string (10k–150k characters), deep
- * nesting (up to 20,000 levels, in schema positions and in plain data), or an odd `$ref` (remote,
- * unresolved, `#` recursion, same-instance loops, `$ref`s to non-schema locations, non-string refs,
- * `$dynamicRef`/`$recursiveRef`, `$id` tricks). Some happen to be valid; the rest must be refused
- * with a typed error.
+ * nesting (up to `maxDepth` levels, in schema positions and in plain data), or an odd `$ref`
+ * (remote, unresolved, `#` recursion, same-instance loops, `$ref`s to non-schema locations,
+ * non-string refs, `$dynamicRef`/`$recursiveRef`, `$id` tricks). Some happen to be valid; the rest
+ * must be refused with a typed error.
  */
-export function arbNearValidTool(): fc.Arbitrary<unknown> {
+export function arbNearValidTool(options: ArbNearValidToolOptions = {}): fc.Arbitrary<unknown> {
+  const maxDepth = options.maxDepth ?? 20_000;
+  if (!Number.isInteger(maxDepth) || maxDepth < 1) {
+    throw new RangeError('arbNearValidTool: maxDepth must be an integer >= 1');
+  }
   const base = arbTool();
   return fc.oneof(
     { weight: 4, arbitrary: arbWrongTypeTool(base) },
     { weight: 4, arbitrary: arbOddRefTool(base) },
     { weight: 1, arbitrary: arbHugeStringTool(base) },
-    { weight: 2, arbitrary: arbDeepTool(base) },
+    { weight: 2, arbitrary: arbDeepTool(base, maxDepth) },
   );
 }
 
 /**
  * Raw `tools/list` results as a hostile or broken server might send them: any JSON value
  * (`fc.jsonValue`), and result-like objects whose `tools` mix valid, near-valid and junk entries,
- * with odd `nextCursor`s (absent, `""`, long, non-strings) and odd revision `_meta`.
+ * with odd `nextCursor`s (absent, `""`, long, non-strings) and odd revision `_meta`. `options` is
+ * passed to {@link arbNearValidTool}.
  */
-export function arbListResult(): fc.Arbitrary<unknown> {
+export function arbListResult(options: ArbNearValidToolOptions = {}): fc.Arbitrary<unknown> {
   const toolish = fc.oneof(
-    { weight: 3, arbitrary: arbTool() as fc.Arbitrary<unknown> },
-    { weight: 3, arbitrary: arbNearValidTool() },
+    { weight: 5, arbitrary: arbTool() },
+    { weight: 3, arbitrary: arbNearValidTool(options) },
     { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 3 }) },
   );
+  const absent = fc.constant(undefined);
   const nextCursor = fc.oneof(
+    { weight: 6, arbitrary: absent },
     { weight: 3, arbitrary: fc.string({ maxLength: 8 }) },
     { weight: 1, arbitrary: fc.integer({ min: 65_537, max: 70_000 }).map((n) => 'c'.repeat(n)) },
     { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 1 }) },
   );
   const meta = fc.oneof(
-    fc.record({ [CATALOG_REVISION_META_KEY]: fc.string({ maxLength: 6 }) }),
-    fc.record({ [CATALOG_REVISION_META_KEY]: fc.jsonValue({ maxDepth: 1 }) }),
-    fc.jsonValue({ maxDepth: 2 }),
-  );
-  const resultLike = fc.record(
+    { weight: 6, arbitrary: absent },
     {
-      tools: fc.oneof(
-        { weight: 5, arbitrary: fc.array(toolish, { maxLength: 6 }) as fc.Arbitrary<unknown> },
-        { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 2 }) },
-      ),
-      nextCursor,
-      _meta: meta,
+      weight: 3,
+      arbitrary: fc.record({ [CATALOG_REVISION_META_KEY]: fc.string({ maxLength: 4 }) }),
     },
-    { requiredKeys: ['tools'], noNullPrototype: true },
+    {
+      weight: 1,
+      arbitrary: fc.record({ [CATALOG_REVISION_META_KEY]: fc.jsonValue({ maxDepth: 1 }) }),
+    },
+    { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 2 }) },
   );
-  return fc.oneof(
-    { weight: 1, arbitrary: fc.jsonValue() },
-    { weight: 4, arbitrary: resultLike as fc.Arbitrary<unknown> },
+  const tools = fc.oneof(
+    { weight: 8, arbitrary: fc.array(toolish, { maxLength: 6 }) },
+    { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 2 }) },
   );
+  const resultLike = fc.tuple(tools, nextCursor, meta).map(([list, cursor, m]) => {
+    const result: Record<string, unknown> = { tools: list };
+    if (cursor !== undefined) result['nextCursor'] = cursor;
+    if (m !== undefined) result['_meta'] = m;
+    return result;
+  });
+  return fc.oneof({ weight: 1, arbitrary: fc.jsonValue() }, { weight: 6, arbitrary: resultLike });
 }

@@ -33,6 +33,7 @@ export {
 export type {
   ArbCatalogOptions,
   ArbCursorCycleOptions,
+  ArbNearValidToolOptions,
   ArbPageSplitOptions,
   ArbToolOptions,
   CursorCycle,

@@ -89,13 +89,16 @@ function buildGeneration(
   const targets = new Map<string, number>();
   cursors.forEach((cursor, i) => {
     if (cursor === undefined) return;
-    const target = options.targets?.[i] ?? i + 1;
+    const known = targets.get(cursor);
+    const explicit = options.targets?.[i];
+    // A repeated cursor without an explicit target leads where it first led (a cycle).
+    if (known !== undefined && explicit === undefined) return;
+    const target = explicit ?? i + 1;
     if (!Number.isInteger(target) || target < 0 || target >= pages.length) {
       throw new RangeError(`page ${i}'s cursor leads to page ${target}, which does not exist`);
     }
-    const known = targets.get(cursor);
     if (known === undefined) targets.set(cursor, target);
-    else if (options.targets?.[i] !== undefined && known !== target) {
+    else if (known !== target) {
       throw new RangeError(
         `cursor ${JSON.stringify(cursor)} leads to page ${known} and to page ${target}`,
       );
@@ -211,12 +214,17 @@ export function sequenceSource(
         case 'hang':
           // Settles only when the loop gives up, so no promise is left pending after the test.
           return new Promise<unknown>((_, reject) => {
-            const stop = (): void => reject(request.signal.reason);
+            const stop = (): void =>
+              reject(
+                new Error('abandoned by the enumeration loop', { cause: request.signal.reason }),
+              );
             if (request.signal.aborted) stop();
             else request.signal.addEventListener('abort', stop, { once: true });
           });
         case 'throw':
-          return Promise.reject(step.value as Error);
+          // A misbehaving source may reject with anything, not only an Error: that is the test.
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
+          return Promise.reject(step.value);
       }
     },
   };
