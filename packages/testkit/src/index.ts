@@ -58,8 +58,11 @@ export {
   createModelSystem,
   MODEL_INITIAL_CATALOGS,
   MODEL_TOOL_POOL,
+  agree,
+  modelCommandArbitraries,
   modelCommands,
   modelScript,
   OracleDisagreement,
+  trackSessions,
 } from './model/commands.js';
-export type { ModelCommandOptions, ModelSystem } from './model/commands.js';
+export type { ModelCommand, ModelCommandOptions, ModelSystem } from './model/commands.js';

@@ -31,7 +31,12 @@ export class OracleDisagreement extends Error {
   }
 }
 
-function agree(system: ModelSystem, what: string, actual: unknown, expected: unknown): void {
+/**
+ * Compares one runtime observation with the oracle's prediction (as JSON) and counts it.
+ *
+ * @throws OracleDisagreement naming what differed.
+ */
+export function agree(system: ModelSystem, what: string, actual: unknown, expected: unknown): void {
   system.comparisons++;
   const a = JSON.stringify(actual);
   const e = JSON.stringify(expected);
@@ -54,7 +59,11 @@ const toolCalls = (instance: ScriptedServer | undefined, tool?: string): number 
         (e) => e.method === 'tools/call' && (tool === undefined || e.tool === tool),
       ).length;
 
-function syncInstances(model: RuntimeOracle, real: ModelSystem): void {
+/**
+ * Points `real.current` at the server process of each session the oracle now has. Call it after
+ * any command of yours that captures or refreshes (the built-in commands do).
+ */
+export function trackSessions(model: RuntimeOracle, real: ModelSystem): void {
   for (const name of model.servers) {
     const id = model.sessionId(name);
     if (real.sessionIds.get(name) !== id) {
@@ -75,7 +84,9 @@ async function outcomeOf(promise: Promise<unknown>): Promise<string> {
   }
 }
 
-type Cmd = fc.AsyncCommand<RuntimeOracle, ModelSystem>;
+/** A command of the model-based test: applied to the oracle and to the real system. */
+export type ModelCommand = fc.AsyncCommand<RuntimeOracle, ModelSystem>;
+type Cmd = ModelCommand;
 
 class MarkDirty implements Cmd {
   check = (): boolean => true;
@@ -100,7 +111,7 @@ class RefreshIfDirty implements Cmd {
     }
     agree(real, 'refreshIfDirty', actual, expected);
     agree(real, 'dirty after refresh', real.runtime.dirty, model.dirty);
-    syncInstances(model, real);
+    trackSessions(model, real);
   }
   toString = (): string => 'refreshIfDirty';
 }
@@ -176,7 +187,7 @@ class Capture implements Cmd {
       agree(real, 'capture', 'OK', expected);
       return;
     }
-    syncInstances(model, real);
+    trackSessions(model, real);
     const actual = model.servers.map((name) => {
       const status = binding.servers.find((s) => s.name === name);
       return {
@@ -332,6 +343,8 @@ export interface ModelCommandOptions {
   readonly servers?: readonly string[];
   /** Most commands per run. @default 40 */
   readonly maxCommands?: number;
+  /** Extra command arbitraries, for example an application's own agent-loop step. */
+  readonly extra?: readonly fc.Arbitrary<ModelCommand>[];
 }
 
 const arbPages = (): fc.Arbitrary<ServedPages> =>
@@ -358,29 +371,36 @@ const arbPages = (): fc.Arbitrary<ServedPages> =>
  * once), `changeConfig` and `raisePolicyEpoch`.
  */
 export function modelCommands(options: ModelCommandOptions = {}): fc.Arbitrary<Iterable<Cmd>> {
+  return fc.commands([...modelCommandArbitraries(options), ...(options.extra ?? [])], {
+    maxCommands: options.maxCommands ?? 40,
+    size: 'max',
+  });
+}
+
+/** The built-in command arbitraries of {@link modelCommands}, to combine with your own. */
+export function modelCommandArbitraries(
+  options: Pick<ModelCommandOptions, 'servers'> = {},
+): fc.Arbitrary<ModelCommand>[] {
   const servers = options.servers ?? Object.keys(MODEL_INITIAL_CATALOGS);
   const server = fc.constantFrom(...servers);
-  return fc.commands(
-    [
-      fc.constant(new MarkDirty()),
-      fc.constant(new RefreshIfDirty()),
-      server.map((s) => new HardRefresh(s)),
-      fc.tuple(server, arbPages(), fc.boolean()).map(([s, p, l]) => new MutateCatalog(s, p, l)),
-      fc.constant(new Capture()),
-      fc.constant(new Capture()),
-      fc.tuple(fc.nat(), fc.nat()).map(([b, t]) => new PrepareCall(b, t)),
-      fc.tuple(fc.nat(), fc.nat()).map(([b, t]) => new PrepareCall(b, t)),
-      fc.nat().map((c) => new RunCall(c)),
-      fc.nat().map((c) => new RunCall(c)),
-      fc.nat().map((c) => new RunCall(c)),
-      fc.nat().map((b) => new ReleaseBinding(b)),
-      server.map((s) => new CrashServer(s)),
-      server.map((s) => new FailNextStart(s)),
-      server.map((s) => new ChangeConfig(s)),
-      fc.constant(new RaisePolicyEpoch()),
-    ],
-    { maxCommands: options.maxCommands ?? 40, size: 'max' },
-  );
+  return [
+    fc.constant(new MarkDirty()),
+    fc.constant(new RefreshIfDirty()),
+    server.map((s) => new HardRefresh(s)),
+    fc.tuple(server, arbPages(), fc.boolean()).map(([s, p, l]) => new MutateCatalog(s, p, l)),
+    fc.constant(new Capture()),
+    fc.constant(new Capture()),
+    fc.tuple(fc.nat(), fc.nat()).map(([b, t]) => new PrepareCall(b, t)),
+    fc.tuple(fc.nat(), fc.nat()).map(([b, t]) => new PrepareCall(b, t)),
+    fc.nat().map((c) => new RunCall(c)),
+    fc.nat().map((c) => new RunCall(c)),
+    fc.nat().map((c) => new RunCall(c)),
+    fc.nat().map((b) => new ReleaseBinding(b)),
+    server.map((s) => new CrashServer(s)),
+    server.map((s) => new FailNextStart(s)),
+    server.map((s) => new ChangeConfig(s)),
+    fc.constant(new RaisePolicyEpoch()),
+  ];
 }
 
 /**
@@ -475,7 +495,7 @@ export async function createModelSystem(
     configVersions: new Map(),
     comparisons: 0,
   };
-  syncInstances(model, real);
+  trackSessions(model, real);
   return {
     model,
     real,

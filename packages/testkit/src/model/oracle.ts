@@ -228,6 +228,20 @@ export class RuntimeOracle {
   run(callIndex: number): PredictedOutcome {
     const call = this.#calls[callIndex];
     if (call === undefined) throw new Error(`no call ${callIndex}`);
+    return this.#outcome(call);
+  }
+
+  /**
+   * The outcome a call of `server__tool` prepared from binding `bindingIndex` and run now must have,
+   * without recording the call (for an application's own loop that prepares calls itself).
+   */
+  predictRun(bindingIndex: number, server: string, tool: string): PredictedOutcome {
+    const binding = this.#bindings[bindingIndex];
+    if (binding === undefined) throw new Error(`no binding ${bindingIndex}`);
+    return this.#outcome({ binding, server, tool });
+  }
+
+  #outcome(call: CallModel): PredictedOutcome {
     const { binding } = call;
     if (binding.released) return 'BINDING_RELEASED';
     const entry = binding.servers.get(call.server);
