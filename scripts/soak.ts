@@ -39,7 +39,7 @@ for (let offset = 0; offset < total; offset += chunk) {
   agreeingRuns += result.failed ? ran - 1 : ran;
   if (result.failed) {
     failures.push(
-      `chunk seed ${chunkSeed}: ${String(result.errorInstance)}\n  counterexample: ${String(result.counterexample?.[0])}`,
+      `chunk seed ${chunkSeed}: ${String(result.errorInstance)}\n  counterexample: ${fc.stringify(result.counterexample)}`,
     );
   }
   const seconds = (performance.now() - started) / 1000;
