@@ -17,5 +17,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    // CI also writes a JSON report, from which .ci/run prints a plain "N passed, N failed" line.
+    reporters: process.env['CI']
+      ? ['default', ['json', { outputFile: 'coverage/vitest.json' }]]
+      : ['default'],
   },
 });
