@@ -381,6 +381,39 @@ describe('McpRuntime bindings (in-memory servers)', () => {
     await expect.poll(() => runtime.status().liveConnections).toBe(1);
   });
 
+  it('times out a slow call, sends notifications/cancelled and names server and tool', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single', callDelayMs: 5_000 } });
+    await using binding = await runtime.captureBinding();
+    const error = await failure(binding.prepareCall('a__alpha').run({}, { timeoutMs: 50 }));
+    expect(error.code).toBe('TIMEOUT');
+    expect(error.detail).toMatchObject({ server: 'a', tool: 'alpha' });
+    await expect
+      .poll(() => fleet.audit('a').map((e) => e.method))
+      .toContain('notifications/cancelled');
+  });
+
+  it('cancels a call with its signal and sends notifications/cancelled', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single', callDelayMs: 5_000 } });
+    await using binding = await runtime.captureBinding();
+    const controller = new AbortController();
+    const running = binding.prepareCall('a__alpha').run({}, { signal: controller.signal });
+    await expect.poll(() => calls(fleet, 'a')).toEqual(['alpha']);
+    controller.abort();
+    expect((await failure(running)).code).toBe('ABORTED');
+    await expect
+      .poll(() => fleet.audit('a').map((e) => e.method))
+      .toContain('notifications/cancelled');
+  });
+
+  it('rejects a call in flight with CONNECTION_CLOSED when the runtime closes', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single', callDelayMs: 5_000 } });
+    const binding = await runtime.captureBinding();
+    const running = binding.prepareCall('a__alpha').run({});
+    await expect.poll(() => calls(fleet, 'a')).toEqual(['alpha']);
+    await runtime.close();
+    expect((await failure(running)).code).toBe('CONNECTION_CLOSED');
+  });
+
   it('makes close idempotent and fails later work with RUNTIME_CLOSED', async () => {
     const { runtime } = await setup({ a: { scenario: 'single' } });
     const binding = await runtime.captureBinding();
