@@ -65,4 +65,11 @@ export {
   OracleDisagreement,
   trackSessions,
 } from './model/commands.js';
-export type { ModelCommand, ModelCommandOptions, ModelSystem } from './model/commands.js';
+export type {
+  ModelCommand,
+  ModelCommandOptions,
+  ModelSystem,
+  ModelSystemOptions,
+  ProcessControl,
+  ServerProcess,
+} from './model/commands.js';

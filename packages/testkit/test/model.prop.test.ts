@@ -25,6 +25,27 @@ describe('model-based: the runtime agrees with the independent oracle', () => {
   });
 });
 
+describe('model-based over real stdio child processes', () => {
+  it('agrees with the oracle on generated sequences with real processes (SIGKILL crashes)', async () => {
+    const { seed, numRuns } = propertyRun('model-stdio', 15);
+    let comparisons = 0;
+    await fc.assert(
+      fc.asyncProperty(modelCommands({ maxCommands: 12, mutations: false }), async (commands) => {
+        const { model, real, cleanup } = await createModelSystem({ transport: 'stdio' });
+        try {
+          await fc.asyncModelRun(() => ({ model, real }), commands);
+        } finally {
+          comparisons += real.comparisons;
+          await cleanup();
+        }
+      }),
+      { seed, numRuns },
+    );
+    console.log(`[model-stdio] ${numRuns} runs, ${comparisons} comparisons, 100% agreement`);
+    expect(comparisons).toBeGreaterThan(numRuns);
+  }, 120_000);
+});
+
 describe('model-based regressions (counterexamples found during development)', () => {
   async function replay(lines: readonly string[]): Promise<number> {
     const { model, real, cleanup } = await createModelSystem();

@@ -1,22 +1,59 @@
 import fc from 'fast-check';
 import { isStepbindError, type McpBinding, type PreparedCall } from '@stepbind/binding';
-import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
-import { createInMemoryFleet, type InMemoryFleet } from '../fleet.js';
+import {
+  connectServer,
+  McpRuntime,
+  type RuntimeEvent,
+  type ServerConnector,
+} from '@stepbind/runtime';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { isProcessAlive, tempAuditPath } from '../audit.js';
+import { stdioServerParams } from '../connect.js';
+import type { ServerFixture } from '../fixture.js';
+import { createInMemoryFleet } from '../fleet.js';
 import { scriptedTool } from '../scenarios.js';
 import type { ScriptedServer } from '../server/scripted.js';
+import type { AuditEntry } from '../types.js';
 import { RuntimeOracle, type PredictedOutcome, type ServedPages } from './oracle.js';
+
+/** One server process (or in-memory instance) as the model sees it. */
+export interface ServerProcess {
+  /** Stable identity: the pid of a stdio child, a counter in memory. */
+  readonly id: number;
+  /** `tools/call` requests this process received. */
+  calls(): number;
+  /** Replaces its catalog (in memory only). */
+  replaceCatalog?(pages: ServedPages): void;
+  /** Sends `notifications/tools/list_changed` (in memory only). */
+  notifyListChanged?(): Promise<void>;
+  /** Makes the process die (stdio: SIGKILL; in memory: the transport closes). */
+  crash(): Promise<void>;
+}
+
+/** How the model reaches the server processes behind the runtime. */
+export interface ProcessControl {
+  /** Every process ever started for `name`, oldest first. */
+  instances(name: string): readonly ServerProcess[];
+  /** The next start of `name` fails once. */
+  failNextConnect(name: string): void;
+  /** The `mcpServers` configuration for the given per-server config versions. */
+  config(versions: ReadonlyMap<string, number>): unknown;
+  /** True when catalogs can be changed at run time (in memory). */
+  readonly mutable: boolean;
+  close(): Promise<void>;
+}
 
 /** The real system under test, driven side by side with a {@link RuntimeOracle}. */
 export interface ModelSystem {
   readonly runtime: McpRuntime;
-  readonly fleet: InMemoryFleet;
+  readonly processes: ProcessControl;
   readonly events: RuntimeEvent[];
   readonly bindings: McpBinding[];
   /** For each binding, the server process each server was bound to at capture. */
-  readonly boundInstances: Map<string, ScriptedServer>[];
+  readonly boundInstances: Map<string, ServerProcess>[];
   readonly calls: { readonly call: PreparedCall; readonly binding: number }[];
   /** The process currently bound for each server (tracked from the oracle's session ids). */
-  readonly current: Map<string, ScriptedServer>;
+  readonly current: Map<string, ServerProcess>;
   readonly sessionIds: Map<string, number>;
   /** How often each server's configuration was changed. */
   readonly configVersions: Map<string, number>;
@@ -52,13 +89,6 @@ export const MODEL_INITIAL_CATALOGS: Readonly<Record<string, ServedPages>> = {
   b: [['alpha', 'delta']],
 };
 
-const toolCalls = (instance: ScriptedServer | undefined, tool?: string): number =>
-  instance === undefined
-    ? 0
-    : instance.audit.filter(
-        (e) => e.method === 'tools/call' && (tool === undefined || e.tool === tool),
-      ).length;
-
 /**
  * Points `real.current` at the server process of each session the oracle now has. Call it after
  * any command of yours that captures or refreshes (the built-in commands do).
@@ -68,7 +98,7 @@ export function trackSessions(model: RuntimeOracle, real: ModelSystem): void {
     const id = model.sessionId(name);
     if (real.sessionIds.get(name) !== id) {
       real.sessionIds.set(name, id);
-      const latest = real.fleet.instances(name).at(-1);
+      const latest = real.processes.instances(name).at(-1);
       if (latest !== undefined) real.current.set(name, latest);
     }
   }
@@ -145,8 +175,10 @@ class MutateCatalog implements Cmd {
     model.mutateCatalog(this.server, this.pages, this.listChanged);
     if (!alive) return;
     const instance = real.current.get(this.server);
-    if (instance === undefined) throw new Error(`no live instance of ${this.server}`);
-    instance.replaceCatalog(this.pages.map((page) => page.map((name) => scriptedTool(name))));
+    if (instance?.replaceCatalog === undefined || instance.notifyListChanged === undefined) {
+      throw new Error(`the live instance of ${this.server} cannot change its catalog`);
+    }
+    instance.replaceCatalog(this.pages);
     if (!this.listChanged) return;
     const before = real.events.filter((e) => e.type === 'list-changed').length;
     await instance.notifyListChanged();
@@ -249,7 +281,7 @@ class RunCall implements Cmd {
     const expected: PredictedOutcome = model.run(index);
     const { call } = entry;
     const target = real.boundInstances[entry.binding]?.get(call.server);
-    const allBefore = real.fleet.instances(call.server).map((i) => toolCalls(i));
+    const allBefore = real.processes.instances(call.server).map((i) => i.calls());
     let receiptOk = true;
     const actual = await outcomeOf(
       call.run({}).then(({ receipt }) => {
@@ -266,15 +298,15 @@ class RunCall implements Cmd {
       receiptOk,
       true,
     );
-    const allAfter = real.fleet.instances(call.server).map((i) => toolCalls(i));
+    const allAfter = real.processes.instances(call.server).map((i) => i.calls());
     const sent = allAfter.reduce((n, v) => n + v, 0) - allBefore.reduce((n, v) => n + v, 0);
     const reachesServer = expected === 'OK' || expected === 'SERVER_ERROR';
     agree(real, `tools/call sent for ${call.modelName}`, sent, reachesServer ? 1 : 0);
     if (reachesServer) {
       // Never re-routed: the call reached exactly the process the step captured.
-      const instances = real.fleet.instances(call.server);
-      const where = instances.findIndex((i, k) => toolCalls(i) !== allBefore[k]);
-      agree(real, `process that ran ${call.modelName}`, instances[where] === target, true);
+      const instances = real.processes.instances(call.server);
+      const where = instances.findIndex((i, k) => i.calls() !== (allBefore[k] ?? 0));
+      agree(real, `process that ran ${call.modelName}`, instances[where]?.id, target?.id);
     }
   }
   toString = (): string => `runCall(call#${this.callPick})`;
@@ -297,7 +329,7 @@ class CrashServer implements Cmd {
   async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
     if (!model.alive(this.server)) return;
     model.crash(this.server);
-    await real.current.get(this.server)?.close();
+    await real.current.get(this.server)?.crash();
     for (let i = 0; i < 1000 && !real.runtime.dirty; i++) await new Promise((r) => setImmediate(r));
     agree(real, `dirty after crash of ${this.server}`, real.runtime.dirty, true);
   }
@@ -309,7 +341,7 @@ class FailNextStart implements Cmd {
   check = (): boolean => true;
   async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
     model.failNextStart(this.server);
-    real.fleet.failNextConnect(this.server, 'once');
+    real.processes.failNextConnect(this.server);
   }
   toString = (): string => `failNextStart(${this.server})`;
 }
@@ -321,9 +353,7 @@ class ChangeConfig implements Cmd {
     model.changeConfig(this.server);
     const versions = real.configVersions;
     versions.set(this.server, (versions.get(this.server) ?? 0) + 1);
-    const overrides: Record<string, Record<string, unknown>> = {};
-    for (const [name, v] of versions) overrides[name] = { args: [name, `v${v}`] };
-    real.runtime.updateConfig(real.fleet.config(overrides));
+    real.runtime.updateConfig(real.processes.config(versions));
   }
   toString = (): string => `changeConfig(${this.server})`;
 }
@@ -343,6 +373,8 @@ export interface ModelCommandOptions {
   readonly servers?: readonly string[];
   /** Most commands per run. @default 40 */
   readonly maxCommands?: number;
+  /** Include `mutateCatalog` (servers must be in memory). @default true */
+  readonly mutations?: boolean;
   /** Extra command arbitraries, for example an application's own agent-loop step. */
   readonly extra?: readonly fc.Arbitrary<ModelCommand>[];
 }
@@ -379,7 +411,7 @@ export function modelCommands(options: ModelCommandOptions = {}): fc.Arbitrary<I
 
 /** The built-in command arbitraries of {@link modelCommands}, to combine with your own. */
 export function modelCommandArbitraries(
-  options: Pick<ModelCommandOptions, 'servers'> = {},
+  options: Pick<ModelCommandOptions, 'servers' | 'mutations'> = {},
 ): fc.Arbitrary<ModelCommand>[] {
   const servers = options.servers ?? Object.keys(MODEL_INITIAL_CATALOGS);
   const server = fc.constantFrom(...servers);
@@ -387,7 +419,6 @@ export function modelCommandArbitraries(
     fc.constant(new MarkDirty()),
     fc.constant(new RefreshIfDirty()),
     server.map((s) => new HardRefresh(s)),
-    fc.tuple(server, arbPages(), fc.boolean()).map(([s, p, l]) => new MutateCatalog(s, p, l)),
     fc.constant(new Capture()),
     fc.constant(new Capture()),
     fc.tuple(fc.nat(), fc.nat()).map(([b, t]) => new PrepareCall(b, t)),
@@ -400,6 +431,13 @@ export function modelCommandArbitraries(
     server.map((s) => new FailNextStart(s)),
     server.map((s) => new ChangeConfig(s)),
     fc.constant(new RaisePolicyEpoch()),
+    ...(options.mutations === false
+      ? []
+      : [
+          fc
+            .tuple(server, arbPages(), fc.boolean())
+            .map(([s, p, l]): ModelCommand => new MutateCatalog(s, p, l)),
+        ]),
   ];
 }
 
@@ -454,38 +492,44 @@ export function modelScript(lines: readonly string[]): Cmd[] {
   });
 }
 
+/** Options of {@link createModelSystem}. */
+export interface ModelSystemOptions {
+  /** Initial catalog of each server. @default MODEL_INITIAL_CATALOGS */
+  readonly catalogs?: Readonly<Record<string, ServedPages>>;
+  /**
+   * `memory`: scripted servers over in-memory transport pairs (fast, catalogs can change);
+   * `stdio`: real child processes (`mutateCatalog` is not available; crashes are SIGKILL).
+   * @default 'memory'
+   */
+  readonly transport?: 'memory' | 'stdio';
+}
+
 /**
- * Opens a real runtime over an in-memory fleet serving `catalogs`, with the oracle beside it.
- * `cleanup` closes both and checks that nothing is left open.
+ * Opens a real runtime over scripted servers (in memory or as stdio children) serving the initial
+ * catalogs, with the oracle beside it. `cleanup` closes both and fails if anything is left open.
  */
 export async function createModelSystem(
-  catalogs: Readonly<Record<string, ServedPages>> = MODEL_INITIAL_CATALOGS,
+  options: ModelSystemOptions = {},
 ): Promise<{ model: RuntimeOracle; real: ModelSystem; cleanup: () => Promise<void> }> {
-  const fleet = createInMemoryFleet(
-    Object.fromEntries(
-      Object.entries(catalogs).map(([name, pages]) => [
-        name,
-        {
-          scenario: 'fixture' as const,
-          fixture: {
-            generations: [
-              { pages: pages.map((page) => ({ tools: page.map((t) => scriptedTool(t)) })) },
-            ],
-          },
-        },
-      ]),
-    ),
-  );
+  const catalogs = options.catalogs ?? MODEL_INITIAL_CATALOGS;
+  const processes =
+    options.transport === 'stdio' ? stdioProcesses(catalogs) : memoryProcesses(catalogs);
   const events: RuntimeEvent[] = [];
-  const runtime = await McpRuntime.open(fleet.config(), {
-    connect: fleet.connect,
-    listChangedDebounceMs: 0,
-    onEvent: (e) => events.push(e),
-  });
+  let runtime: McpRuntime;
+  try {
+    runtime = await McpRuntime.open(processes.config(new Map()), {
+      connect: processes.connect,
+      listChangedDebounceMs: 0,
+      onEvent: (e) => events.push(e),
+    });
+  } catch (error) {
+    await processes.close();
+    throw error;
+  }
   const model = new RuntimeOracle(catalogs);
   const real: ModelSystem = {
     runtime,
-    fleet,
+    processes,
     events,
     bindings: [],
     boundInstances: [],
@@ -500,11 +544,119 @@ export async function createModelSystem(
     model,
     real,
     cleanup: async () => {
+      const pids = runtime.pids();
       await runtime.close();
       const open = runtime.status().liveConnections;
-      await fleet.close();
-      if (open !== 0)
-        throw new OracleDisagreement(`after close(): ${open} connection(s) still open`);
+      await processes.close();
+      const alive = pids.filter((pid) => isProcessAlive(pid));
+      if (open !== 0 || alive.length > 0) {
+        throw new OracleDisagreement(
+          `after close(): ${open} connection(s) and ${alive.length} process(es) still open`,
+        );
+      }
+    },
+  };
+}
+
+const fixtureOf = (pages: ServedPages): ServerFixture => ({
+  generations: [{ pages: pages.map((page) => ({ tools: page.map((t) => scriptedTool(t)) })) }],
+});
+
+function memoryProcesses(
+  catalogs: Readonly<Record<string, ServedPages>>,
+): ProcessControl & { connect: ServerConnector } {
+  const fleet = createInMemoryFleet(
+    Object.fromEntries(
+      Object.entries(catalogs).map(([name, pages]) => [
+        name,
+        { scenario: 'fixture' as const, fixture: fixtureOf(pages) },
+      ]),
+    ),
+  );
+  const ids = new WeakMap<ScriptedServer, number>();
+  let counter = 0;
+  const wrap = (server: ScriptedServer): ServerProcess => {
+    let id = ids.get(server);
+    if (id === undefined) {
+      id = ++counter;
+      ids.set(server, id);
+    }
+    return {
+      id,
+      calls: () => server.audit.filter((e) => e.method === 'tools/call').length,
+      replaceCatalog: (pages) => {
+        server.replaceCatalog(pages.map((page) => page.map((t) => scriptedTool(t))));
+      },
+      notifyListChanged: () => server.notifyListChanged(),
+      crash: () => server.close(),
+    };
+  };
+  return {
+    connect: fleet.connect,
+    mutable: true,
+    instances: (name) => fleet.instances(name).map(wrap),
+    failNextConnect: (name) => fleet.failNextConnect(name, 'once'),
+    config: (versions) => {
+      const overrides: Record<string, Record<string, unknown>> = {};
+      for (const [name, v] of versions) overrides[name] = { args: [name, `v${v}`] };
+      return fleet.config(overrides);
+    },
+    close: () => fleet.close(),
+  };
+}
+
+function stdioProcesses(
+  catalogs: Readonly<Record<string, ServedPages>>,
+): ProcessControl & { connect: ServerConnector } {
+  const audits = new Map(
+    Object.keys(catalogs).map((name) => [name, tempAuditPath(`model-${name}`)]),
+  );
+  const failing = new Set<string>();
+  const read = (name: string): AuditEntry[] => {
+    const path = audits.get(name);
+    if (path === undefined || !existsSync(path)) return [];
+    return readFileSync(path, 'utf8')
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as AuditEntry);
+  };
+  return {
+    connect: async (name, config, { signal }) => {
+      if (failing.delete(name)) throw new Error(`scripted start failure of stdio server "${name}"`);
+      return connectServer(name, config, { signal });
+    },
+    mutable: false,
+    instances: (name) => {
+      const entries = read(name);
+      const pids = [...new Set(entries.map((e) => e.pid))];
+      return pids.map((pid) => ({
+        id: pid,
+        calls: () => read(name).filter((e) => e.pid === pid && e.method === 'tools/call').length,
+        crash: async () => {
+          if (isProcessAlive(pid)) process.kill(pid, 'SIGKILL');
+          for (let i = 0; i < 500 && isProcessAlive(pid); i++) {
+            await new Promise((resolve) => setTimeout(resolve, 5));
+          }
+        },
+      }));
+    },
+    failNextConnect: (name) => {
+      failing.add(name);
+    },
+    config: (versions) => {
+      const mcpServers: Record<string, unknown> = {};
+      for (const [name, pages] of Object.entries(catalogs)) {
+        const auditPath = audits.get(name) ?? tempAuditPath(name);
+        mcpServers[name] = {
+          ...stdioServerParams({ scenario: 'fixture', fixture: fixtureOf(pages), auditPath }),
+          // A new config version changes the transport identity (env) without changing the server.
+          env: { STEPBIND_MODEL_CONFIG: String(versions.get(name) ?? 0) },
+        };
+      }
+      return { mcpServers };
+    },
+    close: async () => {
+      for (const path of audits.values()) rmSync(path, { force: true });
     },
   };
 }
