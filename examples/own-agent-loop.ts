@@ -12,9 +12,9 @@ import { isStepbindError, toToolResult, type McpBinding } from '@stepbind/bindin
 import type { McpRuntime } from '@stepbind/runtime';
 import {
   agree,
-  createModelSystem,
   modelCommands,
   propertyRun,
+  runModel,
   trackSessions,
   type ModelCommand,
   type ModelSystem,
@@ -98,13 +98,7 @@ export async function checkAppLoop(runs: number): Promise<number> {
     fc.asyncProperty(
       modelCommands({ maxCommands: 25, extra: [arbAppStep, arbAppStep] }),
       async (commands) => {
-        const { model, real, cleanup } = await createModelSystem();
-        try {
-          await fc.asyncModelRun(() => ({ model, real }), commands);
-        } finally {
-          comparisons += real.comparisons;
-          await cleanup();
-        }
+        comparisons += await runModel(commands);
       },
     ),
     { seed, numRuns },

@@ -5,7 +5,7 @@
  * counterexample and replay command; the script then exits 1.
  */
 import fc from 'fast-check';
-import { createModelSystem, modelCommands } from '@stepbind/testkit';
+import { modelCommands, runModel } from '@stepbind/testkit';
 
 const total = Number(process.argv[2] ?? process.env['STEPBIND_SOAK_RUNS'] ?? 100_000);
 const seed = Number(process.env['STEPBIND_SEED'] ?? Date.now() % 2_147_483_647);
@@ -23,13 +23,7 @@ for (let offset = 0; offset < total; offset += chunk) {
   const chunkSeed = seed + offset;
   const result = await fc.check(
     fc.asyncProperty(modelCommands({ maxCommands: 30 }), async (commands) => {
-      const { model, real, cleanup } = await createModelSystem();
-      try {
-        await fc.asyncModelRun(() => ({ model, real }), commands);
-      } finally {
-        comparisons += real.comparisons;
-        await cleanup();
-      }
+      comparisons += await runModel(commands);
     }),
     { seed: chunkSeed, numRuns, endOnFailure: true },
   );

@@ -63,6 +63,7 @@ export {
   modelCommands,
   modelScript,
   OracleDisagreement,
+  runModel,
   trackSessions,
 } from './model/commands.js';
 export type {

@@ -33,6 +33,7 @@ describe('@stepbind/testkit public surface', () => {
       'propertyParameters',
       'propertyRun',
       'readAuditTrail',
+      'runModel',
       'scriptedTool',
       'sequenceSource',
       'stdioServerParams',

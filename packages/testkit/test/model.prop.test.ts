@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { createModelSystem, modelCommands, modelScript, propertyRun } from '@stepbind/testkit';
+import { modelCommands, modelScript, propertyRun, runModel } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
 
 describe('model-based: the runtime agrees with the independent oracle', () => {
@@ -8,13 +8,7 @@ describe('model-based: the runtime agrees with the independent oracle', () => {
     let comparisons = 0;
     await fc.assert(
       fc.asyncProperty(modelCommands({ maxCommands: 30 }), async (commands) => {
-        const { model, real, cleanup } = await createModelSystem();
-        try {
-          await fc.asyncModelRun(() => ({ model, real }), commands);
-        } finally {
-          comparisons += real.comparisons;
-          await cleanup();
-        }
+        comparisons += await runModel(commands);
       }),
       { seed, numRuns },
     );
@@ -31,13 +25,7 @@ describe('model-based over real stdio child processes', () => {
     let comparisons = 0;
     await fc.assert(
       fc.asyncProperty(modelCommands({ maxCommands: 12, mutations: false }), async (commands) => {
-        const { model, real, cleanup } = await createModelSystem({ transport: 'stdio' });
-        try {
-          await fc.asyncModelRun(() => ({ model, real }), commands);
-        } finally {
-          comparisons += real.comparisons;
-          await cleanup();
-        }
+        comparisons += await runModel(commands, { transport: 'stdio' });
       }),
       { seed, numRuns },
     );
@@ -47,15 +35,7 @@ describe('model-based over real stdio child processes', () => {
 });
 
 describe('model-based regressions (counterexamples found during development)', () => {
-  async function replay(lines: readonly string[]): Promise<number> {
-    const { model, real, cleanup } = await createModelSystem();
-    try {
-      await fc.asyncModelRun(() => ({ model, real }), modelScript(lines));
-    } finally {
-      await cleanup();
-    }
-    return real.comparisons;
-  }
+  const replay = (lines: readonly string[]): Promise<number> => runModel(modelScript(lines));
 
   it('a hard refresh after a policy epoch raise re-publishes the unchanged catalog (seed 1299599130)', async () => {
     expect(await replay(['raisePolicyEpoch', 'hardRefresh(a)', 'captureBinding'])).toBeGreaterThan(

@@ -660,3 +660,22 @@ function stdioProcesses(
     },
   };
 }
+
+/**
+ * Runs one command sequence against a fresh system and its oracle, closes both, and resolves to
+ * the number of runtime/oracle comparisons made. Use it as the body of a fast-check property.
+ *
+ * @throws OracleDisagreement (or the command's own error) on the first disagreement.
+ */
+export async function runModel(
+  commands: Iterable<ModelCommand>,
+  options: ModelSystemOptions = {},
+): Promise<number> {
+  const { model, real, cleanup } = await createModelSystem(options);
+  try {
+    await fc.asyncModelRun(() => ({ model, real }), commands);
+  } finally {
+    await cleanup();
+  }
+  return real.comparisons;
+}
