@@ -1,4 +1,5 @@
 import { CatalogError, ErrorCode, StepbindError } from './errors.js';
+import { classifyRevisions } from './states.js';
 
 /** The `_meta` key under which a server or gateway may publish its catalog revision token. */
 export const CATALOG_REVISION_META_KEY = 'io.stepbind/catalogRevision';
@@ -333,16 +334,24 @@ async function proveRevision(
 ): Promise<RevisionProof> {
   const first = revisions[0];
   if (first === undefined) return { kind: 'unversioned' };
-  if (!ctx.verifyRevision) return { kind: 'unverified', revision: first };
-  const reread = readPage(await requestPage(ctx, undefined, 0), ctx.server, 0, undefined);
-  checkChanges();
-  if (reread.revision !== first) {
-    throw new StaleTraversal(
-      ErrorCode.REVISION_CHANGED,
-      `catalog revision changed from ${first} to ${String(reread.revision)} by the end of the traversal`,
-    );
+  // One response is atomic: a single page needs no re-read to prove its revision.
+  let reread: string | undefined = 'not-read';
+  if (ctx.verifyRevision && revisions.length > 1) {
+    reread = readPage(await requestPage(ctx, undefined, 0), ctx.server, 0, undefined).revision;
+    checkChanges();
   }
-  return { kind: 'proven', revision: first };
+  const verdict = classifyRevisions(revisions, reread);
+  switch (verdict.state) {
+    case 'SNAPSHOT_PROVEN':
+      return { kind: 'proven', revision: verdict.revision };
+    case 'UNVERSIONED_OBSERVATION':
+      return ctx.verifyRevision ? { kind: 'unversioned' } : { kind: 'unverified', revision: first };
+    case 'INCOMPLETE':
+      throw new StaleTraversal(
+        ErrorCode.REVISION_CHANGED,
+        `catalog revision ${first} did not hold (${verdict.reason}${verdict.pageIndex >= 0 ? ` at page ${verdict.pageIndex + 1}` : ' on the final re-read of page 1'})`,
+      );
+  }
 }
 
 function preview(cursor: string): string {
