@@ -4,9 +4,21 @@
  * Also reports the first call of a tool whose validator compiles lazily.
  *
  * Run: `npx tsx bench/snapshot.ts`. Target: median ratio ≤ 5.
+ *
+ * Method: each run times `JSON.parse` of the payload, then a snapshot built from a fresh parse
+ * with a new validator cache (cold), then one from another fresh parse with the previous run's
+ * cache (warm). Every snapshot input is freshly parsed, so a build also pays for promoting its
+ * input out of the young generation, as it would after a real `tools/list`. Wall time is the
+ * headline; CPU time (`process.cpuUsage`, every thread of the process, GC helpers included) and the
+ * GC pauses that fall inside each build are reported beside it.
  */
+import { PerformanceObserver } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { SchemaValidatorCache, createCatalogSnapshot } from '@stepbind/binding';
+import {
+  SchemaValidatorCache,
+  createCatalogSnapshot,
+  type CatalogSnapshot,
+} from '@stepbind/binding';
 
 /** Summary of one distribution, in milliseconds (or a plain ratio). */
 export interface Spread {
@@ -28,8 +40,21 @@ export interface Result {
   readonly ratio: Spread;
   /** Warm: the cache of the previous run (a refresh of the same catalog). */
   readonly warmSnapshotMs: Spread;
-  /** First `validate` of a tool (lazy Ajv compile) and a second call, in microseconds. */
+  /** CPU time of the same `JSON.parse` calls and cold builds, and their ratio per pair. */
+  readonly jsonParseCpuMs: Spread;
+  readonly snapshotCpuMs: Spread;
+  readonly cpuRatio: Spread;
+  /** GC pauses that started inside each cold build (part of `snapshotMs`). */
+  readonly snapshotGcMs: Spread;
+  /**
+   * First `validate` of a tool whose validator compiles lazily, in a fresh cache (builds the
+   * cache's Ajv instance, then compiles), median over runs, in microseconds.
+   */
   readonly firstCallUs: number;
+  readonly firstCallUsSpread: Spread;
+  /** First `validate` of a second schema in the same cache (compile only), in microseconds. */
+  readonly firstCallSameCacheUs: Spread;
+  /** Second `validate` of the first tool (compiled), median over runs, in microseconds. */
   readonly secondCallUs: number;
 }
 
@@ -106,53 +131,91 @@ function build(pages: readonly (readonly unknown[])[], cache: SchemaValidatorCac
   });
 }
 
-/** Run the benchmark: `runs` interleaved pairs of JSON.parse and a cold snapshot build. */
+/** Wall and CPU milliseconds of `fn`, and the window it ran in (for GC attribution). */
+function measure<T>(fn: () => T): { value: T; ms: number; cpuMs: number; start: number } {
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  const value = fn();
+  const ms = performance.now() - start;
+  const used = process.cpuUsage(cpu);
+  return { value, ms, cpuMs: (used.user + used.system) / 1000, start };
+}
+
+/** Microseconds of the first `validate` of `tools[index]`, which must not be compiled yet. */
+function firstValidateUs(snapshot: CatalogSnapshot, index: number, args: unknown): number {
+  const validator = snapshot.tools[index]?.inputValidator();
+  if (validator === undefined) throw new Error(`no tool #${index}`);
+  if (validator.compiled) throw new Error(`tool #${index} is already compiled: not a lazy compile`);
+  const t = performance.now();
+  validator.validate(args);
+  return (performance.now() - t) * 1000;
+}
+
+/** Run the benchmark: `runs` interleaved rounds of JSON.parse, a cold and a warm snapshot build. */
 export async function runSnapshotBench(runs = 7): Promise<Result> {
   const payload = makePayload();
   const parse = (): { tools: unknown[] }[] => JSON.parse(payload) as { tools: unknown[] }[];
-  // Warm-up: JIT both paths once.
-  build(
+  // Warm-up: JIT both paths once (and the validator compiler).
+  const warmUp = build(
     parse().map((p) => p.tools),
     new SchemaValidatorCache(),
   );
+  warmUp.tools[3]?.inputValidator().validate({ query: 'x' });
+
+  const gcPauses: { start: number; duration: number }[] = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) gcPauses.push({ start: e.startTime, duration: e.duration });
+  });
+  observer.observe({ entryTypes: ['gc'] });
 
   const parseMs: number[] = [];
+  const parseCpuMs: number[] = [];
   const snapMs: number[] = [];
+  const snapCpuMs: number[] = [];
+  const windows: { start: number; end: number }[] = [];
   const warmMs: number[] = [];
   const ratios: number[] = [];
+  const cpuRatios: number[] = [];
+  const firstUs: number[] = [];
+  const firstSameCacheUs: number[] = [];
+  const secondUs: number[] = [];
   let warmCache = new SchemaValidatorCache();
   for (let r = 0; r < runs; r++) {
-    let t = performance.now();
-    parse();
-    const p = performance.now() - t;
+    // The timed parse's result is dropped at once, as before: only the builds keep a payload alive.
+    const p = measure(() => {
+      parse();
+    });
     const pages = parse().map((x) => x.tools);
     const cache = new SchemaValidatorCache();
-    t = performance.now();
-    build(pages, cache);
-    const s = performance.now() - t;
+    const cold = measure(() => build(pages, cache));
     const again = parse().map((x) => x.tools);
-    t = performance.now();
-    build(again, warmCache);
-    warmMs.push(performance.now() - t);
+    const warm = measure(() => build(again, warmCache));
+    // Lazy compiles, outside the timed builds: tools 1 and 2 have schemas of their own.
+    firstUs.push(firstValidateUs(cold.value, 1, { query: 'x', limit: 5 }));
+    firstSameCacheUs.push(firstValidateUs(cold.value, 2, { query: 'x', limit: 5 }));
+    const t = performance.now();
+    cold.value.tools[1]?.inputValidator().validate({ query: 'y', limit: 6 });
+    secondUs.push((performance.now() - t) * 1000);
+
     warmCache = cache;
-    parseMs.push(p);
-    snapMs.push(s);
-    ratios.push(s / p);
+    parseMs.push(p.ms);
+    parseCpuMs.push(p.cpuMs);
+    snapMs.push(cold.ms);
+    snapCpuMs.push(cold.cpuMs);
+    windows.push({ start: cold.start, end: cold.start + cold.ms });
+    warmMs.push(warm.ms);
+    ratios.push(cold.ms / p.ms);
+    cpuRatios.push(cold.cpuMs / p.cpuMs);
     await new Promise((resolve) => setImmediate(resolve));
   }
-
-  const snapshot = build(
-    parse().map((x) => x.tools),
-    new SchemaValidatorCache(),
+  // GC entries are delivered asynchronously; let the last ones arrive.
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  observer.disconnect();
+  const gcMs = windows.map((w) =>
+    gcPauses
+      .filter((g) => g.start >= w.start && g.start < w.end)
+      .reduce((sum, g) => sum + g.duration, 0),
   );
-  const tool = snapshot.tools[1];
-  if (tool === undefined) throw new Error('no tool');
-  let t = performance.now();
-  tool.inputValidator().validate({ query: 'x', limit: 5 });
-  const firstCallUs = (performance.now() - t) * 1000;
-  t = performance.now();
-  tool.inputValidator().validate({ query: 'y', limit: 6 });
-  const secondCallUs = (performance.now() - t) * 1000;
 
   return {
     tools: TOOLS,
@@ -163,8 +226,14 @@ export async function runSnapshotBench(runs = 7): Promise<Result> {
     snapshotMs: spread(snapMs),
     ratio: spread(ratios),
     warmSnapshotMs: spread(warmMs),
-    firstCallUs,
-    secondCallUs,
+    jsonParseCpuMs: spread(parseCpuMs),
+    snapshotCpuMs: spread(snapCpuMs),
+    cpuRatio: spread(cpuRatios),
+    snapshotGcMs: spread(gcMs),
+    firstCallUs: spread(firstUs).median,
+    firstCallUsSpread: spread(firstUs),
+    firstCallSameCacheUs: spread(firstSameCacheUs),
+    secondCallUs: spread(secondUs).median,
   };
 }
 
@@ -176,11 +245,14 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   console.log(
     `snapshot bench: ${r.tools} tools in ${r.pages} pages, ${(r.payloadBytes / 1e6).toFixed(2)} MB, ${r.runs} interleaved runs (min / median / max)`,
   );
-  console.log(`  JSON.parse            ${fmt(r.jsonParseMs)} ms`);
-  console.log(`  snapshot (cold cache) ${fmt(r.snapshotMs)} ms`);
-  console.log(`  ratio snapshot/parse  ${fmt(r.ratio, 2)}  (target ≤ 5)`);
-  console.log(`  snapshot (warm cache) ${fmt(r.warmSnapshotMs)} ms`);
+  console.log(`  JSON.parse            ${fmt(r.jsonParseMs)} ms   cpu ${fmt(r.jsonParseCpuMs)} ms`);
+  console.log(`  snapshot (cold cache) ${fmt(r.snapshotMs)} ms   cpu ${fmt(r.snapshotCpuMs)} ms`);
   console.log(
-    `  first call (lazy compile) ${r.firstCallUs.toFixed(0)} µs, second call ${r.secondCallUs.toFixed(1)} µs`,
+    `  ratio snapshot/parse  ${fmt(r.ratio, 2)}  (target ≤ 5)   cpu ${fmt(r.cpuRatio, 2)}`,
+  );
+  console.log(`  snapshot (warm cache) ${fmt(r.warmSnapshotMs)} ms`);
+  console.log(`  GC pauses in cold builds ${fmt(r.snapshotGcMs)} ms`);
+  console.log(
+    `  first call (lazy compile, fresh cache) ${fmt(r.firstCallUsSpread, 0)} µs; first call of another schema, same cache ${fmt(r.firstCallSameCacheUs, 0)} µs; second call ${r.secondCallUs.toFixed(1)} µs`,
   );
 }

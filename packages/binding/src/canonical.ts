@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 
 /**
  * Canonical JSON: object keys sorted by UTF-16 code unit order, no insignificant whitespace,
@@ -70,8 +70,15 @@ function write(value: unknown, out: string[], seen: Set<object>): void {
 
 /** Lower-case hex sha256 of a UTF-8 string. */
 export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
+  return oneShot(text);
 }
+
+// `crypto.hash` (Node >= 20.12) skips the Hash object: about twice as fast on the small texts of
+// tool definitions. Same UTF-8 encoding and digest as `createHash`.
+const oneShot: (text: string) => string =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('sha256', text, 'hex')
+    : (text) => crypto.createHash('sha256').update(text, 'utf8').digest('hex');
 
 /** `sha256:` + hex sha256 of the canonical JSON of `value`. */
 export function digestOf(value: unknown): string {

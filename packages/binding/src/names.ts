@@ -36,10 +36,14 @@ export interface ModelNameTable {
 
 /** Replace every character outside `[A-Za-z0-9_-]` with `_` (per code point). */
 export function sanitizeNamePart(part: string): string {
-  return SAFE_PART.test(part) ? part : part.replace(/[^A-Za-z0-9_-]/gu, '_');
+  if (SAFE_PART.test(part)) return part;
+  // Valid MCP tool names only add '.', which a plain replaceAll handles without a unicode regex.
+  if (DOTTED_PART.test(part)) return part.replaceAll('.', '_');
+  return part.replace(/[^A-Za-z0-9_-]/gu, '_');
 }
 
 const SAFE_PART = /^[A-Za-z0-9_-]*$/;
+const DOTTED_PART = /^[A-Za-z0-9._-]*$/;
 
 const pairKey = (server: string, tool: string): string => `${server}\u0000${tool}`;
 
@@ -93,6 +97,34 @@ export function assignModelNames(pairs: readonly QualifiedToolName[]): ModelName
     reverse.set(name, Object.freeze({ server: pair.server, tool: pair.tool }));
   }
   return new NameTable(forward, reverse);
+}
+
+/**
+ * @internal The model-facing names of the tools of one server, in catalog order: exactly
+ * `assignModelNames(tools.map((tool) => ({ server, tool }))).forward(server, tool)` for each tool.
+ * `parts[i]` is `sanitizeNamePart(tools[i])`; `clashes` says whether two distinct tools share a
+ * part. Without clashes every plain name is unique, so this is one pass (the usual case);
+ * otherwise, or when a plain name is too long, it defers to {@link assignModelNames}.
+ */
+export function modelNamesOf(
+  server: string,
+  tools: readonly string[],
+  parts: readonly string[],
+  clashes: boolean,
+): string[] {
+  if (!clashes) {
+    const prefix = `${sanitizeNamePart(server)}__`;
+    const room = MAX_MODEL_NAME_LENGTH - prefix.length;
+    const names = new Array<string>(tools.length);
+    let i = 0;
+    while (i < tools.length && (parts[i] as string).length <= room) {
+      names[i] = prefix + (parts[i] as string);
+      i++;
+    }
+    if (i === tools.length) return names;
+  }
+  const table = assignModelNames(tools.map((tool) => ({ server, tool })));
+  return tools.map((tool) => table.forward(server, tool) as string);
 }
 
 class NameTable implements ModelNameTable {

@@ -64,7 +64,10 @@ export interface SchemaCacheStats {
   readonly schemas: number;
   /** Ajv compilations performed. Identical schemas compile once. */
   readonly compiles: number;
-  /** Meta-schema validations performed. Identical schemas are validated once. */
+  /**
+   * Meta-schema validations performed (by Ajv, or by the fast path for plain schemas). Identical
+   * schemas are validated once.
+   */
   readonly metaValidations: number;
   /** Checks answered from the cache. */
   readonly hits: number;
@@ -130,7 +133,10 @@ export class SchemaValidatorCache {
    * Check a schema (structural walk, meta-schema, and compilation when `compile` is `'eager'` or the
    * schema uses features whose references only Ajv can resolve: nested `$id`, `$dynamicRef`,
    * `$recursiveRef`, nested `$schema`, or a reference into a non-schema location). Results are
-   * cached by `digest`; a failure is returned, not cached.
+   * cached by `digest`; a failure is returned, not cached. Plain schemas (the common shape of tool
+   * schemas: no references, ids or anchors, only well-known keywords with well-formed values) are
+   * proven valid by one fast walk instead of the structural walk plus Ajv's meta-schema; anything
+   * else, including every invalid schema, takes the full path and gets its exact problem.
    *
    * @returns `undefined` when the schema is usable, else the problem.
    */
@@ -146,26 +152,35 @@ export class SchemaValidatorCache {
       if (compile === 'eager' && known.fn === undefined) return this.#compileEntry(known);
       return undefined;
     }
-    const walked = inspectSchema(schema, dialect);
-    if (!walked.ok) return walked.problem;
-    this.#metaValidations++;
-    const meta = this.#metaValidator(dialect);
-    if (meta(schema) !== true) {
-      return {
-        code: 'SCHEMA_INVALID',
-        path: pointerSegments(meta.errors?.[0]?.instancePath ?? ''),
-        message: `does not match the JSON Schema ${dialect} meta-schema: ${this.#text(dialect, meta.errors)}`,
-      };
+    let isolated = false;
+    let needsCompile = false;
+    if (isPlainSchema(schema, dialect, true, 0)) {
+      // Proven valid without Ajv: the common shape of tool schemas (see isPlainSchema).
+      this.#metaValidations++;
+    } else {
+      const walked = inspectSchema(schema, dialect);
+      if (!walked.ok) return walked.problem;
+      this.#metaValidations++;
+      const meta = metaValidator(dialect);
+      if (meta(schema) !== true) {
+        return {
+          code: 'SCHEMA_INVALID',
+          path: pointerSegments(meta.errors?.[0]?.instancePath ?? ''),
+          message: `does not match the JSON Schema ${dialect} meta-schema: ${metaErrorsText(dialect, meta.errors)}`,
+        };
+      }
+      isolated = walked.hasIds;
+      needsCompile = walked.needsCompile;
     }
     const entry: Entry = {
       digest,
       dialect,
       schema,
-      isolated: walked.hasIds,
+      isolated,
       fn: undefined,
       handle: undefined,
     };
-    if (compile === 'eager' || walked.needsCompile) {
+    if (compile === 'eager' || needsCompile) {
       const problem = this.#compileEntry(entry);
       if (problem !== undefined) return problem;
     }
@@ -230,17 +245,6 @@ export class SchemaValidatorCache {
     }
   }
 
-  #metaValidator(dialect: SchemaDialect): ValidateFunction {
-    const ajv = this.#instance(dialect);
-    const id =
-      dialect === '2020-12'
-        ? SCHEMA_DIALECT_URIS['2020-12']
-        : 'http://json-schema.org/draft-07/schema';
-    const fn = ajv.getSchema(id);
-    if (fn === undefined) throw new Error(`stepbind: Ajv has no meta-schema ${id}`);
-    return fn;
-  }
-
   #instance(dialect: SchemaDialect): Ajv | Ajv2020 {
     if (dialect === '2020-12') {
       this.#ajv2020 ??= configure(new Ajv2020(AJV_OPTIONS));
@@ -253,6 +257,30 @@ export class SchemaValidatorCache {
   #text(dialect: SchemaDialect, errors: ErrorObject[] | null | undefined): string {
     return this.#instance(dialect).errorsText(errors, { dataVar: '' }) || 'invalid';
   }
+}
+
+/**
+ * Meta-schema validators, shared by every cache of the process: they hold no user schema (so
+ * sharing leaks nothing), and compiling the 2020-12 meta-schema costs tens of milliseconds.
+ */
+const metaInstances: { '2020-12'?: Ajv | Ajv2020; 'draft-07'?: Ajv | Ajv2020 } = {};
+
+function metaInstance(dialect: SchemaDialect): Ajv | Ajv2020 {
+  return (metaInstances[dialect] ??= createInstance(dialect));
+}
+
+function metaValidator(dialect: SchemaDialect): ValidateFunction {
+  const id =
+    dialect === '2020-12'
+      ? SCHEMA_DIALECT_URIS['2020-12']
+      : 'http://json-schema.org/draft-07/schema';
+  const fn = metaInstance(dialect).getSchema(id);
+  if (fn === undefined) throw new Error(`stepbind: Ajv has no meta-schema ${id}`);
+  return fn;
+}
+
+function metaErrorsText(dialect: SchemaDialect, errors: ErrorObject[] | null | undefined): string {
+  return metaInstance(dialect).errorsText(errors, { dataVar: '' }) || 'invalid';
 }
 
 function createInstance(dialect: SchemaDialect): Ajv | Ajv2020 {
@@ -315,6 +343,182 @@ class LazyValidator implements SchemaValidator {
 const OK: ValidationResult = Object.freeze({ ok: true });
 
 // ---------------------------------------------------------------------------------------------
+// Fast path for plain schemas
+
+const SIMPLE_TYPES: ReadonlySet<unknown> = new Set([
+  'array',
+  'boolean',
+  'integer',
+  'null',
+  'number',
+  'object',
+  'string',
+]);
+
+/** Deepest nesting the fast path follows; deeper schemas take the full path. */
+const PLAIN_MAX_DEPTH = 64;
+
+/**
+ * @internal True only when `node` certainly passes both the structural walk (no `$ref`, `$id`,
+ * anchors, nested `$schema`, `$async` or `nullable`; every `pattern` compiles as a `u` regular
+ * expression) and the meta-schema of `dialect`, so Ajv's meta-validation can be skipped. The
+ * keyword set is a whitelist whose value rules are those of the 2020-12 and draft-07 meta-schemas,
+ * taking the stricter rule where they differ (draft-07 `enum` must be non-empty with unique items).
+ * Anything else (another keyword, an unusual value, deep nesting) returns false and takes the full
+ * path, which then reports the exact problem. A property test checks this against Ajv.
+ */
+export function isPlainSchema(
+  node: unknown,
+  dialect: SchemaDialect,
+  isRoot: boolean,
+  depth: number,
+): boolean {
+  if (typeof node === 'boolean') return !isRoot;
+  if (typeof node !== 'object' || node === null || Array.isArray(node)) return false;
+  if (depth > PLAIN_MAX_DEPTH) return false;
+  const s = node as Record<string, unknown>;
+  for (const key of Object.keys(s)) {
+    const v = s[key];
+    switch (key) {
+      case 'type':
+        if (!isTypeKeyword(v)) return false;
+        break;
+      case 'properties':
+        if (!isSchemaMap(v, dialect, depth)) return false;
+        break;
+      case 'required':
+        if (!isUniqueStrings(v)) return false;
+        break;
+      case 'title':
+      case 'description':
+      case '$comment':
+      case 'format':
+      case 'contentMediaType':
+      case 'contentEncoding':
+        if (typeof v !== 'string') return false;
+        break;
+      case 'default':
+      case 'const':
+        if (v === undefined) return false;
+        break;
+      case 'examples':
+        if (!Array.isArray(v)) return false;
+        break;
+      case 'enum':
+        if (!Array.isArray(v) || (dialect === 'draft-07' && !isUniquePrimitives(v))) return false;
+        break;
+      case 'minimum':
+      case 'maximum':
+      case 'exclusiveMinimum':
+      case 'exclusiveMaximum':
+        if (typeof v !== 'number' || !Number.isFinite(v)) return false;
+        break;
+      case 'multipleOf':
+        if (typeof v !== 'number' || !Number.isFinite(v) || !(v > 0)) return false;
+        break;
+      case 'minLength':
+      case 'maxLength':
+      case 'minItems':
+      case 'maxItems':
+      case 'minProperties':
+      case 'maxProperties':
+        if (!Number.isSafeInteger(v) || (v as number) < 0) return false;
+        break;
+      case 'uniqueItems':
+      case 'readOnly':
+      case 'writeOnly':
+      case 'deprecated':
+        if (typeof v !== 'boolean') return false;
+        break;
+      case 'pattern':
+        if (typeof v !== 'string' || !compilesAsUnicode(v)) return false;
+        break;
+      case 'items':
+      case 'additionalProperties':
+      case 'propertyNames':
+      case 'contains':
+      case 'not':
+      case 'if':
+      case 'then':
+      case 'else':
+        if (!isPlainSchema(v, dialect, false, depth + 1)) return false;
+        break;
+      case 'allOf':
+      case 'anyOf':
+      case 'oneOf':
+        if (!isSchemaArray(v, dialect, depth)) return false;
+        break;
+      case '$schema':
+        // The root's $schema already named this dialect (dialectOf); a nested one needs Ajv.
+        if (!isRoot || typeof v !== 'string') return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+function isTypeKeyword(v: unknown): boolean {
+  if (typeof v === 'string') return SIMPLE_TYPES.has(v);
+  if (!Array.isArray(v) || v.length === 0) return false;
+  for (let i = 0; i < v.length; i++) {
+    if (!SIMPLE_TYPES.has(v[i])) return false;
+    for (let j = 0; j < i; j++) if (v[j] === v[i]) return false;
+  }
+  return true;
+}
+
+function isSchemaMap(v: unknown, dialect: SchemaDialect, depth: number): boolean {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  const map = v as Record<string, unknown>;
+  for (const key of Object.keys(map)) {
+    if (!isPlainSchema(map[key], dialect, false, depth + 1)) return false;
+  }
+  return true;
+}
+
+function isSchemaArray(v: unknown, dialect: SchemaDialect, depth: number): boolean {
+  if (!Array.isArray(v) || v.length === 0) return false;
+  for (let i = 0; i < v.length; i++) {
+    if (!isPlainSchema(v[i], dialect, false, depth + 1)) return false;
+  }
+  return true;
+}
+
+function isUniqueStrings(v: unknown): boolean {
+  if (!Array.isArray(v)) return false;
+  for (let i = 0; i < v.length; i++) if (typeof v[i] !== 'string') return false;
+  return v.length < 2 || new Set(v).size === v.length;
+}
+
+/** Non-empty, and every item a string, finite number, boolean or null, no two equal. */
+function isUniquePrimitives(v: readonly unknown[]): boolean {
+  if (v.length === 0) return false;
+  for (let i = 0; i < v.length; i++) {
+    const item = v[i];
+    if (
+      item !== null &&
+      typeof item !== 'string' &&
+      typeof item !== 'boolean' &&
+      !(typeof item === 'number' && Number.isFinite(item))
+    ) {
+      return false;
+    }
+  }
+  return v.length < 2 || new Set(v).size === v.length;
+}
+
+function compilesAsUnicode(source: string): boolean {
+  try {
+    new RegExp(source, 'u');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Structural walk
 
 const SCHEMA_VALUED = new Set([
@@ -364,7 +568,8 @@ const IN_PLACE = new Set([
   'dependencies',
 ]);
 
-type WalkResult =
+/** @internal */
+export type WalkResult =
   | { readonly ok: true; readonly needsCompile: boolean; readonly hasIds: boolean }
   | { readonly ok: false; readonly problem: SchemaProblem };
 
@@ -375,11 +580,11 @@ class Fail extends Error {
 }
 
 /**
- * Walk every subschema in a schema position: reject remote and unresolvable `$ref`s, invalid
- * regular expressions and the `nullable`/`$async` forms Ajv cannot compile; report whether the
- * schema needs eager compilation to prove its references.
+ * @internal Walk every subschema in a schema position: reject remote and unresolvable `$ref`s,
+ * invalid regular expressions and the `nullable`/`$async` forms Ajv cannot compile; report whether
+ * the schema needs eager compilation to prove its references.
  */
-function inspectSchema(root: object, dialect: SchemaDialect): WalkResult {
+export function inspectSchema(root: object, dialect: SchemaDialect): WalkResult {
   const anchors = new Map<object, Map<string, unknown>>();
   const schemaNodes = new Set<object>();
   const pending: PendingRef[] = [];

@@ -4,17 +4,15 @@
  * @packageDocumentation
  */
 import { digestOf, sha256Hex } from './canonical.js';
-import { canonicalText } from './fastcanonical.js';
 import { CatalogError, ErrorCode } from './errors.js';
-import { assignModelNames } from './names.js';
+import { modelNamesOf } from './names.js';
 import { SchemaValidatorCache, type SchemaValidator } from './schema.js';
 import type { CatalogState } from './states.js';
 import {
-  checkTool,
-  checkUnique,
+  ToolNameIndex,
+  checkSnapshotTool,
   resolveValidationOptions,
   type McpToolDefinition,
-  type ValidatedToolInternal,
   type ValidationOptions,
 } from './validation.js';
 
@@ -150,18 +148,20 @@ class Descriptor implements ToolDescriptor {
   readonly #cache: SchemaValidatorCache;
 
   constructor(
-    tool: ValidatedToolInternal,
+    raw: McpToolDefinition,
     modelName: string,
-    digest: string,
+    descriptorDigest: string,
+    inputSchemaDigest: string,
+    outputSchemaDigest: string | undefined,
     cache: SchemaValidatorCache,
   ) {
-    this.raw = tool.raw;
-    this.name = tool.name;
+    this.raw = raw;
+    this.name = raw.name;
     this.modelName = modelName;
-    this.descriptorDigest = digest;
-    this.inputSchemaDigest = tool.inputSchema.digest;
-    this.outputSchemaDigest = tool.outputSchema?.digest;
-    this.effectClass = effectClassOf(tool.raw);
+    this.descriptorDigest = descriptorDigest;
+    this.inputSchemaDigest = inputSchemaDigest;
+    this.outputSchemaDigest = outputSchemaDigest;
+    this.effectClass = effectClassOf(raw);
     this.#cache = cache;
     Object.freeze(this);
   }
@@ -189,36 +189,45 @@ class Descriptor implements ToolDescriptor {
   }
 }
 
-/** A `ReadonlyMap` with no mutators at all, so a frozen snapshot stays immutable. */
-class FrozenMap<K, V> implements ReadonlyMap<K, V> {
-  readonly #map: Map<K, V>;
-  constructor(map: Map<K, V>) {
-    this.#map = map;
+/**
+ * A `ReadonlyMap` from tool name to descriptor, in catalog order, with no mutators at all, so a
+ * frozen snapshot stays immutable. It reuses the name index of the duplicate check.
+ */
+class ToolsByName implements ReadonlyMap<string, ToolDescriptor> {
+  readonly #index: ToolNameIndex;
+  readonly #tools: readonly ToolDescriptor[];
+  constructor(index: ToolNameIndex, tools: readonly ToolDescriptor[]) {
+    this.#index = index;
+    this.#tools = tools;
     Object.freeze(this);
   }
   get size(): number {
-    return this.#map.size;
+    return this.#tools.length;
   }
-  get(key: K): V | undefined {
-    return this.#map.get(key);
+  get(key: string): ToolDescriptor | undefined {
+    const i = this.#index.get(key);
+    return i === undefined ? undefined : this.#tools[i];
   }
-  has(key: K): boolean {
-    return this.#map.has(key);
+  has(key: string): boolean {
+    return this.#index.get(key) !== undefined;
   }
-  forEach(fn: (value: V, key: K, map: ReadonlyMap<K, V>) => void, thisArg?: unknown): void {
-    this.#map.forEach((v, k) => fn.call(thisArg, v, k, this));
+  forEach(
+    fn: (value: ToolDescriptor, key: string, map: ReadonlyMap<string, ToolDescriptor>) => void,
+    thisArg?: unknown,
+  ): void {
+    for (const d of this.#tools) fn.call(thisArg, d, d.name, this);
   }
-  entries(): MapIterator<[K, V]> {
-    return this.#map.entries();
+  *entries(): MapIterator<[string, ToolDescriptor]> {
+    for (const d of this.#tools) yield [d.name, d];
   }
-  keys(): MapIterator<K> {
-    return this.#map.keys();
+  *keys(): MapIterator<string> {
+    for (const d of this.#tools) yield d.name;
   }
-  values(): MapIterator<V> {
-    return this.#map.values();
+  *values(): MapIterator<ToolDescriptor> {
+    yield* this.#tools;
   }
-  [Symbol.iterator](): MapIterator<[K, V]> {
-    return this.#map[Symbol.iterator]();
+  [Symbol.iterator](): MapIterator<[string, ToolDescriptor]> {
+    return this.entries();
   }
 }
 
@@ -226,8 +235,12 @@ class FrozenMap<K, V> implements ReadonlyMap<K, V> {
  * Validate every page and build a frozen candidate snapshot: descriptor, schema and page digests,
  * model names and effect classes. All or nothing.
  *
- * Raw tool definitions are deep-frozen once here, so digests can never drift from the objects the
- * snapshot hands out.
+ * Raw tool definitions are deep-frozen once here, after the whole catalog passed (a refused catalog
+ * leaves its input untouched), so digests can never drift from the objects the snapshot hands out.
+ *
+ * Cost: one canonical-JSON pass per tool (schema digests hash slices of the tool's canonical text),
+ * cached schema checks by digest, one name index shared by the duplicate check, `toolsByName` and
+ * the model names. `bench/snapshot.ts` measures it against `JSON.parse` of the same payload.
  *
  * @throws CatalogError any validation code (see `validateTool`), `DUPLICATE_TOOL_NAME` across pages,
  *   or `INVALID_OPTIONS` for a proven snapshot without `sourceRevision` or a bad generation/ttl.
@@ -258,41 +271,45 @@ export function createCatalogSnapshot(input: CreateCatalogSnapshotInput): Catalo
     validatorCache: cache,
   };
 
-  const validated: ValidatedToolInternal[] = [];
+  // Parallel arrays rather than one record per tool: the canonical texts die young, and the
+  // little that lives until the descriptors exist is copied by as few scavenges as possible.
+  const raws: McpToolDefinition[] = [];
   const digests: string[] = [];
+  const inputDigests: string[] = [];
+  const outputDigests: (string | undefined)[] = [];
+  const index = new ToolNameIndex();
   const pageDigests: string[] = [];
   const pageSizes: number[] = [];
-  const seen = new Map<string, number>();
   for (let p = 0; p < input.pages.length; p++) {
     const page = input.pages[p] ?? [];
     const o = resolveValidationOptions({ ...base, pageIndex: p });
-    const canon: string[] = [];
+    let pageText = '[';
     for (let i = 0; i < page.length; i++) {
-      const tool = checkTool(page[i], o, i);
-      checkUnique(seen, tool.name, validated.length, o);
-      const text = toolCanonical(tool, o.server);
-      canon.push(text);
-      digests.push(`sha256:${sha256Hex(text)}`);
-      validated.push(tool);
+      const tool = checkSnapshotTool(page[i], o, i, index);
+      if (i > 0) pageText += ',';
+      pageText += tool.text;
+      raws.push(tool.raw);
+      digests.push(tool.digest);
+      inputDigests.push(tool.inputSchemaDigest);
+      outputDigests.push(tool.outputSchemaDigest);
     }
-    pageDigests.push(sha256Hex(`[${canon.join(',')}]`));
+    pageDigests.push(sha256Hex(pageText + ']'));
     pageSizes.push(page.length);
   }
 
-  const names = assignModelNames(validated.map((t) => ({ server, tool: t.name })));
-  const tools: ToolDescriptor[] = [];
-  const byName = new Map<string, ToolDescriptor>();
-  for (let i = 0; i < validated.length; i++) {
-    const tool = validated[i] as ValidatedToolInternal;
-    deepFreeze(tool.raw);
-    const d = new Descriptor(
-      tool,
-      names.forward(server, tool.name) as string,
+  // Frozen only once the whole catalog is valid: a refused catalog leaves its input untouched.
+  for (let i = 0; i < raws.length; i++) deepFreeze(raws[i]);
+  const names = modelNamesOf(server, index.names, index.parts, index.clashes);
+  const tools: ToolDescriptor[] = new Array<ToolDescriptor>(raws.length);
+  for (let i = 0; i < raws.length; i++) {
+    tools[i] = new Descriptor(
+      raws[i] as McpToolDefinition,
+      names[i] as string,
       digests[i] as string,
+      inputDigests[i] as string,
+      outputDigests[i],
       cache,
     );
-    tools.push(d);
-    byName.set(d.name, d);
   }
   return Object.freeze({
     schema: CATALOG_SNAPSHOT_SCHEMA,
@@ -307,7 +324,7 @@ export function createCatalogSnapshot(input: CreateCatalogSnapshotInput): Catalo
     pageRoot: `sha256:${sha256Hex(pageDigests.join(''))}`,
     state: input.revisionProof === 'proven' ? 'SNAPSHOT_PROVEN' : 'UNVERSIONED_OBSERVATION',
     tools: Object.freeze(tools),
-    toolsByName: new FrozenMap(byName),
+    toolsByName: new ToolsByName(index, tools),
   });
 }
 
@@ -323,37 +340,6 @@ export function withGeneration(
   return Object.freeze({ ...snapshot, generation, state });
 }
 
-/**
- * Canonical JSON of a validated tool, reusing the canonical text of its schemas; equal to
- * `canonicalJson(tool.raw)` (a golden test pins this).
- */
-function toolCanonical(tool: ValidatedToolInternal, server: string): string {
-  const raw = tool.raw as Record<string, unknown>;
-  const keys = Object.keys(raw).sort();
-  let out = '{';
-  let first = true;
-  try {
-    for (const key of keys) {
-      const member = raw[key];
-      if (member === undefined) continue;
-      if (!first) out += ',';
-      first = false;
-      out += JSON.stringify(key) + ':';
-      if (key === 'inputSchema') out += tool.inputCanonical;
-      else if (key === 'outputSchema' && tool.outputCanonical !== undefined)
-        out += tool.outputCanonical;
-      else out += canonicalText(member);
-    }
-  } catch (error) {
-    throw new CatalogError(
-      ErrorCode.INVALID_TOOL,
-      `Tool "${tool.name}" on server "${server}" is not plain JSON. Fix the tool definition on server "${server}".`,
-      { detail: { server, tool: tool.name }, cause: error },
-    );
-  }
-  return out + '}';
-}
-
 function freezeIdentity(identity: ServerIdentity): ServerIdentity {
   return Object.freeze({
     name: identity.name,
@@ -367,9 +353,16 @@ function freezeIdentity(identity: ServerIdentity): ServerIdentity {
   });
 }
 
+/**
+ * Freeze `value` and everything reachable through own enumerable string keys. `for...in` with an
+ * own-key test walks the same keys as `Object.keys` without allocating an array per object.
+ */
 function deepFreeze<T>(value: T): T {
   if (typeof value !== 'object' || value === null) return value;
   Object.freeze(value);
-  for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+  const record = value as Record<string, unknown>;
+  for (const key in record) {
+    if (Object.hasOwn(record, key)) deepFreeze(record[key]);
+  }
   return value;
 }

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { assignModelNames, type QualifiedToolName } from '@stepbind/binding';
+import { assignModelNames, sanitizeNamePart, type QualifiedToolName } from '@stepbind/binding';
+import { modelNamesOf } from '../src/names.js';
 
 const seed = Number(process.env.STEPBIND_SEED ?? Date.now());
 console.log(`names.prop: seed ${seed} (STEPBIND_SEED=${seed} to replay)`);
@@ -61,6 +62,30 @@ describe('model-facing names (property)', () => {
           const unique = distinct.filter((q) => base(q) === b).length === 1;
           if (unique && b.length <= 64) expect(table.forward(p.server, p.tool)).toBe(b);
         }
+      }),
+      { seed, verbose: true },
+    );
+  });
+
+  it('of one server come out of the snapshot fast path exactly as assignModelNames gives them', () => {
+    fc.assert(
+      fc.property(part, fc.array(part, { maxLength: 30 }), (server, tools) => {
+        const parts = tools.map(sanitizeNamePart);
+        const clashes = new Set(parts).size < new Set(tools).size;
+        const table = assignModelNames(tools.map((tool) => ({ server, tool })));
+        expect(modelNamesOf(server, tools, parts, clashes)).toEqual(
+          tools.map((tool) => table.forward(server, tool)),
+        );
+      }),
+      { seed, verbose: true },
+    );
+  });
+
+  it('sanitise valid MCP tool names by replacing "." only', () => {
+    fc.assert(
+      fc.property(fc.stringMatching(/^[A-Za-z0-9._-]{1,128}$/), (name) => {
+        expect(sanitizeNamePart(name)).toBe(name.replace(/[^A-Za-z0-9_-]/gu, '_'));
+        expect(sanitizeNamePart(name)).toBe(name.replaceAll('.', '_'));
       }),
       { seed, verbose: true },
     );

@@ -215,6 +215,48 @@ describe('createCatalogSnapshot', () => {
     }
   });
 
+  it('leaves the input of a refused catalog unfrozen', () => {
+    const first = structuredClone(readFile);
+    const bad = {
+      name: 'bad',
+      inputSchema: { type: 'object', properties: { a: { $ref: 'http://x/s' } } },
+    };
+    expect(() => createCatalogSnapshot(input([[first], [bad]]))).toThrow(CatalogError);
+    expect(Object.isFrozen(first)).toBe(false);
+    expect(Object.isFrozen(first.inputSchema)).toBe(false);
+    expect(Object.isFrozen(bad)).toBe(false);
+  });
+
+  it('finds every tool by name, in catalog order, when two names sanitise alike', () => {
+    const s = createCatalogSnapshot(
+      input([[{ name: 'a.b', inputSchema: { type: 'object' } }], [{ ...readFile, name: 'a_b' }]]),
+    );
+    expect([...s.toolsByName.keys()]).toEqual(['a.b', 'a_b']);
+    expect(s.toolsByName.get('a.b')).toBe(s.tools[0]);
+    expect(s.toolsByName.get('a_b')).toBe(s.tools[1]);
+    expect(s.toolsByName.has('a-b')).toBe(false);
+    expect([...s.toolsByName.values()]).toEqual(s.tools);
+    expect(new Set(s.tools.map((t) => t.modelName)).size).toBe(2);
+  });
+
+  it('refuses a duplicate of a name whose sanitised form another name took first', () => {
+    const t = (name: string): unknown => ({ name, inputSchema: { type: 'object' } });
+    expect(() => createCatalogSnapshot(input([[t('a.b'), t('a_b')], [t('a_b')]]))).toThrow(
+      expect.objectContaining({
+        code: 'DUPLICATE_TOOL_NAME',
+        detail: expect.objectContaining({ tool: 'a_b', firstIndex: 1, index: 2, pageIndex: 1 }),
+      }) as Error,
+    );
+  });
+
+  it('digests a tool whose schema is inherited exactly like digestOf', () => {
+    const schema = { type: 'object', properties: { p: { type: 'string' } } };
+    const raw = Object.assign(Object.create({ inputSchema: schema }) as object, { name: 'inh' });
+    const d = createCatalogSnapshot(input([[raw]])).tools[0];
+    expect(d?.descriptorDigest).toBe(digestOf(raw));
+    expect(d?.inputSchemaDigest).toBe(digestOf(schema));
+  });
+
   it('shares one validator cache: a refresh of the same catalog re-checks nothing', () => {
     const cache = new SchemaValidatorCache();
     createCatalogSnapshot(input([[readFile]], { validatorCache: cache }));
