@@ -31,7 +31,16 @@ export function keyPrefix(key: string, comma: boolean): string {
 
 /** @internal Canonical JSON (sorted keys, no whitespace), identical to `canonicalJson`. */
 export function canonicalText(value: unknown): string {
+  deepest = 0;
   return write(value, 0);
+}
+
+/** Deepest object/array nesting met by the last {@link canonicalText} call (0 for a scalar). */
+let deepest = 0;
+
+/** @internal The nesting depth of the value the last {@link canonicalText} call encoded. */
+export function lastCanonicalDepth(): number {
+  return deepest;
 }
 
 function write(value: unknown, depth: number): string {
@@ -55,6 +64,7 @@ function write(value: unknown, depth: number): string {
   }
   if (value === null) return 'null';
   if (depth > 5000) throw new RangeError('canonicalJson: value too deep or cyclic');
+  if (depth >= deepest) deepest = depth + 1;
   if (Array.isArray(value)) {
     let out = '[';
     for (let i = 0; i < value.length; i++) {

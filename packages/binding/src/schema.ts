@@ -170,7 +170,9 @@ export class SchemaValidatorCache {
         };
       }
       isolated = walked.hasIds;
-      needsCompile = walked.needsCompile;
+      // Outside the proven plain shape, a meta-valid schema can still fail to compile (Ajv refuses
+      // an empty `enum`, for one): compile now, so such a catalog is never published.
+      needsCompile = true;
     }
     const entry: Entry = {
       digest,
@@ -405,7 +407,9 @@ export function isPlainSchema(
         if (!Array.isArray(v)) return false;
         break;
       case 'enum':
-        if (!Array.isArray(v) || (dialect === 'draft-07' && !isUniquePrimitives(v))) return false;
+        // Ajv refuses to compile an empty enum in every dialect.
+        if (!Array.isArray(v) || v.length === 0) return false;
+        if (dialect === 'draft-07' && !isUniquePrimitives(v)) return false;
         break;
       case 'minimum':
       case 'maximum':

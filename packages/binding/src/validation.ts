@@ -5,7 +5,7 @@
  * @packageDocumentation
  */
 import { sha256Hex } from './canonical.js';
-import { canonicalText, keyPrefix, sortKeys } from './fastcanonical.js';
+import { canonicalText, keyPrefix, lastCanonicalDepth, sortKeys } from './fastcanonical.js';
 import { CatalogError, ErrorCode } from './errors.js';
 import { sanitizeNamePart } from './names.js';
 import {
@@ -19,6 +19,13 @@ import {
 
 /** The pattern every raw MCP tool name must match. */
 export const TOOL_NAME_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
+
+/**
+ * Deepest JSON nesting (objects and arrays) a schema may have. Real schemas stay far below it;
+ * validators recurse per level, so a hostile schema of a few hundred levels would otherwise
+ * overflow the stack long before it reaches the byte budget.
+ */
+export const MAX_SCHEMA_DEPTH = 128;
 
 /** Default per-schema budget: 64 KiB of canonical JSON. */
 export const DEFAULT_MAX_SCHEMA_BYTES = 65_536;
@@ -318,10 +325,30 @@ function checkSchema(
   try {
     canonical = canonicalText(s);
   } catch (error) {
+    if (error instanceof RangeError) {
+      throw new CatalogError(
+        ErrorCode.SCHEMA_TOO_LARGE,
+        `Tool "${tool}" on server "${o.server}" has an ${field} nested more than ${MAX_SCHEMA_DEPTH} ` +
+          `levels deep. Flatten the schema on server "${o.server}" (use $defs and $ref).`,
+        {
+          detail: { ...detailOf(o, toolIndex, tool, `/${field}`), limit: MAX_SCHEMA_DEPTH },
+          cause: error,
+        },
+      );
+    }
     throw new CatalogError(
       ErrorCode.INVALID_TOOL,
       `Tool "${tool}" on server "${o.server}" has an ${field} that is not plain JSON. ${fixOf(o)}`,
       { detail: detailOf(o, toolIndex, tool, `/${field}`), cause: error },
+    );
+  }
+  const depth = lastCanonicalDepth();
+  if (depth > MAX_SCHEMA_DEPTH) {
+    throw new CatalogError(
+      ErrorCode.SCHEMA_TOO_LARGE,
+      `Tool "${tool}" on server "${o.server}" has an ${field} nested ${depth} levels deep, over the ` +
+        `limit of ${MAX_SCHEMA_DEPTH}. Flatten the schema on server "${o.server}" (use $defs and $ref).`,
+      { detail: { ...detailOf(o, toolIndex, tool, `/${field}`), depth, limit: MAX_SCHEMA_DEPTH } },
     );
   }
   const bytes = Buffer.byteLength(canonical, 'utf8');
@@ -518,7 +545,7 @@ export function toolCanonical(tool: ValidatedToolInternal, server: string): stri
   } catch (error) {
     throw new CatalogError(
       ErrorCode.INVALID_TOOL,
-      `Tool "${tool.name}" on server "${server}" is not plain JSON. Fix the tool definition on server "${server}".`,
+      `Tool "${tool.name}" on server "${server}" is not plain JSON (or is nested thousands of levels deep). Fix the tool definition on server "${server}".`,
       { detail: { server, tool: tool.name }, cause: error },
     );
   }
@@ -571,6 +598,8 @@ function composeTool(raw: unknown, o: Resolved): Composed | undefined {
       if (key === 'inputSchema' || key === 'outputSchema') {
         const start = out.length;
         const schema = canonicalText(member);
+        // Too deep: the in-order path reports it with its proper error.
+        if (lastCanonicalDepth() > MAX_SCHEMA_DEPTH) return undefined;
         // The budget in UTF-8 bytes: at most 3 bytes per UTF-16 unit, so short texts need no count.
         if (schema.length * 3 > o.maxSchemaBytes && utf8Bytes(schema) > o.maxSchemaBytes) {
           return undefined;

@@ -346,3 +346,27 @@ describe('validateCatalog', () => {
     expect(Object.isFrozen(tools)).toBe(true);
   });
 });
+
+describe('schema nesting budget', () => {
+  const nested = (levels: number): unknown => {
+    let deep: unknown = { type: 'string' };
+    for (let i = 0; i < levels; i++) deep = { not: deep };
+    return { type: 'object', properties: { deep } };
+  };
+
+  it('accepts a schema nested within the budget', () => {
+    expect(validateTool(tool('ok', nested(40)), opts).name).toBe('ok');
+  });
+
+  it('refuses a schema nested deeper than the budget with SCHEMA_TOO_LARGE and the depth', () => {
+    const error = catalogError(() => validateTool(tool('deep', nested(300)), opts));
+    expect(error.code).toBe(ErrorCode.SCHEMA_TOO_LARGE);
+    expect(error.detail['depth']).toBeGreaterThan(300);
+    expect(error.detail['limit']).toBe(128);
+  });
+
+  it('refuses a schema thousands of levels deep with a typed error, not a stack overflow', () => {
+    const error = catalogError(() => validateTool(tool('deeper', nested(20_000)), opts));
+    expect(error.code).toBe(ErrorCode.SCHEMA_TOO_LARGE);
+  });
+});

@@ -31,7 +31,8 @@ export interface DiscoverSnapshotOptions {
 export interface Discovery {
   readonly enumeration: ToolEnumeration;
   /** sha256 of the raw pages and revision proof as served; equal listings have equal keys. */
-  readonly listingKey: string;
+  /** `undefined` for a listing too deep to serialise (validation refuses it anyway). */
+  readonly listingKey: string | undefined;
   /** The validated candidate, or `undefined` when the listing equals `previousListingKey`. */
   readonly snapshot: CatalogSnapshot | undefined;
 }
@@ -56,9 +57,10 @@ export async function discoverSnapshot(
   });
   // A cheap key over the listing exactly as served lets an unchanged re-list (a list_changed that
   // changed nothing, a refresh of a reused connection) skip validation and digests entirely.
-  const listingKey = sha256Hex(JSON.stringify([enumeration.pages, enumeration.revision]));
-  if (listingKey === options.previousListingKey)
+  const listingKey = listingKeyOf(enumeration);
+  if (listingKey !== undefined && listingKey === options.previousListingKey) {
     return { enumeration, listingKey, snapshot: undefined };
+  }
   const proven = enumeration.revision.kind === 'proven';
   const snapshot = createCatalogSnapshot({
     identity: options.identity,
@@ -74,4 +76,13 @@ export async function discoverSnapshot(
     ...(options.validatorCache === undefined ? {} : { validatorCache: options.validatorCache }),
   });
   return { enumeration, listingKey, snapshot };
+}
+
+function listingKeyOf(enumeration: ToolEnumeration): string | undefined {
+  try {
+    return sha256Hex(JSON.stringify([enumeration.pages, enumeration.revision]));
+  } catch {
+    // Too deep for JSON.stringify: no shortcut; validation refuses it with a typed error.
+    return undefined;
+  }
 }

@@ -290,7 +290,7 @@ interface Candidate {
   readonly session: ServerSession;
   /** `undefined` when the re-list equals the published catalog (nothing to publish). */
   readonly snapshot: CatalogSnapshot | undefined;
-  readonly listingKey: string;
+  readonly listingKey: string | undefined;
   /** True for a new connection; false for a reused one that was re-listed. */
   readonly fresh: boolean;
   /** The registry generation this candidate was discovered against (its CAS expectation). */
@@ -803,7 +803,7 @@ export class McpRuntime {
   async #discover(
     session: ServerSession,
     signal: AbortSignal,
-  ): Promise<{ snapshot: CatalogSnapshot | undefined; listingKey: string }> {
+  ): Promise<{ snapshot: CatalogSnapshot | undefined; listingKey: string | undefined }> {
     // An unchanged listing may skip validation only while the published catalog's epoch holds.
     const current = session.slot?.catalog;
     const previousListingKey =
