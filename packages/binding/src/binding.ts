@@ -210,6 +210,8 @@ export interface CallReceipt {
   };
 }
 
+type CallPhase = 'admission' | 'prepare' | 'call' | 'output';
+
 /** A successful call: the raw result and its receipt. */
 export interface CallOutcome {
   readonly result: ToolCallResult;
@@ -392,15 +394,13 @@ export class PreparedCall {
     const t0 = performance.now();
     state.inFlight++;
     let release: Release | undefined;
+    // Where a failure happened decides what it means: nothing sent before 'call', a run call after.
+    let phase: CallPhase = 'admission';
     try {
       const slot = this.#bound.server.slot;
-      try {
-        release = await slot.lock.acquireRead(
-          options.signal === undefined ? {} : { signal: options.signal },
-        );
-      } catch (error) {
-        throw this.#fail(error);
-      }
+      release = await slot.lock.acquireRead(
+        options.signal === undefined ? {} : { signal: options.signal },
+      );
       const tLock = performance.now();
       if (slot.revision !== this.revision) {
         throw new CallError(
@@ -417,6 +417,7 @@ export class PreparedCall {
       const approvalRequired = this.#admit(options);
       let callArgs = this.#checkArgs(args);
       if (options.prepare !== undefined) {
+        phase = 'prepare';
         const replaced = await options.prepare({
           server: this.server,
           tool: this.tool,
@@ -427,7 +428,10 @@ export class PreparedCall {
           args: callArgs,
           signal: options.signal,
         });
-        if (replaced !== undefined) callArgs = this.#checkArgs(replaced);
+        if (replaced !== undefined) {
+          phase = 'admission';
+          callArgs = this.#checkArgs(replaced);
+        }
       }
       if (options.signal?.aborted === true) {
         throw new CallError(
@@ -445,16 +449,13 @@ export class PreparedCall {
           { detail: this.#detail({}) },
         );
       }
-      let result: ToolCallResult;
-      try {
-        result = await caller.callTool(this.tool, callArgs, {
-          timeoutMs: options.timeoutMs ?? this.#bound.server.callTimeoutMs,
-          ...(options.signal === undefined ? {} : { signal: options.signal }),
-        });
-      } catch (error) {
-        throw this.#fail(error);
-      }
+      phase = 'call';
+      const result = await caller.callTool(this.tool, callArgs, {
+        timeoutMs: options.timeoutMs ?? this.#bound.server.callTimeoutMs,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      });
       const tCalled = performance.now();
+      phase = 'output';
       this.#checkOutput(result);
       const catalog = this.#bound.server.catalog;
       const receipt: CallReceipt = Object.freeze({
@@ -482,7 +483,7 @@ export class PreparedCall {
       });
       return { result, receipt };
     } catch (error) {
-      throw this.#fail(error);
+      throw this.#fail(error, phase);
     } finally {
       release?.();
       state.inFlight--;
@@ -576,7 +577,7 @@ export class PreparedCall {
     };
   }
 
-  #fail(error: unknown): CallError {
+  #fail(error: unknown, phase: CallPhase): CallError {
     if (error instanceof CallError) return error;
     if (error instanceof StepbindError) {
       return new CallError(error.code, error.message, {
@@ -585,11 +586,32 @@ export class PreparedCall {
       });
     }
     const message = error instanceof Error ? error.message : String(error);
-    return new CallError(
-      ErrorCode.TOOL_DENIED,
-      `The prepare hook of "${this.modelName}" refused or failed: ${message}. Nothing was sent.`,
-      { detail: this.#detail({ reason: 'prepare' }), cause: error },
-    );
+    switch (phase) {
+      case 'prepare':
+        return new CallError(
+          ErrorCode.TOOL_DENIED,
+          `The prepare hook of "${this.modelName}" refused or failed: ${message}. Nothing was sent.`,
+          { detail: this.#detail({ reason: 'prepare' }), cause: error },
+        );
+      case 'admission':
+        return new CallError(
+          ErrorCode.TOOL_DENIED,
+          `"${this.modelName}" could not be admitted: ${message}. Nothing was sent.`,
+          { detail: this.#detail({ reason: 'admission' }), cause: error },
+        );
+      case 'call':
+        return new CallError(
+          ErrorCode.SERVER_ERROR,
+          `tools/call of "${this.modelName}" on server "${this.server}" failed: ${message}. It may or may not have run.`,
+          { detail: this.#detail({}), cause: error },
+        );
+      case 'output':
+        return new CallError(
+          ErrorCode.INVALID_TOOL_OUTPUT,
+          `"${this.modelName}" ran, but its output could not be validated: ${message}. The result was discarded.`,
+          { detail: this.#detail({}), cause: error },
+        );
+    }
   }
 }
 

@@ -54,7 +54,7 @@ export class RevisionLock {
    */
   async acquireRead(options: LockAcquireOptions = {}): Promise<Release> {
     if (!this.#turnstile.isLocked()) {
-      options.signal?.throwIfAborted();
+      if (options.signal?.aborted === true) throw abortedError(options.signal);
       return this.#admitReader();
     }
     const releaseTurnstile = await this.#passTurnstile(options.signal);
@@ -63,13 +63,31 @@ export class RevisionLock {
     return release;
   }
 
-  /** Acquires the exclusive write hold: waits for earlier readers, blocks later arrivals. */
+  /**
+   * Acquires the exclusive write hold: waits for earlier readers, blocks later arrivals. An abort
+   * while waiting (in the queue or for readers to leave) gives the turnstile back and rejects.
+   */
   async acquireWrite(options: LockAcquireOptions = {}): Promise<Release> {
-    const releaseTurnstile = await this.#passTurnstile(options.signal);
+    const { signal } = options;
+    const releaseTurnstile = await this.#passTurnstile(signal);
     if (this.#readers > 0) {
-      await new Promise<void>((resolve) => {
-        this.#drained = resolve;
-      });
+      try {
+        await new Promise<void>((resolve, reject) => {
+          const onAbort = (): void => {
+            if (signal !== undefined) reject(abortedError(signal));
+          };
+          this.#drained = () => {
+            signal?.removeEventListener('abort', onAbort);
+            resolve();
+          };
+          if (signal?.aborted === true) onAbort();
+          else signal?.addEventListener('abort', onAbort, { once: true });
+        });
+      } catch (error) {
+        this.#drained = undefined;
+        releaseTurnstile();
+        throw error;
+      }
     }
     this.#writing = true;
     let released = false;
@@ -121,6 +139,12 @@ export class RevisionLock {
   }
 }
 
+function abortedError(signal: AbortSignal): StepbindError {
+  return new StepbindError(ErrorCode.ABORTED, 'Waiting for a lock was cancelled.', {
+    cause: signal.reason,
+  });
+}
+
 /**
  * Acquires an async-mutex `Mutex` (FIFO) with an abort signal. An aborted waiter rejects with
  * `ABORTED` at once; its queue slot is released the moment it comes up, so the others keep their order.
@@ -129,22 +153,14 @@ export async function acquireMutex(
   mutex: Mutex,
   signal: AbortSignal | undefined,
 ): Promise<Release> {
-  if (signal?.aborted === true) {
-    throw new StepbindError(ErrorCode.ABORTED, 'Waiting for a lock was cancelled.', {
-      cause: signal.reason,
-    });
-  }
+  if (signal?.aborted === true) throw abortedError(signal);
   const acquiring = mutex.acquire();
   if (signal === undefined) return acquiring;
   return new Promise<Release>((resolve, reject) => {
     const onAbort = (): void => {
       // Keep the FIFO slot but hand it straight back when it comes up.
       void acquiring.then((release) => release());
-      reject(
-        new StepbindError(ErrorCode.ABORTED, 'Waiting for a lock was cancelled.', {
-          cause: signal.reason,
-        }),
-      );
+      reject(abortedError(signal));
     };
     signal.addEventListener('abort', onAbort, { once: true });
     void acquiring.then((release) => {

@@ -123,6 +123,9 @@ function parseServer(value: unknown, path: string): ServerConfig {
   const hasUrl = obj['url'] !== undefined;
   if (hasCommand === hasUrl) fail(path, 'needs exactly one of "command" (stdio) or "url" (http)');
   const type = obj['type'];
+  if (type === 'sse') {
+    fail(`${path}.type`, 'the legacy SSE transport is not supported; use Streamable HTTP ("http")');
+  }
   if (
     type !== undefined &&
     type !== (hasCommand ? 'stdio' : 'http') &&
@@ -154,7 +157,7 @@ function parseServer(value: unknown, path: string): ServerConfig {
       ...common,
       transport: 'stdio',
       command: expectString(obj['command'], `${path}.command`),
-      args: Object.freeze(args.map((a, i) => expectString(a, `${path}.args[${i}]`))),
+      args: Object.freeze(args.map((a, i) => expectString(a, `${path}.args[${i}]`, true))),
       env: expectStringRecord(obj['env'], `${path}.env`),
       envPassthrough: Object.freeze(
         passthrough.map((a, i) => expectString(a, `${path}.envPassthrough[${i}]`)),
@@ -217,8 +220,10 @@ function expectArray(value: unknown, path: string): unknown[] {
   return value;
 }
 
-function expectString(value: unknown, path: string): string {
-  if (typeof value !== 'string' || value.length === 0) fail(path, 'expected a non-empty string');
+function expectString(value: unknown, path: string, allowEmpty = false): string {
+  if (typeof value !== 'string' || (!allowEmpty && value.length === 0)) {
+    fail(path, allowEmpty ? 'expected a string' : 'expected a non-empty string');
+  }
   return value;
 }
 

@@ -13,7 +13,10 @@ export function identityKeyOf(config: ServerConfig): string {
         command: config.command,
         args: config.args,
         env: config.env,
-        envPassthrough: config.envPassthrough,
+        // Values, not just names: a rotated token in this process's environment means a reconnect.
+        envPassthrough: Object.fromEntries(
+          config.envPassthrough.map((name) => [name, process.env[name] ?? null]),
+        ),
         cwd: config.cwd ?? null,
         audience: config.audience,
       })

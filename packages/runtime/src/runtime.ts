@@ -59,7 +59,8 @@ export type RuntimeEvent =
       readonly cause: 'hard-refresh' | 'refresh';
     }
   | { readonly type: 'hard-refresh-failed'; readonly server: string; readonly error: StepbindError }
-  | { readonly type: 'connection-closed'; readonly server: string; readonly expected: boolean };
+  | { readonly type: 'connection-closed'; readonly server: string; readonly expected: boolean }
+  | { readonly type: 'connection-error'; readonly server: string; readonly error: Error };
 
 /** Options of {@link McpRuntime.open}. */
 export interface McpRuntimeOptions {
@@ -117,7 +118,8 @@ export interface RuntimeStatus {
 /** One live connection, its catalog slot and its background work. Shared by the sets that reuse it. */
 class ServerSession {
   readonly name: string;
-  readonly config: ServerConfig;
+  /** The configuration in force; a refresh that reuses the connection carries the new one over. */
+  config: ServerConfig;
   readonly identityKey: string;
   readonly connection: SdkConnection;
   readonly identity: ServerIdentity;
@@ -288,6 +290,8 @@ function buildView(set: ConnectionSet): BindingView {
 
 interface Candidate {
   readonly session: ServerSession;
+  /** The configuration the candidate was discovered under; installed on the session at publication. */
+  readonly config: ServerConfig;
   /** `undefined` when the re-list equals the published catalog (nothing to publish). */
   readonly snapshot: CatalogSnapshot | undefined;
   readonly listingKey: string | undefined;
@@ -315,6 +319,8 @@ export class McpRuntime {
   readonly #liveSets = new Set<ConnectionSet>();
   readonly #revoked = new Set<string>();
   readonly #background = new Set<Promise<void>>();
+  readonly #forceRestart = new Set<string>();
+  #rebuilding = false;
   readonly #policy: {
     policyEpoch: number;
     approval: 'none' | 'unproven-writes';
@@ -419,6 +425,8 @@ export class McpRuntime {
    */
   acceptIdentityChange(server: string): void {
     this.#registry.retireServer(server);
+    // Its registry entry is gone: the next refresh starts a fresh connection and publishes anew.
+    this.#forceRestart.add(server);
     this.markDirty(`identity:${server}`);
   }
 
@@ -465,16 +473,27 @@ export class McpRuntime {
    */
   async captureBinding(options: CaptureOptions = {}): Promise<McpBinding> {
     this.#ensureOpen();
-    if (this.#dirty)
-      await this.refreshIfDirty(options.signal === undefined ? {} : { signal: options.signal });
-    const set = this.#current;
-    if (set === undefined) throw closedError();
-    if (!set.graceUsed) {
-      set.graceUsed = true;
-      const starting = set.starting();
-      if (starting.length > 0) await this.#grace(starting, options.signal);
+    const signalOption = options.signal === undefined ? {} : { signal: options.signal };
+    let set: ConnectionSet | undefined;
+    // A refresh may publish a new set while this capture waits (refresh, grace): then start over,
+    // so a step never binds a set that was superseded (and perhaps drained) meanwhile.
+    for (let attempt = 0; ; attempt++) {
+      if (this.#dirty) await this.refreshIfDirty(signalOption);
+      set = this.#current;
+      if (set === undefined) throw closedError();
+      if (!set.graceUsed) {
+        set.graceUsed = true;
+        const starting = set.starting();
+        if (starting.length > 0) await this.#grace(starting, options.signal);
+      }
+      this.#ensureOpen();
+      if (set === this.#current || attempt >= 3) break;
     }
-    this.#ensureOpen();
+    if (set.retired)
+      throw new RuntimeError(
+        ErrorCode.SERVER_NOT_READY,
+        'The tools kept changing while this step was captured; capture again.',
+      );
     const view = set.view();
     const required = new Set(options.requiredServers ?? []);
     for (const [name, cfg] of set.config.servers) if (cfg.required) required.add(name);
@@ -489,14 +508,23 @@ export class McpRuntime {
         { detail: { server: name, reason: left?.reason ?? 'not-configured' } },
       );
     }
-    set.bindings++;
+    const bound = set;
+    bound.bindings++;
+    // Every catalog this step saw stays readable (not RETIRED) until the step is released.
+    const holds = view.servers.map((s) =>
+      // A catalog retired by acceptIdentityChange still serves until the next refresh; nothing to hold.
+      this.#registry.lifecycleOf(s.catalog) === 'RETIRED'
+        ? () => undefined
+        : this.#registry.acquire(s.catalog),
+    );
     const stepId = options.stepId ?? `step-${++this.#stepCounter}`;
     return createBinding(view, {
       stepId,
       policy: this.#policy,
       onDrained: () => {
-        set.bindings--;
-        this.#maybeDrain(set);
+        for (const release of holds) release();
+        bound.bindings--;
+        this.#maybeDrain(bound);
       },
     });
   }
@@ -609,6 +637,7 @@ export class McpRuntime {
     for (const set of this.#liveSets) set.detach();
     this.#liveSets.clear();
     this.#current = undefined;
+    await this.#refreshMutex.waitForUnlock();
     await Promise.allSettled([...this.#background]);
     await Promise.all([...this.#sessions].map((s) => this.#closeSession(s)));
   }
@@ -645,10 +674,19 @@ export class McpRuntime {
       if (onAbort !== undefined)
         for (const s of abortSignals) s.removeEventListener('abort', onAbort);
     }
-    signal?.throwIfAborted();
+    if (signal?.aborted === true) throw abortedError(signal.reason);
   }
 
   async #rebuild(reasons: readonly string[], signal: AbortSignal | undefined): Promise<void> {
+    this.#rebuilding = true;
+    try {
+      await this.#rebuildOnce(reasons, signal);
+    } finally {
+      this.#rebuilding = false;
+    }
+  }
+
+  async #rebuildOnce(reasons: readonly string[], signal: AbortSignal | undefined): Promise<void> {
     this.#rebuilds++;
     const config = this.#config;
     const old = this.#current;
@@ -676,14 +714,15 @@ export class McpRuntime {
           const reusable =
             prior?.kind === 'ready' &&
             prior.session.identityKey === key &&
-            !prior.session.connection.closed
+            !prior.session.connection.closed &&
+            !this.#forceRestart.has(name)
               ? prior.session
               : undefined;
           const task = (taskSignal: AbortSignal): Promise<Candidate> =>
             queue.add(() =>
               reusable === undefined
                 ? this.#startSession(name, cfg, key, taskSignal)
-                : this.#relistReused(reusable, taskSignal),
+                : this.#relistReused(reusable, cfg, taskSignal),
             );
           if (!cfg.required && reusable === undefined) {
             background.push({ name, task });
@@ -745,7 +784,7 @@ export class McpRuntime {
         this.#background.add(promise);
         void promise.finally(() => this.#background.delete(promise));
       }
-      await this.#publish(set, candidates, reasons);
+      await this.#publish(set, candidates, reasons, controller.signal);
       published = true;
     } catch (error) {
       controller.abort(error);
@@ -772,10 +811,11 @@ export class McpRuntime {
     const session = new ServerSession(name, cfg, key, connection);
     this.#sessions.add(session);
     try {
-      const { snapshot, listingKey } = await this.#discover(session, signal);
+      const { snapshot, listingKey } = await this.#discover(session, cfg, signal);
       this.#watch(session);
       return {
         session,
+        config: cfg,
         snapshot,
         listingKey,
         fresh: true,
@@ -788,12 +828,16 @@ export class McpRuntime {
     }
   }
 
-  async #relistReused(session: ServerSession, signal: AbortSignal): Promise<Candidate> {
+  async #relistReused(
+    session: ServerSession,
+    config: ServerConfig,
+    signal: AbortSignal,
+  ): Promise<Candidate> {
     const release = await acquireMutex(session.listMutex, signal);
     try {
       const expectedGeneration = session.catalog.generation;
-      const { snapshot, listingKey } = await this.#discover(session, signal);
-      return { session, snapshot, listingKey, fresh: false, expectedGeneration, release };
+      const { snapshot, listingKey } = await this.#discover(session, config, signal);
+      return { session, config, snapshot, listingKey, fresh: false, expectedGeneration, release };
     } catch (error) {
       release();
       throw error;
@@ -802,6 +846,7 @@ export class McpRuntime {
 
   async #discover(
     session: ServerSession,
+    config: ServerConfig,
     signal: AbortSignal,
   ): Promise<{ snapshot: CatalogSnapshot | undefined; listingKey: string | undefined }> {
     // An unchanged listing may skip validation only while the published catalog's epoch holds.
@@ -813,7 +858,7 @@ export class McpRuntime {
     return discoverSnapshot(session.connection, {
       ...(previousListingKey === undefined ? {} : { previousListingKey }),
       name: session.name,
-      config: session.config,
+      config,
       identity: session.identity,
       policyEpoch: this.#registry.policyEpoch,
       ...(this.#options.validation === undefined ? {} : { validation: this.#options.validation }),
@@ -843,6 +888,7 @@ export class McpRuntime {
     set: ConnectionSet,
     candidates: readonly Candidate[],
     reasons: readonly string[],
+    signal: AbortSignal,
   ): Promise<void> {
     const changed = candidates.filter(
       (c): c is Candidate & { snapshot: CatalogSnapshot } =>
@@ -853,9 +899,11 @@ export class McpRuntime {
     try {
       for (const c of reusedChanged) {
         const slot = c.session.slot;
-        if (slot !== undefined) releases.push(await slot.lock.acquireWrite());
+        if (slot !== undefined) releases.push(await slot.lock.acquireWrite({ signal }));
       }
       if (this.#closed) throw closedError();
+      // Waiting for calls in flight can take long: a refresh cancelled meanwhile publishes nothing.
+      if (signal.aborted) throw abortedError(signal.reason);
       // Check every precondition first so that either all catalogs publish or none does.
       for (const c of changed) this.#checkPublishable(c, c.snapshot);
       for (const c of changed) {
@@ -883,6 +931,9 @@ export class McpRuntime {
       for (const c of candidates) {
         set.entries.set(c.session.name, { kind: 'ready', session: c.session });
         c.session.refs++;
+        // Timeouts and limits are not part of the identity: a reused connection takes the new ones.
+        c.session.config = c.config;
+        if (c.fresh) this.#forceRestart.delete(c.session.name);
         set.watch(c.session);
       }
       const ordered = [...set.config.servers.keys()]
@@ -950,7 +1001,8 @@ export class McpRuntime {
   /** An optional server finished starting after its set was published: publish and adopt it. */
   #adoptLate(set: ConnectionSet, name: string, candidate: Candidate): void {
     const { session, snapshot } = candidate;
-    if (set.retired || this.#closed) {
+    // A refresh under way will start (or has started) its own connection for this server.
+    if (set.retired || this.#closed || this.#current !== set || this.#rebuilding) {
       void this.#closeSession(session);
       return;
     }
@@ -993,7 +1045,11 @@ export class McpRuntime {
       if (slot === undefined) return false;
       const expectedGeneration = slot.catalog.generation;
       const combined = combineSignals(signal, this.#closeController.signal);
-      const { snapshot: candidate, listingKey } = await this.#discover(session, combined);
+      const { snapshot: candidate, listingKey } = await this.#discover(
+        session,
+        session.config,
+        combined,
+      );
       if (candidate === undefined || this.#unchanged(session, candidate)) return false;
       const writeRelease = await slot.lock.acquireWrite(signal === undefined ? {} : { signal });
       let revision: number;
@@ -1071,6 +1127,11 @@ export class McpRuntime {
           Math.min(debounceMs, session.debounceStarted + 10 * debounceMs - now),
         );
         session.debounce = setTimeout(fire, wait);
+      }),
+    );
+    session.unsubscribe.push(
+      session.connection.onError((error) => {
+        this.#emit({ type: 'connection-error', server: session.name, error });
       }),
     );
     session.unsubscribe.push(

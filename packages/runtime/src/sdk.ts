@@ -134,6 +134,7 @@ export class SdkConnection {
   #listChangedVersion = 0;
   #listChangedListeners = new Set<Listener>();
   #closeListeners = new Set<Listener>();
+  #errorListeners = new Set<(error: Error) => void>();
   #stderrTail: string[];
   #source: ToolListSource;
 
@@ -168,6 +169,19 @@ export class SdkConnection {
       for (const listener of this.#closeListeners) listener();
       this.#closeListeners.clear();
     };
+    client.onerror = (error) => {
+      for (const listener of this.#errorListeners) listener(error);
+    };
+  }
+
+  /**
+   * Calls `listener` with every transport or protocol error the SDK reports outside a request
+   * (bad JSON from the server, a failed cancellation, a child process error). Returns an
+   * unsubscribe function.
+   */
+  onError(listener: (error: Error) => void): () => void {
+    this.#errorListeners.add(listener);
+    return () => this.#errorListeners.delete(listener);
   }
 
   /** True once the transport closed, by us or because the server went away. */
@@ -231,6 +245,9 @@ export class SdkConnection {
         undefined,
       );
     }
+    // The SDK never removes its abort listener: give it a per-call signal linked to the caller's,
+    // so a long-lived signal neither leaks listeners nor cancels requests that already finished.
+    const link = linkSignal(options.signal);
     try {
       return await this.client.request(
         {
@@ -238,10 +255,7 @@ export class SdkConnection {
           params: { name: tool, arguments: args as Record<string, unknown> },
         },
         CallToolResultSchema,
-        {
-          timeout: options.timeoutMs,
-          ...(options.signal === undefined ? {} : { signal: options.signal }),
-        },
+        { timeout: options.timeoutMs, ...(link === undefined ? {} : { signal: link.signal }) },
       );
     } catch (error) {
       throw mapSdkError(error, {
@@ -251,6 +265,8 @@ export class SdkConnection {
         timeoutMs: options.timeoutMs,
         ...(options.signal === undefined ? {} : { signal: options.signal }),
       });
+    } finally {
+      link?.dispose();
     }
   }
 
@@ -268,7 +284,7 @@ export class SdkConnection {
       // Closing a transport that already failed can throw; the process check below still runs.
     }
     this.#closed = true;
-    if (this.pid !== undefined) await waitForExit(this.pid);
+    if (this.pid !== undefined) await ensureExited(this.pid);
   }
 
   /** Same as {@link close}. */
@@ -277,11 +293,44 @@ export class SdkConnection {
   }
 }
 
-async function waitForExit(pid: number): Promise<void> {
-  // The SDK sends SIGKILL last without waiting for it to land; poll briefly so close() means gone.
-  for (let i = 0; i < 50 && isAlive(pid); i++) {
+async function waitForExit(pid: number, ms: number): Promise<boolean> {
+  for (let waited = 0; isAlive(pid); waited += 20) {
+    if (waited >= ms) return false;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+  return true;
+}
+
+/**
+ * Makes sure a child process is gone: it normally exits once its stdin closes; otherwise SIGTERM,
+ * then SIGKILL. (The SDK escalates too, but it drops its handle without waiting when `initialize`
+ * fails, and never waits for the SIGKILL to land.)
+ */
+async function ensureExited(pid: number): Promise<void> {
+  if (await waitForExit(pid, 1_000)) return;
+  for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      return;
+    }
+    if (await waitForExit(pid, 1_000)) return;
+  }
+}
+
+/** A per-request signal that follows `outer`; `dispose()` detaches it. */
+function linkSignal(
+  outer: AbortSignal | undefined,
+): { readonly signal: AbortSignal; dispose(): void } | undefined {
+  if (outer === undefined) return undefined;
+  const controller = new AbortController();
+  const onAbort = (): void => controller.abort(outer.reason);
+  if (outer.aborted) onAbort();
+  else outer.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: controller.signal,
+    dispose: () => outer.removeEventListener('abort', onAbort),
+  };
 }
 
 function isAlive(pid: number): boolean {
@@ -318,6 +367,7 @@ export async function connectServer(
   const timeoutMs = options.timeoutMs ?? config.startupTimeoutMs;
   const stderrTail: string[] = [];
   let transport: Transport;
+  let childPid: number | undefined;
   let stdio: StdioClientTransport | undefined;
   if (config.transport === 'stdio') {
     const env: Record<string, string> = {};
@@ -326,13 +376,23 @@ export async function connectServer(
       if (value !== undefined) env[key] = value;
     }
     Object.assign(env, config.env);
-    stdio = new StdioClientTransport({
+    const spawned = new StdioClientTransport({
       command: config.command,
       args: [...config.args],
       env,
       ...(config.cwd === undefined ? {} : { cwd: config.cwd }),
       stderr: options.stderr === 'inherit' ? 'inherit' : 'pipe',
     });
+    // Record the pid as soon as the child exists: a failed initialize makes the SDK forget it.
+    const start = spawned.start.bind(spawned);
+    spawned.start = async () => {
+      try {
+        await start();
+      } finally {
+        childPid = spawned.pid ?? undefined;
+      }
+    };
+    stdio = spawned;
     const stream = stdio.stderr;
     if (stream !== null) {
       let partial = '';
@@ -355,7 +415,7 @@ export async function connectServer(
     return await openSession(name, transport, {
       timeoutMs,
       ...(options.signal === undefined ? {} : { signal: options.signal }),
-      pid: () => stdio?.pid ?? undefined,
+      pid: () => childPid,
       stderrTail,
     });
   } catch (error) {
@@ -415,10 +475,11 @@ async function openSession(
     protocolVersion = version;
     forward?.(version);
   };
+  const link = linkSignal(options.signal);
   try {
     await client.connect(transport, {
       timeout: options.timeoutMs,
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      ...(link === undefined ? {} : { signal: link.signal }),
     });
   } catch (error) {
     try {
@@ -426,8 +487,9 @@ async function openSession(
     } catch {
       // The start already failed; the close is best effort and the original error is reported.
     }
+    // The SDK already dropped its handle on the child: make sure it is gone before reporting.
     const pid = options.pid();
-    if (pid !== undefined) await waitForExit(pid);
+    if (pid !== undefined) await ensureExited(pid);
     const mapped = mapSdkError(error, {
       server: name,
       operation: 'initialize',
@@ -440,6 +502,8 @@ async function openSession(
       error instanceof Error ? error.message : String(error),
       { detail: { server: name }, cause: error },
     );
+  } finally {
+    link?.dispose();
   }
   return new SdkConnection(name, client, options.pid(), options.stderrTail, protocolVersion);
 }

@@ -36,6 +36,11 @@ describe('parseConfig', () => {
     expect(config.concurrency).toBe(4);
   });
 
+  it('accepts empty-string arguments', () => {
+    const config = parseConfig({ mcpServers: { a: { command: 'x', args: ['--prefix', ''] } } });
+    expect(config.servers.get('a')).toMatchObject({ args: ['--prefix', ''] });
+  });
+
   it.each([
     [{}, '$.mcpServers'],
     [{ mcpServers: {}, extra: 1 }, '$.extra'],
@@ -55,6 +60,7 @@ describe('parseConfig', () => {
     [{ mcpServers: { a: { command: 'x', env: { K: 1 } } } }, '$.mcpServers.a.env.K'],
     [{ mcpServers: { 'bad name!': { command: 'x' } } }, '$.mcpServers["bad name!"]'],
     [{ mcpServers: {}, concurrency: 0 }, '$.concurrency'],
+    [{ mcpServers: { a: { url: 'http://h', type: 'sse' } } }, '$.mcpServers.a.type'],
   ])('rejects %j at %s', (input, path) => {
     expect(pathOf(input)).toBe(path);
   });

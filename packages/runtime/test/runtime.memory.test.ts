@@ -414,6 +414,110 @@ describe('McpRuntime bindings (in-memory servers)', () => {
     expect((await failure(running)).code).toBe('CONNECTION_CLOSED');
   });
 
+  it('reports an already aborted signal as ABORTED, not as a refused prepare hook', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
+    await using binding = await runtime.captureBinding();
+    const error = await failure(
+      binding.prepareCall('a__alpha').run({}, { signal: AbortSignal.abort() }),
+    );
+    expect(error.code).toBe('ABORTED');
+    expect(calls(fleet, 'a')).toEqual([]);
+  });
+
+  it('neither leaks abort listeners nor cancels finished calls when one signal serves many calls', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
+    await using binding = await runtime.captureBinding();
+    const session = new AbortController();
+    for (let i = 0; i < 25; i++)
+      await binding.prepareCall('a__alpha').run({}, { signal: session.signal });
+    session.abort();
+    await runtime.hardRefresh('a');
+    expect(fleet.audit('a').filter((e) => e.method === 'notifications/cancelled')).toEqual([]);
+  });
+
+  it('carries new timeouts and limits over to a reused connection', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single', callDelayMs: 300 } });
+    runtime.updateConfig(fleet.config({ a: { callTimeoutMs: 50 } }));
+    await using binding = await runtime.captureBinding();
+    expect(fleet.instances('a')).toHaveLength(1);
+    expect((await failure(binding.prepareCall('a__alpha').run({}))).code).toBe('TIMEOUT');
+    runtime.updateConfig(fleet.config({ a: { limits: { maxTools: 1 } } }));
+    expect((await failure(runtime.refreshIfDirty())).message).toContain('TOOL_LIMIT');
+  });
+
+  it('publishes nothing when a refresh is cancelled while it waits for calls in flight', async () => {
+    const { runtime } = await setup({ a: { scenario: 'single' } });
+    await using binding = await runtime.captureBinding();
+    let finish!: () => void;
+    const held = new Promise<void>((resolve) => (finish = resolve));
+    let entered!: () => void;
+    const inPrepare = new Promise<void>((resolve) => (entered = resolve));
+    const running = binding.prepareCall('a__alpha').run(
+      {},
+      {
+        prepare: async () => {
+          entered();
+          await held;
+        },
+      },
+    );
+    await inPrepare;
+    runtime.setPolicyEpoch(1); // every catalog must be re-published: a write lock is needed
+    const controller = new AbortController();
+    const refresh = runtime.refreshIfDirty({ signal: controller.signal });
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    controller.abort();
+    expect((await failure(refresh)).code).toBe('ABORTED');
+    expect(runtime.dirty).toBe(true);
+    expect(runtime.status().servers[0]?.generation).toBe(1);
+    finish();
+    await running.catch(() => undefined);
+  });
+
+  it('keeps serving and re-publishing a server after acceptIdentityChange', async () => {
+    const { runtime } = await setup({ a: { scenario: 'single' } });
+    runtime.acceptIdentityChange('a');
+    await using first = await runtime.captureBinding();
+    runtime.setPolicyEpoch(1);
+    await using second = await runtime.captureBinding();
+    expect(second.policyEpoch).toBe(1);
+    expect(await runtime.hardRefresh('a')).toBe(false);
+    expect(first.servers[0]?.bound).toBe(true);
+  });
+
+  it('keeps a superseded catalog SUPERSEDED while a step holds it and RETIRED once released', async () => {
+    const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
+    const old = await runtime.captureBinding();
+    const before = runtime.registry.current('a', 'default');
+    expect(before?.generation).toBe(1);
+    fleet.server('a').replaceCatalog([[scriptedTool('alpha')]]);
+    expect(await runtime.hardRefresh('a')).toBe(true);
+    expect(runtime.registry.current('a', 'default')?.generation).toBe(2);
+    expect(before && runtime.registry.lifecycleOf(before)).toBe('SUPERSEDED');
+    old.release();
+    expect(before && runtime.registry.lifecycleOf(before)).toBe('RETIRED');
+  });
+
+  it('never binds a set that a refresh superseded while the capture waited for optional servers', async () => {
+    const { fleet, runtime } = await setup(
+      { a: { scenario: 'single' }, slow: { scenario: 'normal', pageDelayMs: 300 } },
+      { slow: { required: false } },
+      { optionalGraceMs: 2_000 },
+    );
+    runtime.updateConfig(fleet.config({ slow: { required: false, args: ['slow', 'v2'] } }));
+    await runtime.refreshIfDirty();
+    const capturing = runtime.captureBinding();
+    runtime.updateConfig(
+      fleet.config({ a: { args: ['a', 'v2'] }, slow: { required: false, args: ['slow', 'v2'] } }),
+    );
+    await runtime.refreshIfDirty();
+    await using binding = await capturing;
+    expect(binding.servers.find((s) => s.name === 'a')?.bound).toBe(true);
+    expect(runtime.status().setId).toBeGreaterThanOrEqual(3);
+    await binding.prepareCall('a__alpha').run({});
+    expect(fleet.instances('a')[1]?.audit.some((e) => e.tool === 'alpha')).toBe(true);
+  });
+
   it('makes close idempotent and fails later work with RUNTIME_CLOSED', async () => {
     const { runtime } = await setup({ a: { scenario: 'single' } });
     const binding = await runtime.captureBinding();

@@ -9,6 +9,9 @@ import {
   type ServerFixture,
   type ScriptedServerOptions,
 } from '@stepbind/testkit';
+import { readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitUntilGone } from './helpers.js';
 
@@ -191,6 +194,23 @@ describe('McpRuntime over real stdio servers', () => {
     expect(binding.tools.map((t) => t.name)).toEqual(['a__alpha', 'a__beta']);
     expect(runtime.status().servers.find((s) => s.name === 'mute')?.state).toBe('starting');
     // close() must also end the child that never finished initialize.
+  });
+});
+
+describe('no child process outlives a failed start', () => {
+  it('leaves no child when open() rejects because a server never answers initialize', async () => {
+    const pidFile = join(tmpdir(), `stepbind-mute-${process.pid}-${Date.now()}.pid`);
+    const script = `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => {}, 1000)`;
+    const error: unknown = await McpRuntime.open({
+      mcpServers: {
+        mute: { command: process.execPath, args: ['-e', script], startupTimeoutMs: 300 },
+      },
+    }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'REQUIRED_SERVERS_FAILED' });
+    const pid = Number(await readFile(pidFile, 'utf8'));
+    await rm(pidFile, { force: true });
+    expect(pid).toBeGreaterThan(0);
+    expect(isProcessAlive(pid)).toBe(false);
   });
 });
 
