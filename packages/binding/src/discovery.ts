@@ -60,6 +60,19 @@ export interface EnumerateOptions {
   readonly signal?: AbortSignal;
   /** Clock, for tests. @default Date.now */
   readonly now?: () => number;
+  /**
+   * Called once per page that passed the enumeration's own checks, in order, with the page's tools
+   * as they will appear in {@link ToolEnumeration.pages}. It runs synchronously after the request
+   * for the next page (or the revision re-read) was sent, so CPU work on page k overlaps the
+   * server's work on page k+1.
+   *
+   * An error it throws is held, no later page is handed to it, and the enumeration rejects with
+   * that error once the traversal ends without a restart or an error of its own: enumeration
+   * errors and restarts keep the precedence they have when the pages are judged afterwards.
+   */
+  readonly onPage?: (tools: readonly RawTool[], pageIndex: number) => void;
+  /** Called before a stale traversal restarts from the first page (forget pages seen so far). */
+  readonly onRestart?: () => void;
 }
 
 /** What the revision tokens of a traversal prove. */
@@ -200,9 +213,11 @@ export async function enumerateCatalog(
     now,
     signal: options.signal,
     verifyRevision: options.verifyRevision ?? true,
+    onPage: options.onPage,
     requests: 0,
   };
   for (let restarts = 0; ; restarts++) {
+    if (restarts > 0) options.onRestart?.();
     const changeVersion = options.changes?.version;
     const startedAt = now();
     try {
@@ -229,6 +244,7 @@ interface TraversalContext {
   readonly now: () => number;
   readonly signal: AbortSignal | undefined;
   readonly verifyRevision: boolean;
+  readonly onPage: ((tools: readonly RawTool[], pageIndex: number) => void) | undefined;
   requests: number;
 }
 
@@ -243,16 +259,33 @@ async function traverse(
   const tools: RawTool[] = [];
   const pages: (readonly RawTool[])[] = [];
   const revisions: (string | undefined)[] = [];
+  // The page handed to onPage once the next request is on the wire, and onPage's held error.
+  let handOver: { readonly tools: readonly RawTool[]; readonly pageIndex: number } | undefined;
+  let held: { readonly error: unknown } | undefined;
+  const runHandOver = (): void => {
+    if (handOver === undefined || ctx.onPage === undefined) return;
+    const { tools: pageTools, pageIndex } = handOver;
+    handOver = undefined;
+    if (held !== undefined) return;
+    try {
+      ctx.onPage(pageTools, pageIndex);
+    } catch (error) {
+      held = { error };
+    }
+  };
   const checkChanges = (): void => {
     if (changes !== undefined && changes.version !== changeVersion) {
       throw new StaleTraversal(ErrorCode.CATALOG_CHANGED, 'tools/list_changed received');
     }
   };
   let cursor: string | undefined = undefined;
+  let pending = requestPage(ctx, cursor, 0);
   for (let pageIndex = 0; ; pageIndex++) {
     let result: unknown;
+    // Synchronous between sending the request and awaiting it: no rejection can go unhandled.
+    runHandOver();
     try {
-      result = await requestPage(ctx, cursor, pageIndex);
+      result = await pending;
     } catch (error) {
       // A request that failed after a list_changed arrived (typically a cursor of the old catalog
       // that the server no longer knows) belongs to a stale traversal: restart, do not fail.
@@ -290,7 +323,9 @@ async function traverse(
         );
       }
     }
-    pages.push(Object.freeze(pageTools));
+    const frozen = Object.freeze(pageTools);
+    pages.push(frozen);
+    handOver = { tools: frozen, pageIndex };
     const next = page.nextCursor;
     if (next === undefined) break;
     const bytes = Buffer.byteLength(next, 'utf8');
@@ -317,8 +352,11 @@ async function traverse(
     }
     seenCursors.add(next);
     cursor = next;
+    pending = requestPage(ctx, cursor, pageIndex + 1);
   }
-  const revision = await proveRevision(ctx, revisions, checkChanges);
+  const revision = await proveRevision(ctx, revisions, checkChanges, runHandOver);
+  runHandOver();
+  if (held !== undefined) throw held.error;
   return {
     tools: Object.freeze(tools),
     pages: Object.freeze(pages),
@@ -331,13 +369,16 @@ async function proveRevision(
   ctx: TraversalContext,
   revisions: readonly (string | undefined)[],
   checkChanges: () => void,
+  whileWaiting: () => void,
 ): Promise<RevisionProof> {
   const first = revisions[0];
   if (first === undefined) return { kind: 'unversioned' };
   // One response is atomic: a single page needs no re-read to prove its revision.
   let reread: string | undefined = 'not-read';
   if (ctx.verifyRevision && revisions.length > 1) {
-    reread = readPage(await requestPage(ctx, undefined, 0), ctx.server, 0, undefined).revision;
+    const pending = requestPage(ctx, undefined, 0);
+    whileWaiting();
+    reread = readPage(await pending, ctx.server, 0, undefined).revision;
     checkChanges();
   }
   const verdict = classifyRevisions(revisions, reread);

@@ -56,6 +56,7 @@ export {
   DEFAULT_SNAPSHOT_TTL_MS,
   computeTransportDigest,
   createCatalogSnapshot,
+  createSnapshotBuilder,
   effectClassOf,
   withGeneration,
 } from './snapshot.js';
@@ -65,6 +66,9 @@ export type {
   EffectClass,
   ServerIdentity,
   ServerInfo,
+  SnapshotBuilder,
+  SnapshotBuilderOptions,
+  SnapshotFinishInput,
   ToolDescriptor,
 } from './snapshot.js';
 export {

@@ -231,9 +231,210 @@ class ToolsByName implements ReadonlyMap<string, ToolDescriptor> {
   }
 }
 
+/** What {@link createSnapshotBuilder} needs before the first page: everything but the pages and proof. */
+export type SnapshotBuilderOptions = Omit<
+  CreateCatalogSnapshotInput,
+  'pages' | 'sourceRevision' | 'revisionProof' | 'discoveryStartedAt'
+>;
+
+/** What {@link SnapshotBuilder.finish} needs once the traversal is complete. */
+export type SnapshotFinishInput = Pick<
+  CreateCatalogSnapshotInput,
+  'sourceRevision' | 'revisionProof' | 'discoveryStartedAt'
+>;
+
+/**
+ * Builds a {@link CatalogSnapshot} page by page, so validation and digests can run while the next
+ * page is on the wire. `finish` gives exactly what {@link createCatalogSnapshot} gives for the same
+ * pages: same digests, model names and errors.
+ *
+ * All or nothing: a page that fails leaves the builder failed (every later call rethrows that
+ * error until `reset`), and nothing is frozen or published before `finish`. The raw tools of the
+ * pages added must not be mutated until `finish`: their digests are taken when the page is added.
+ */
+export interface SnapshotBuilder {
+  /** Number of pages added since creation or the last {@link SnapshotBuilder.reset}. */
+  readonly pageCount: number;
+  /**
+   * Validates and digests one page. `pageIndex` must be {@link SnapshotBuilder.pageCount}.
+   *
+   * @throws CatalogError any code of `createCatalogSnapshot` for this page.
+   */
+  addPage(tools: readonly unknown[], pageIndex: number): void;
+  /** Forgets every page and any failure, for a traversal restarted from the first page. */
+  reset(): void;
+  /**
+   * Freezes the pages added so far into a candidate snapshot; the builder is then spent.
+   *
+   * @throws CatalogError the builder's failure, or `INVALID_OPTIONS` for a proven catalog without
+   *   `sourceRevision`.
+   */
+  finish(input: SnapshotFinishInput): CatalogSnapshot;
+}
+
+/**
+ * A {@link SnapshotBuilder} for one server's catalog. The generation and ttl are checked here, before
+ * any page.
+ *
+ * @throws CatalogError `INVALID_OPTIONS` for a bad generation or ttl.
+ */
+export function createSnapshotBuilder(options: SnapshotBuilderOptions): SnapshotBuilder {
+  return new Builder(options);
+}
+
+function checkProof(server: string, input: SnapshotFinishInput): void {
+  if (input.revisionProof === 'proven' && typeof input.sourceRevision !== 'string') {
+    throw new CatalogError(
+      ErrorCode.INVALID_OPTIONS,
+      `A proven catalog of server "${server}" needs its sourceRevision.`,
+      { detail: { server, option: 'sourceRevision' } },
+    );
+  }
+}
+
+class Builder implements SnapshotBuilder {
+  readonly #options: SnapshotBuilderOptions;
+  readonly #server: string;
+  readonly #generation: number;
+  readonly #ttlMs: number;
+  readonly #cache: SchemaValidatorCache;
+  readonly #base: ValidationOptions;
+  // Parallel arrays rather than one record per tool: the canonical texts die young, and the
+  // little that lives until the descriptors exist is copied by as few scavenges as possible.
+  #raws: McpToolDefinition[] = [];
+  #digests: string[] = [];
+  #inputDigests: string[] = [];
+  #outputDigests: (string | undefined)[] = [];
+  #index = new ToolNameIndex();
+  #pageDigests: string[] = [];
+  #pageSizes: number[] = [];
+  #failure: { readonly error: unknown } | undefined;
+  #spent = false;
+
+  constructor(options: SnapshotBuilderOptions) {
+    const server = options.identity.name;
+    const generation = options.generation ?? 0;
+    const ttlMs = options.ttlMs ?? DEFAULT_SNAPSHOT_TTL_MS;
+    if (!Number.isSafeInteger(generation) || generation < 0 || !(ttlMs >= 0)) {
+      throw new CatalogError(
+        ErrorCode.INVALID_OPTIONS,
+        `Invalid generation or ttlMs for the catalog of server "${server}".`,
+        { detail: { server, generation, ttlMs } },
+      );
+    }
+    this.#options = options;
+    this.#server = server;
+    this.#generation = generation;
+    this.#ttlMs = ttlMs;
+    this.#cache =
+      options.validatorCache ?? options.validation?.validatorCache ?? new SchemaValidatorCache();
+    this.#base = {
+      ...options.validation,
+      server: options.validation?.server ?? server,
+      validatorCache: this.#cache,
+    };
+  }
+
+  get pageCount(): number {
+    return this.#pageSizes.length;
+  }
+
+  addPage(page: readonly unknown[], pageIndex: number): void {
+    this.#usable();
+    if (pageIndex !== this.#pageSizes.length) {
+      throw new CatalogError(
+        ErrorCode.INVALID_OPTIONS,
+        `Pages of the catalog of server "${this.#server}" must be added in order: got page ${pageIndex + 1}, expected page ${this.#pageSizes.length + 1}.`,
+        { detail: { server: this.#server, page: pageIndex } },
+      );
+    }
+    try {
+      const o = resolveValidationOptions({ ...this.#base, pageIndex });
+      let pageText = '[';
+      for (let i = 0; i < page.length; i++) {
+        const tool = checkSnapshotTool(page[i], o, i, this.#index);
+        if (i > 0) pageText += ',';
+        pageText += tool.text;
+        this.#raws.push(tool.raw);
+        this.#digests.push(tool.digest);
+        this.#inputDigests.push(tool.inputSchemaDigest);
+        this.#outputDigests.push(tool.outputSchemaDigest);
+      }
+      this.#pageDigests.push(sha256Hex(pageText + ']'));
+      this.#pageSizes.push(page.length);
+    } catch (error) {
+      this.#failure = { error };
+      throw error;
+    }
+  }
+
+  reset(): void {
+    this.#raws = [];
+    this.#digests = [];
+    this.#inputDigests = [];
+    this.#outputDigests = [];
+    this.#index = new ToolNameIndex();
+    this.#pageDigests = [];
+    this.#pageSizes = [];
+    this.#failure = undefined;
+    this.#spent = false;
+  }
+
+  finish(input: SnapshotFinishInput): CatalogSnapshot {
+    checkProof(this.#server, input);
+    this.#usable();
+    this.#spent = true;
+    const raws = this.#raws;
+    const cache = this.#cache;
+    // Frozen only once the whole catalog is valid: a refused catalog leaves its input untouched.
+    for (let i = 0; i < raws.length; i++) deepFreeze(raws[i]);
+    const index = this.#index;
+    const names = modelNamesOf(this.#server, index.names, index.parts, index.clashes);
+    const tools: ToolDescriptor[] = new Array<ToolDescriptor>(raws.length);
+    for (let i = 0; i < raws.length; i++) {
+      tools[i] = new Descriptor(
+        raws[i] as McpToolDefinition,
+        names[i] as string,
+        this.#digests[i] as string,
+        this.#inputDigests[i] as string,
+        this.#outputDigests[i],
+        cache,
+      );
+    }
+    const options = this.#options;
+    return Object.freeze({
+      schema: CATALOG_SNAPSHOT_SCHEMA,
+      identity: freezeIdentity(options.identity),
+      audience: options.audience,
+      policyEpoch: options.policyEpoch,
+      generation: this.#generation,
+      sourceRevision: input.revisionProof === 'proven' ? input.sourceRevision : undefined,
+      discoveryStartedAt: input.discoveryStartedAt,
+      expiresAt: input.discoveryStartedAt + this.#ttlMs,
+      pageSizes: Object.freeze(this.#pageSizes),
+      pageRoot: `sha256:${sha256Hex(this.#pageDigests.join(''))}`,
+      state: input.revisionProof === 'proven' ? 'SNAPSHOT_PROVEN' : 'UNVERSIONED_OBSERVATION',
+      tools: Object.freeze(tools),
+      toolsByName: new ToolsByName(index, tools),
+    });
+  }
+
+  #usable(): void {
+    if (this.#failure !== undefined) throw this.#failure.error;
+    if (this.#spent) {
+      throw new CatalogError(
+        ErrorCode.INVALID_OPTIONS,
+        `The snapshot builder of server "${this.#server}" already finished; reset it or create another.`,
+        { detail: { server: this.#server } },
+      );
+    }
+  }
+}
+
 /**
  * Validate every page and build a frozen candidate snapshot: descriptor, schema and page digests,
- * model names and effect classes. All or nothing.
+ * model names and effect classes. All or nothing. The same code path as
+ * {@link createSnapshotBuilder}, with every page added at once.
  *
  * Raw tool definitions are deep-frozen once here, after the whole catalog passed (a refused catalog
  * leaves its input untouched), so digests can never drift from the objects the snapshot hands out.
@@ -246,86 +447,10 @@ class ToolsByName implements ReadonlyMap<string, ToolDescriptor> {
  *   or `INVALID_OPTIONS` for a proven snapshot without `sourceRevision` or a bad generation/ttl.
  */
 export function createCatalogSnapshot(input: CreateCatalogSnapshotInput): CatalogSnapshot {
-  const server = input.identity.name;
-  if (input.revisionProof === 'proven' && typeof input.sourceRevision !== 'string') {
-    throw new CatalogError(
-      ErrorCode.INVALID_OPTIONS,
-      `A proven catalog of server "${server}" needs its sourceRevision.`,
-      { detail: { server, option: 'sourceRevision' } },
-    );
-  }
-  const generation = input.generation ?? 0;
-  const ttlMs = input.ttlMs ?? DEFAULT_SNAPSHOT_TTL_MS;
-  if (!Number.isSafeInteger(generation) || generation < 0 || !(ttlMs >= 0)) {
-    throw new CatalogError(
-      ErrorCode.INVALID_OPTIONS,
-      `Invalid generation or ttlMs for the catalog of server "${server}".`,
-      { detail: { server, generation, ttlMs } },
-    );
-  }
-  const cache =
-    input.validatorCache ?? input.validation?.validatorCache ?? new SchemaValidatorCache();
-  const base = {
-    ...input.validation,
-    server: input.validation?.server ?? server,
-    validatorCache: cache,
-  };
-
-  // Parallel arrays rather than one record per tool: the canonical texts die young, and the
-  // little that lives until the descriptors exist is copied by as few scavenges as possible.
-  const raws: McpToolDefinition[] = [];
-  const digests: string[] = [];
-  const inputDigests: string[] = [];
-  const outputDigests: (string | undefined)[] = [];
-  const index = new ToolNameIndex();
-  const pageDigests: string[] = [];
-  const pageSizes: number[] = [];
-  for (let p = 0; p < input.pages.length; p++) {
-    const page = input.pages[p] ?? [];
-    const o = resolveValidationOptions({ ...base, pageIndex: p });
-    let pageText = '[';
-    for (let i = 0; i < page.length; i++) {
-      const tool = checkSnapshotTool(page[i], o, i, index);
-      if (i > 0) pageText += ',';
-      pageText += tool.text;
-      raws.push(tool.raw);
-      digests.push(tool.digest);
-      inputDigests.push(tool.inputSchemaDigest);
-      outputDigests.push(tool.outputSchemaDigest);
-    }
-    pageDigests.push(sha256Hex(pageText + ']'));
-    pageSizes.push(page.length);
-  }
-
-  // Frozen only once the whole catalog is valid: a refused catalog leaves its input untouched.
-  for (let i = 0; i < raws.length; i++) deepFreeze(raws[i]);
-  const names = modelNamesOf(server, index.names, index.parts, index.clashes);
-  const tools: ToolDescriptor[] = new Array<ToolDescriptor>(raws.length);
-  for (let i = 0; i < raws.length; i++) {
-    tools[i] = new Descriptor(
-      raws[i] as McpToolDefinition,
-      names[i] as string,
-      digests[i] as string,
-      inputDigests[i] as string,
-      outputDigests[i],
-      cache,
-    );
-  }
-  return Object.freeze({
-    schema: CATALOG_SNAPSHOT_SCHEMA,
-    identity: freezeIdentity(input.identity),
-    audience: input.audience,
-    policyEpoch: input.policyEpoch,
-    generation,
-    sourceRevision: input.revisionProof === 'proven' ? input.sourceRevision : undefined,
-    discoveryStartedAt: input.discoveryStartedAt,
-    expiresAt: input.discoveryStartedAt + ttlMs,
-    pageSizes: Object.freeze(pageSizes),
-    pageRoot: `sha256:${sha256Hex(pageDigests.join(''))}`,
-    state: input.revisionProof === 'proven' ? 'SNAPSHOT_PROVEN' : 'UNVERSIONED_OBSERVATION',
-    tools: Object.freeze(tools),
-    toolsByName: new ToolsByName(index, tools),
-  });
+  checkProof(input.identity.name, input);
+  const builder = createSnapshotBuilder(input);
+  for (let p = 0; p < input.pages.length; p++) builder.addPage(input.pages[p] ?? [], p);
+  return builder.finish(input);
 }
 
 /**

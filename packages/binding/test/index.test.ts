@@ -36,6 +36,7 @@ describe('@stepbind/binding public surface', () => {
       'computeTransportDigest',
       'createBinding',
       'createCatalogSnapshot',
+      'createSnapshotBuilder',
       'dialectOf',
       'digestOf',
       'effectClassOf',

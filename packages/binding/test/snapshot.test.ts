@@ -9,9 +9,11 @@ import {
   canonicalJson,
   computeTransportDigest,
   createCatalogSnapshot,
+  createSnapshotBuilder,
   digestOf,
   effectClassOf,
   withGeneration,
+  type CatalogSnapshot,
   type CreateCatalogSnapshotInput,
 } from '@stepbind/binding';
 
@@ -341,5 +343,79 @@ describe('effect class', () => {
     [{ readOnlyHint: 'true' }, 'destructive'],
   ])('annotations %j give %s', (annotations, expected) => {
     expect(effectClassOf(annotations === undefined ? {} : { annotations })).toBe(expected);
+  });
+});
+
+describe('createSnapshotBuilder', () => {
+  const options = (extra: Partial<CreateCatalogSnapshotInput> = {}) => {
+    const { pages: _pages, ...rest } = input([], extra);
+    return rest;
+  };
+  const summary = (s: CatalogSnapshot) => ({
+    pageRoot: s.pageRoot,
+    pageSizes: s.pageSizes,
+    state: s.state,
+    expiresAt: s.expiresAt,
+    tools: s.tools.map((t) => ({
+      name: t.name,
+      modelName: t.modelName,
+      descriptorDigest: t.descriptorDigest,
+      inputSchemaDigest: t.inputSchemaDigest,
+      outputSchemaDigest: t.outputSchemaDigest,
+      effectClass: t.effectClass,
+    })),
+  });
+
+  it('builds page by page exactly the snapshot createCatalogSnapshot builds (golden pages)', () => {
+    const pages = golden.snapshot.input.pages;
+    const builder = createSnapshotBuilder(options());
+    pages.forEach((page, i) => builder.addPage(structuredClone(page), i));
+    const built = builder.finish({ revisionProof: 'unversioned', discoveryStartedAt: 1_000 });
+    expect(summary(built)).toEqual(summary(createCatalogSnapshot(input(pages))));
+    expect(built.pageRoot).toBe(golden.snapshot.expected.pageRoot);
+    expect(Object.isFrozen(built.tools[0]?.raw)).toBe(true);
+  });
+
+  it('forgets the pages of a restarted traversal on reset', () => {
+    const builder = createSnapshotBuilder(options());
+    builder.addPage([structuredClone(readFile)], 0);
+    builder.reset();
+    builder.addPage([structuredClone(readFile)], 0);
+    const built = builder.finish({ revisionProof: 'unversioned', discoveryStartedAt: 1_000 });
+    expect(built.pageSizes).toEqual([1]);
+    expect(built.tools.map((t) => t.name)).toEqual(['read_file']);
+  });
+
+  it('stays failed after a refused page, leaves the pages unfrozen, and recovers on reset', () => {
+    const builder = createSnapshotBuilder(options());
+    const first = structuredClone(readFile);
+    builder.addPage([first], 0);
+    expect(() => builder.addPage([structuredClone(readFile)], 1)).toThrow(
+      expect.objectContaining({ code: 'DUPLICATE_TOOL_NAME' }) as Error,
+    );
+    expect(() =>
+      builder.finish({ revisionProof: 'unversioned', discoveryStartedAt: 1_000 }),
+    ).toThrow(expect.objectContaining({ code: 'DUPLICATE_TOOL_NAME' }) as Error);
+    expect(Object.isFrozen(first)).toBe(false);
+    builder.reset();
+    builder.addPage([first], 0);
+    expect(
+      builder.finish({ revisionProof: 'unversioned', discoveryStartedAt: 1 }).tools,
+    ).toHaveLength(1);
+  });
+
+  it('refuses a page added out of order', () => {
+    const builder = createSnapshotBuilder(options());
+    expect(() => builder.addPage([readFile], 1)).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS' }) as Error,
+    );
+  });
+
+  it('refuses a proven finish without a source revision', () => {
+    const builder = createSnapshotBuilder(options());
+    builder.addPage([structuredClone(readFile)], 0);
+    expect(() => builder.finish({ revisionProof: 'proven', discoveryStartedAt: 1 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS' }) as Error,
+    );
   });
 });

@@ -1,5 +1,6 @@
 import {
   createCatalogSnapshot,
+  createSnapshotBuilder,
   enumerateCatalog,
   sha256Hex,
   type CatalogSnapshot,
@@ -41,6 +42,10 @@ export interface Discovery {
  * Enumerates one connection with the server's configured limits (restarting on `list_changed`) and
  * turns the complete listing into a validated candidate snapshot. All-or-nothing.
  *
+ * Each page is validated and digested while the request for the next one is on the wire; the
+ * snapshot is still only built once the whole traversal succeeded, and equals what
+ * `createCatalogSnapshot` gives for the same pages.
+ *
  * @throws CatalogError from discovery or validation.
  */
 export async function discoverSnapshot(
@@ -48,33 +53,52 @@ export async function discoverSnapshot(
   options: DiscoverSnapshotOptions,
 ): Promise<Discovery> {
   const { config, name } = options;
+  const builder = createSnapshotBuilder({
+    identity: options.identity,
+    audience: config.audience,
+    policyEpoch: options.policyEpoch,
+    validation: { ...options.validation },
+    ...(options.validatorCache === undefined ? {} : { validatorCache: options.validatorCache }),
+  });
   const enumeration = await enumerateCatalog(connection.listSource, {
     ...config.limits,
     requestTimeoutMs: config.requestTimeoutMs,
     server: name,
     changes: connection,
     ...(options.signal === undefined ? {} : { signal: options.signal }),
+    onPage: (tools, pageIndex) => builder.addPage(tools, pageIndex),
+    onRestart: () => builder.reset(),
   });
   // A cheap key over the listing exactly as served lets an unchanged re-list (a list_changed that
-  // changed nothing, a refresh of a reused connection) skip validation and digests entirely.
+  // changed nothing, a refresh of a reused connection) skip the snapshot: nothing is frozen or
+  // built, and the pages validated on the way are dropped.
   const listingKey = listingKeyOf(enumeration);
   if (listingKey !== undefined && listingKey === options.previousListingKey) {
     return { enumeration, listingKey, snapshot: undefined };
   }
   const proven = enumeration.revision.kind === 'proven';
-  const snapshot = createCatalogSnapshot({
-    identity: options.identity,
-    audience: config.audience,
-    policyEpoch: options.policyEpoch,
-    pages: enumeration.pages,
+  const finish = {
     revisionProof: proven ? 'proven' : 'unversioned',
     ...(enumeration.revision.kind === 'proven'
       ? { sourceRevision: enumeration.revision.revision }
       : {}),
     discoveryStartedAt: enumeration.startedAt,
-    validation: { ...options.validation },
-    ...(options.validatorCache === undefined ? {} : { validatorCache: options.validatorCache }),
-  });
+  } as const;
+  // Every page passed through onPage; the fallback only guards that invariant.
+  const snapshot =
+    builder.pageCount === enumeration.pages.length
+      ? builder.finish(finish)
+      : createCatalogSnapshot({
+          identity: options.identity,
+          audience: config.audience,
+          policyEpoch: options.policyEpoch,
+          pages: enumeration.pages,
+          ...finish,
+          validation: { ...options.validation },
+          ...(options.validatorCache === undefined
+            ? {}
+            : { validatorCache: options.validatorCache }),
+        });
   return { enumeration, listingKey, snapshot };
 }
 
