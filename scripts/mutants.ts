@@ -70,8 +70,8 @@ const MUTANTS: readonly Mutant[] = [
   {
     name: 'release the read lock before tools/call',
     file: 'packages/binding/src/binding.ts',
-    find: '      let result: ToolCallResult;\n',
-    replace: '      release?.();\n      release = undefined;\n      let result: ToolCallResult;\n',
+    find: "      phase = 'call';\n",
+    replace: "      release?.();\n      release = undefined;\n      phase = 'call';\n",
     testFile: 'packages/runtime/test/runtime.memory.test.ts',
     testName: 'makes a hard refresh wait for a tools/call in flight (the read lock spans the call)',
     diagnostic: 'expected true to be false',
