@@ -4,8 +4,9 @@
  * (`client.listTools({ cursor })` until `nextCursor` is undefined), interleaved in one run.
  *
  * - Warm: one long-lived child per side; each round enumerates once per side (ABBA). stepbind runs
- *   exactly what a refresh runs: `enumerateCatalog` on the connection, then `createCatalogSnapshot`
- *   (validation, digests, model names) with a fresh validator cache (target ≤ 1.15× wall).
+ *   exactly what a refresh runs: `discoverSnapshot` on the connection (enumeration, with each page
+ *   validated, digested and named while the next one is in flight) with a fresh validator cache
+ *   (target ≤ 1.15× wall).
  * - Cold: fresh children each round; `connect` (spawn + initialize) is timed on its own, then the
  *   first enumeration; and `McpRuntime.open` end to end versus bare connect + loop.
  * - Round trips: one audited `McpRuntime.open` counts the requests the child received.
@@ -15,15 +16,10 @@
  *
  * Run alone: `npx tsx bench/enumerate.ts [--strict]`.
  */
-import {
-  computeTransportDigest,
-  createCatalogSnapshot,
-  enumerateCatalog,
-  SchemaValidatorCache,
-  type CatalogSnapshot,
-} from '@stepbind/binding';
+import { computeTransportDigest, SchemaValidatorCache } from '@stepbind/binding';
 import {
   connectServer,
+  discoverSnapshot,
   McpRuntime,
   parseConfig,
   type SdkConnection,
@@ -90,20 +86,11 @@ function stdioConfig(json: unknown): StdioServerConfig {
   return cfg;
 }
 
-/** Milliseconds the last {@link stepbindEnumerate} spent listing (before the snapshot). */
-let lastListMs = NaN;
-
 /** What a runtime refresh does for one connection: enumerate, then validate into a snapshot. */
 async function stepbindEnumerate(conn: SdkConnection, cfg: StdioServerConfig) {
-  const t0 = performance.now();
-  const enumeration = await enumerateCatalog(conn.listSource, {
-    ...cfg.limits,
-    requestTimeoutMs: cfg.requestTimeoutMs,
-    server: 'big',
-    changes: conn,
-  });
-  lastListMs = performance.now() - t0;
-  const snapshot: CatalogSnapshot = createCatalogSnapshot({
+  const { snapshot } = await discoverSnapshot(conn, {
+    name: 'big',
+    config: cfg,
     identity: {
       name: 'big',
       transportDigest: computeTransportDigest({ command: cfg.command, args: cfg.args }),
@@ -112,14 +99,12 @@ async function stepbindEnumerate(conn: SdkConnection, cfg: StdioServerConfig) {
         ? {}
         : { protocolVersion: conn.hello.protocolVersion }),
     },
-    audience: cfg.audience,
     policyEpoch: 0,
-    pages: enumeration.pages,
-    revisionProof: enumeration.revision.kind === 'proven' ? 'proven' : 'unversioned',
-    discoveryStartedAt: enumeration.startedAt,
     validatorCache: new SchemaValidatorCache(),
   });
-  if (snapshot.tools.length !== TOOLS) throw new Error(`snapshot has ${snapshot.tools.length}`);
+  if (snapshot?.tools.length !== TOOLS) {
+    throw new Error(`snapshot has ${snapshot?.tools.length ?? 'no'} tools`);
+  }
   return snapshot;
 }
 
@@ -153,8 +138,6 @@ async function connectStepbind(cfg: StdioServerConfig): Promise<SdkConnection> {
 interface WarmResult {
   readonly a: Timed[];
   readonly b: Timed[];
-  /** The listing part of each `a`. */
-  readonly aList: number[];
 }
 
 async function warm(fixturePath: string, rounds: number): Promise<WarmResult> {
@@ -170,11 +153,10 @@ async function warm(fixturePath: string, rounds: number): Promise<WarmResult> {
     // Warm-up: JIT both clients and both children.
     await stepbindEnumerate(c, cfg);
     await bareEnumerate(b);
-    const out: WarmResult = { a: [], b: [], aList: [] };
+    const out: WarmResult = { a: [], b: [] };
     for (let r = 0; r < rounds; r++) {
       const runA = async () => {
         out.a.push(await timed(() => stepbindEnumerate(c, cfg)));
-        out.aList.push(lastListMs);
       };
       const runB = async () => out.b.push(await timed(() => bareEnumerate(b)));
       if (r % 2 === 0) {
@@ -308,23 +290,10 @@ export async function runEnumerateBench(options: EnumerateBenchOptions = {}): Pr
     const bareTotal = cold.map((c) => c.connectB + c.firstEnumB);
     return [
       row(SUITE, 'warm: stepbind enumerate+snapshot', 'ms', ms(plain.a)),
-      row(SUITE, 'warm: stepbind listing part (enumerateCatalog)', 'ms', plain.aList),
-      row(
-        SUITE,
-        'warm: stepbind snapshot part (createCatalogSnapshot)',
-        'ms',
-        plain.a.map((t, i) => t.ms - (plain.aList[i] as number)),
-      ),
       row(SUITE, 'warm: bare SDK listTools loop', 'ms', ms(plain.b)),
-      row(
-        SUITE,
-        'warm: listing-only ratio stepbind / bare',
-        '×',
-        ratiosOf(plain.aList, ms(plain.b)),
-      ),
       row(SUITE, 'warm: wall ratio stepbind / bare', '×', ratiosOf(ms(plain.a), ms(plain.b)), {
         target: { op: '<=', value: 1.15 },
-        note: `${TOOLS} tools in ${PAGES} pages over stdio (fixturePath, ${Math.round(scratch.sizeOf(plainPath) / 1024)} KiB, no outputSchema), one long-lived child per side, ${warmRounds} interleaved rounds after one warm-up each; stepbind = enumerateCatalog + createCatalogSnapshot with a fresh validator cache (what a refresh runs).`,
+        note: `${TOOLS} tools in ${PAGES} pages over stdio (fixturePath, ${Math.round(scratch.sizeOf(plainPath) / 1024)} KiB, no outputSchema), one long-lived child per side, ${warmRounds} interleaved rounds after one warm-up each; stepbind = discoverSnapshot (pages validated while the next is in flight) with a fresh validator cache (what a refresh runs).`,
       }),
       row(SUITE, 'warm: client CPU stepbind', 'ms', cpu(plain.a)),
       row(SUITE, 'warm: client CPU bare', 'ms', cpu(plain.b)),

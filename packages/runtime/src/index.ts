@@ -1,3 +1,5 @@
+export { discoverSnapshot } from './discover.js';
+export type { DiscoverSnapshotOptions, Discovery } from './discover.js';
 export { enumerateTools } from './enumerate.js';
 export type { EnumerateToolsOptions } from './enumerate.js';
 export { parseConfig, SERVER_NAME_PATTERN } from './config.js';

@@ -12,6 +12,7 @@ describe('@stepbind/runtime public surface', () => {
       'connectServer',
       'connectTransport',
       'discoverCatalogs',
+      'discoverSnapshot',
       'enumerateTools',
       'formatCatalogReport',
       'loadConfigFile',
