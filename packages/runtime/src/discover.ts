@@ -1,8 +1,8 @@
+import { createHash, type Hash } from 'node:crypto';
 import {
   createCatalogSnapshot,
   createSnapshotBuilder,
   enumerateCatalog,
-  sha256Hex,
   type CatalogSnapshot,
   type SchemaValidatorCache,
   type ServerIdentity,
@@ -53,6 +53,7 @@ export async function discoverSnapshot(
   options: DiscoverSnapshotOptions,
 ): Promise<Discovery> {
   const { config, name } = options;
+  const key = listingKeyHasher();
   const builder = createSnapshotBuilder({
     identity: options.identity,
     audience: config.audience,
@@ -66,13 +67,19 @@ export async function discoverSnapshot(
     server: name,
     changes: connection,
     ...(options.signal === undefined ? {} : { signal: options.signal }),
-    onPage: (tools, pageIndex) => builder.addPage(tools, pageIndex),
-    onRestart: () => builder.reset(),
+    onPage: (tools, pageIndex) => {
+      key.addPage(tools);
+      builder.addPage(tools, pageIndex);
+    },
+    onRestart: () => {
+      key.reset();
+      builder.reset();
+    },
   });
   // A cheap key over the listing exactly as served lets an unchanged re-list (a list_changed that
   // changed nothing, a refresh of a reused connection) skip the snapshot: nothing is frozen or
   // built, and the pages validated on the way are dropped.
-  const listingKey = listingKeyOf(enumeration);
+  const listingKey = key.finish(enumeration);
   if (listingKey !== undefined && listingKey === options.previousListingKey) {
     return { enumeration, listingKey, snapshot: undefined };
   }
@@ -102,11 +109,33 @@ export async function discoverSnapshot(
   return { enumeration, listingKey, snapshot };
 }
 
-function listingKeyOf(enumeration: ToolEnumeration): string | undefined {
-  try {
-    return sha256Hex(JSON.stringify([enumeration.pages, enumeration.revision]));
-  } catch {
-    // Too deep for JSON.stringify: no shortcut; validation refuses it with a typed error.
-    return undefined;
-  }
+/**
+ * The listing key, hashed page by page while the next page is on the wire. `undefined` when a page
+ * is too deep for `JSON.stringify` (validation refuses such a listing with a typed error anyway).
+ */
+function listingKeyHasher(): {
+  addPage(tools: readonly unknown[]): void;
+  reset(): void;
+  finish(enumeration: ToolEnumeration): string | undefined;
+} {
+  let hash: Hash | undefined = createHash('sha256');
+  let pages = 0;
+  return {
+    addPage(tools) {
+      pages++;
+      try {
+        hash?.update(JSON.stringify(tools)).update('\n');
+      } catch {
+        hash = undefined;
+      }
+    },
+    reset() {
+      hash = createHash('sha256');
+      pages = 0;
+    },
+    finish(enumeration) {
+      if (hash === undefined || pages !== enumeration.pages.length) return undefined;
+      return hash.update(JSON.stringify(enumeration.revision)).digest('hex');
+    },
+  };
 }
