@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { Tally } from './support.js';
 import {
   createCatalogSnapshot,
   enumerateCatalog,
@@ -24,21 +25,6 @@ const FUZZ_MAX_DEPTH = 20_000;
 
 const RAW_NAME = /^[A-Za-z0-9._-]{1,128}$/;
 const MODEL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
-
-/** Counts outcomes by label, printed after a property so a run shows what it covered. */
-class Tally {
-  readonly #counts = new Map<string, number>();
-  add(label: string): void {
-    this.#counts.set(label, (this.#counts.get(label) ?? 0) + 1);
-  }
-  get(label: string): number {
-    return this.#counts.get(label) ?? 0;
-  }
-  print(name: string): void {
-    const parts = [...this.#counts].sort(([a], [b]) => a.localeCompare(b));
-    console.log(`[${name}] outcomes: ${parts.map(([k, v]) => `${k}=${v}`).join(' ')}`);
-  }
-}
 
 /** Fails unless `error` is a StepbindError; returns its code. */
 function typedCode(error: unknown): string {

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
+import { Tally } from './support.js';
 import {
   enumerateCatalog,
   isStepbindError,
@@ -33,21 +34,6 @@ async function settle(promise: Promise<ToolEnumeration>): Promise<Outcome> {
   } catch (error) {
     if (!isStepbindError(error)) throw error;
     return { ok: false, error };
-  }
-}
-
-/** Counts outcomes by label, printed after a property so a run shows what it covered. */
-class Tally {
-  readonly #counts = new Map<string, number>();
-  add(label: string): void {
-    this.#counts.set(label, (this.#counts.get(label) ?? 0) + 1);
-  }
-  get(label: string): number {
-    return this.#counts.get(label) ?? 0;
-  }
-  print(name: string): void {
-    const parts = [...this.#counts].sort(([a], [b]) => a.localeCompare(b));
-    console.log(`[${name}] outcomes: ${parts.map(([k, v]) => `${k}=${v}`).join(' ')}`);
   }
 }
 
