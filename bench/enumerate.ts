@@ -89,6 +89,8 @@ function stdioConfig(json: unknown): StdioServerConfig {
 /** What a runtime refresh does for one connection: enumerate, then validate into a snapshot. */
 async function stepbindEnumerate(conn: SdkConnection, cfg: StdioServerConfig) {
   const { snapshot } = await discoverSnapshot(conn, {
+    // What the first listing of a connection runs (open, a new server, a reconnect).
+    keyListing: false,
     name: 'big',
     config: cfg,
     identity: {

@@ -26,6 +26,11 @@ export interface DiscoverSnapshotOptions {
    * the same key, validation and digests are skipped and `snapshot` is `undefined`.
    */
   readonly previousListingKey?: string;
+  /**
+   * Compute the listing key (about 15% of the client CPU of a large discovery). A first discovery
+   * of a new connection has nothing to compare with and can skip it. @default true
+   */
+  readonly keyListing?: boolean;
 }
 
 /** What {@link discoverSnapshot} found. */
@@ -53,7 +58,7 @@ export async function discoverSnapshot(
   options: DiscoverSnapshotOptions,
 ): Promise<Discovery> {
   const { config, name } = options;
-  const key = listingKeyHasher();
+  const key = options.keyListing === false ? NO_KEY : listingKeyHasher();
   const builder = createSnapshotBuilder({
     identity: options.identity,
     audience: config.audience,
@@ -108,6 +113,8 @@ export async function discoverSnapshot(
         });
   return { enumeration, listingKey, snapshot };
 }
+
+const NO_KEY = { addPage: () => undefined, reset: () => undefined, finish: () => undefined };
 
 /**
  * The listing key, hashed page by page while the next page is on the wire. `undefined` when a page

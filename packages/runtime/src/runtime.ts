@@ -857,6 +857,8 @@ export class McpRuntime {
         : undefined;
     return discoverSnapshot(session.connection, {
       ...(previousListingKey === undefined ? {} : { previousListingKey }),
+      // The first listing of a new connection has nothing to compare with; re-lists key theirs.
+      keyListing: current !== undefined,
       name: session.name,
       config,
       identity: session.identity,
@@ -929,6 +931,8 @@ export class McpRuntime {
         }
       }
       for (const c of candidates) {
+        // An unchanged re-list still leaves the key of the listing that stays published.
+        if (c.listingKey !== undefined) c.session.listingKey = c.listingKey;
         set.entries.set(c.session.name, { kind: 'ready', session: c.session });
         c.session.refs++;
         // Timeouts and limits are not part of the identity: a reused connection takes the new ones.
@@ -1050,7 +1054,11 @@ export class McpRuntime {
         session.config,
         combined,
       );
-      if (candidate === undefined || this.#unchanged(session, candidate)) return false;
+      if (candidate === undefined || this.#unchanged(session, candidate)) {
+        // The published catalog is this listing: remember its key so the next re-list can skip.
+        if (listingKey !== undefined) session.listingKey = listingKey;
+        return false;
+      }
       const writeRelease = await slot.lock.acquireWrite(signal === undefined ? {} : { signal });
       let revision: number;
       let generation: number;
