@@ -129,6 +129,62 @@ export class CatalogRegistry {
   }
 
   /**
+   * What {@link publish} would refuse, without changing anything: the `PUBLISH_CONFLICT` error it
+   * would throw, or `undefined` when the candidate would be published. Lets a caller check several
+   * candidates first so that either all of them publish or none does.
+   */
+  check(candidate: CatalogSnapshot, options: PublishOptions): CatalogError | undefined {
+    const name = candidate.identity.name;
+    const { audience } = candidate;
+    const activeGeneration = this.#slots.get(slotKey(name, audience))?.active?.generation ?? 0;
+    const refuse = (reason: PublishConflictReason, message: string): CatalogError =>
+      new CatalogError(ErrorCode.PUBLISH_CONFLICT, `${message} Nothing was published.`, {
+        detail: {
+          server: name,
+          audience,
+          reason,
+          expectedGeneration: options.expectedGeneration,
+          activeGeneration,
+          candidatePolicyEpoch: candidate.policyEpoch,
+          policyEpoch: this.#policyEpoch,
+        },
+      });
+    if (
+      candidate.schema !== CATALOG_SNAPSHOT_SCHEMA ||
+      candidate.generation !== 0 ||
+      (candidate.state !== 'SNAPSHOT_PROVEN' && candidate.state !== 'UNVERSIONED_OBSERVATION')
+    ) {
+      return refuse(
+        'not-a-candidate',
+        `The catalog of server "${name}" is not an unpublished candidate (generation ${candidate.generation}, state ${candidate.state}); publish the result of createCatalogSnapshot.`,
+      );
+    }
+    if (candidate.policyEpoch !== this.#policyEpoch) {
+      return refuse(
+        'policy-epoch',
+        `The catalog of server "${name}" was built under policy epoch ${candidate.policyEpoch}, but epoch ${this.#policyEpoch} is in force; refresh the server again.`,
+      );
+    }
+    const registered = this.#identities.get(name);
+    const identityChanged =
+      registered !== undefined && !sameIdentity(registered, candidate.identity);
+    if (identityChanged && options.expectIdentityChange !== true) {
+      return refuse(
+        'identity-changed',
+        `Server "${name}" now has a different identity (transport, serverInfo or protocol version); reconnect deliberately and publish with expectIdentityChange, or retireServer("${name}") first.`,
+      );
+    }
+    if (activeGeneration !== options.expectedGeneration) {
+      return refuse(
+        'generation',
+        `The catalog of server "${name}" for audience "${audience}" moved to generation ${activeGeneration} while this refresh expected ${options.expectedGeneration}; a newer refresh won.`,
+      );
+    }
+
+    return undefined;
+  }
+
+  /**
    * Publish a candidate (a snapshot with generation 0) as the active catalog of its
    * (server, audience), if the active generation still equals `expectedGeneration`. The published
    * copy gets the next generation of that key and the state `ELIGIBLE` (proven) or
@@ -140,55 +196,14 @@ export class CatalogRegistry {
    *   or the active generation is not `expectedGeneration`. `detail.reason` says which.
    */
   publish(candidate: CatalogSnapshot, options: PublishOptions): CatalogSnapshot {
+    const conflict = this.check(candidate, options);
+    if (conflict !== undefined) throw conflict;
     const name = candidate.identity.name;
-    const { audience } = candidate;
-    const key = slotKey(name, audience);
+    const key = slotKey(name, candidate.audience);
     const slot = this.#slots.get(key);
-    const activeGeneration = slot?.active?.generation ?? 0;
-    const refuse = (reason: PublishConflictReason, message: string): never => {
-      throw new CatalogError(ErrorCode.PUBLISH_CONFLICT, `${message} Nothing was published.`, {
-        detail: {
-          server: name,
-          audience,
-          reason,
-          expectedGeneration: options.expectedGeneration,
-          activeGeneration,
-          candidatePolicyEpoch: candidate.policyEpoch,
-          policyEpoch: this.#policyEpoch,
-        },
-      });
-    };
-    if (
-      candidate.schema !== CATALOG_SNAPSHOT_SCHEMA ||
-      candidate.generation !== 0 ||
-      (candidate.state !== 'SNAPSHOT_PROVEN' && candidate.state !== 'UNVERSIONED_OBSERVATION')
-    ) {
-      refuse(
-        'not-a-candidate',
-        `The catalog of server "${name}" is not an unpublished candidate (generation ${candidate.generation}, state ${candidate.state}); publish the result of createCatalogSnapshot.`,
-      );
-    }
-    if (candidate.policyEpoch !== this.#policyEpoch) {
-      refuse(
-        'policy-epoch',
-        `The catalog of server "${name}" was built under policy epoch ${candidate.policyEpoch}, but epoch ${this.#policyEpoch} is in force; refresh the server again.`,
-      );
-    }
     const registered = this.#identities.get(name);
     const identityChanged =
       registered !== undefined && !sameIdentity(registered, candidate.identity);
-    if (identityChanged && options.expectIdentityChange !== true) {
-      refuse(
-        'identity-changed',
-        `Server "${name}" now has a different identity (transport, serverInfo or protocol version); reconnect deliberately and publish with expectIdentityChange, or retireServer("${name}") first.`,
-      );
-    }
-    if (activeGeneration !== options.expectedGeneration) {
-      refuse(
-        'generation',
-        `The catalog of server "${name}" for audience "${audience}" moved to generation ${activeGeneration} while this refresh expected ${options.expectedGeneration}; a newer refresh won.`,
-      );
-    }
 
     const retired: CatalogSnapshot[] = [];
     if (identityChanged) {

@@ -1,6 +1,5 @@
 import { createHash, type Hash } from 'node:crypto';
 import {
-  createCatalogSnapshot,
   createSnapshotBuilder,
   enumerateCatalog,
   type CatalogSnapshot,
@@ -96,21 +95,13 @@ export async function discoverSnapshot(
       : {}),
     discoveryStartedAt: enumeration.startedAt,
   } as const;
-  // Every page passed through onPage; the fallback only guards that invariant.
-  const snapshot =
-    builder.pageCount === enumeration.pages.length
-      ? builder.finish(finish)
-      : createCatalogSnapshot({
-          identity: options.identity,
-          audience: config.audience,
-          policyEpoch: options.policyEpoch,
-          pages: enumeration.pages,
-          ...finish,
-          validation: { ...options.validation },
-          ...(options.validatorCache === undefined
-            ? {}
-            : { validatorCache: options.validatorCache }),
-        });
+  // Every page passed through onPage, in order, on the traversal that succeeded.
+  if (builder.pageCount !== enumeration.pages.length) {
+    throw new Error(
+      `discoverSnapshot: ${builder.pageCount} pages validated for ${enumeration.pages.length} listed`,
+    );
+  }
+  const snapshot = builder.finish(finish);
   return { enumeration, listingKey, snapshot };
 }
 

@@ -969,37 +969,16 @@ export class McpRuntime {
     this.#emit({ type: 'set-published', setId: set.id, reasons });
   }
 
+  /** Throws what the registry would refuse for `c` (nothing changes), so a set publishes whole. */
   #checkPublishable(c: Candidate, snapshot: CatalogSnapshot): void {
-    const { name, config } = c.session;
-    const registered = this.#registry.identityOf(name);
-    const active = this.#registry.current(name, config.audience)?.generation ?? 0;
-    if (c.expectedGeneration !== active) {
-      throw publishConflict(
-        name,
-        'generation',
-        `a newer catalog (generation ${active}) was published while this one (discovered against ${c.expectedGeneration}) was built`,
-      );
-    }
-    // A new transport digest means the configuration changed on purpose; only a server that answers
-    // differently on the same transport (serverInfo, protocol version) needs acceptIdentityChange.
-    if (
-      registered !== undefined &&
-      registered.transportDigest === snapshot.identity.transportDigest &&
-      !sameIdentityLoose(registered, snapshot.identity)
-    ) {
-      throw publishConflict(
-        name,
-        'identity-changed',
-        `the server's identity changed (was ${describeIdentity(registered)}, now ${describeIdentity(snapshot.identity)}); call acceptIdentityChange("${name}") if this is expected`,
-      );
-    }
-    if (snapshot.policyEpoch !== this.#registry.policyEpoch) {
-      throw publishConflict(
-        name,
-        'policy-epoch',
-        `the policy epoch moved to ${this.#registry.policyEpoch} during discovery`,
-      );
-    }
+    const conflict = this.#registry.check(snapshot, publishOptions(this.#registry, c, snapshot));
+    if (conflict === undefined) return;
+    if (conflict.detail['reason'] !== 'identity-changed') throw conflict;
+    throw new CatalogError(
+      ErrorCode.PUBLISH_CONFLICT,
+      `${conflict.message} If the new identity is expected, call acceptIdentityChange("${c.session.name}").`,
+      { detail: conflict.detail, cause: conflict },
+    );
   }
 
   /** An optional server finished starting after its set was published: publish and adopt it. */
@@ -1197,30 +1176,6 @@ function isRuntimeConfig(value: unknown): value is RuntimeConfig {
     typeof value === 'object' &&
     value !== null &&
     (value as { servers?: unknown }).servers instanceof Map
-  );
-}
-
-function sameIdentityLoose(a: ServerIdentity, b: ServerIdentity): boolean {
-  return (
-    a.name === b.name &&
-    a.transportDigest === b.transportDigest &&
-    a.protocolVersion === b.protocolVersion &&
-    a.serverInfo?.name === b.serverInfo?.name &&
-    a.serverInfo?.version === b.serverInfo?.version
-  );
-}
-
-function describeIdentity(identity: ServerIdentity): string {
-  return `${identity.serverInfo?.name ?? '?'}@${identity.serverInfo?.version ?? '?'}, protocol ${identity.protocolVersion ?? '?'}`;
-}
-
-function publishConflict(server: string, reason: string, why: string): CatalogError {
-  return new CatalogError(
-    ErrorCode.PUBLISH_CONFLICT,
-    `The catalog of server "${server}" was not published: ${why}.`,
-    {
-      detail: { server, reason },
-    },
   );
 }
 

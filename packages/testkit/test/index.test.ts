@@ -63,3 +63,10 @@ describe('@stepbind/testkit public surface', () => {
     ).toThrow(/fixturePath/);
   });
 });
+
+describe('the revision _meta key', () => {
+  it('is the one @stepbind/binding reads (testkit keeps its own copy so its server starts light)', async () => {
+    const binding = await import('@stepbind/binding');
+    expect(testkit.CATALOG_REVISION_META_KEY).toBe(binding.CATALOG_REVISION_META_KEY);
+  });
+});
