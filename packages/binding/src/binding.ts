@@ -56,19 +56,6 @@ export class CatalogSlot {
   }
 
   /**
-   * Takes the write lock (waiting for calls in flight, blocking later ones), installs `catalog`,
-   * increments the revision and notifies listeners. Resolves to the new revision.
-   */
-  async swap(catalog: CatalogSnapshot, options: { signal?: AbortSignal } = {}): Promise<number> {
-    const release = await this.lock.acquireWrite(options);
-    try {
-      return this.installLocked(catalog);
-    } finally {
-      release();
-    }
-  }
-
-  /**
    * Installs `catalog` and increments the revision; the caller must hold the write lock (this lets
    * a refresh swap several slots and move its pointer in one synchronous step).
    *

@@ -99,26 +99,6 @@ export class RevisionLock {
     };
   }
 
-  /** Runs `fn` under a read hold and releases it on every path. */
-  async withRead<T>(fn: () => Promise<T> | T, options: LockAcquireOptions = {}): Promise<T> {
-    const release = await this.acquireRead(options);
-    try {
-      return await fn();
-    } finally {
-      release();
-    }
-  }
-
-  /** Runs `fn` under the write hold and releases it on every path. */
-  async withWrite<T>(fn: () => Promise<T> | T, options: LockAcquireOptions = {}): Promise<T> {
-    const release = await this.acquireWrite(options);
-    try {
-      return await fn();
-    } finally {
-      release();
-    }
-  }
-
   #admitReader(): Release {
     this.#readers++;
     let released = false;
