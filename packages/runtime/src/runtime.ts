@@ -132,8 +132,10 @@ class ServerSession {
   refs = 0;
   debounce: ReturnType<typeof setTimeout> | undefined;
   debounceStarted = 0;
-  /** Hard refreshes fired by list_changed and not finished yet. */
+  /** Hard refreshes fired by list_changed and not finished yet (0 or 1: they never overlap). */
   hardRefreshes = 0;
+  /** A list_changed arrived while a fired hard refresh was re-listing: run once more after it. */
+  again = false;
   /** Resolves when no debounce is armed and no fired hard refresh is running. */
   idle: { promise: Promise<void>; resolve: () => void } | undefined;
   unsubscribe: (() => void)[] = [];
@@ -1076,9 +1078,22 @@ export class McpRuntime {
         resolve();
       }
     };
+    // Trailing debounce, never postponed past 10 quiet periods by a steady stream.
+    const arm = (now: number): void => {
+      if (session.debounce === undefined) session.debounceStarted = now;
+      else clearTimeout(session.debounce);
+      const wait = Math.max(
+        0,
+        Math.min(debounceMs, session.debounceStarted + 10 * debounceMs - now),
+      );
+      session.debounce = setTimeout(fire, wait);
+    };
+    // At most one fired hard refresh runs and at most one waits (the armed debounce): a storm of
+    // notifications during a slow re-list only marks it to run once more.
     const fire = (): void => {
       session.debounce = undefined;
       session.hardRefreshes++;
+      session.again = false;
       this.#hardRefreshSession(session, undefined)
         .catch((error: unknown) => {
           if (!this.#closed) {
@@ -1091,6 +1106,10 @@ export class McpRuntime {
         })
         .finally(() => {
           session.hardRefreshes--;
+          if (session.again && !this.#closed && session.closing === undefined) {
+            session.again = false;
+            arm(Date.now());
+          }
           settle();
         });
     };
@@ -1098,9 +1117,6 @@ export class McpRuntime {
       session.connection.onListChanged(() => {
         if (this.#closed || session.closing !== undefined) return;
         this.#emit({ type: 'list-changed', server: session.name });
-        const now = Date.now();
-        if (session.debounce === undefined) session.debounceStarted = now;
-        else clearTimeout(session.debounce);
         if (session.idle === undefined) {
           let resolve: () => void = () => undefined;
           const promise = new Promise<void>((r) => {
@@ -1108,12 +1124,8 @@ export class McpRuntime {
           });
           session.idle = { promise, resolve };
         }
-        // Trailing debounce, never postponed past 10 quiet periods by a steady stream.
-        const wait = Math.max(
-          0,
-          Math.min(debounceMs, session.debounceStarted + 10 * debounceMs - now),
-        );
-        session.debounce = setTimeout(fire, wait);
+        if (session.hardRefreshes > 0) session.again = true;
+        else arm(Date.now());
       }),
     );
     session.unsubscribe.push(
