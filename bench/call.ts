@@ -275,6 +275,7 @@ async function ownOverhead(runtime: McpRuntime, rounds: number, calls: number): 
     revision: slot.revision,
     caller,
     callTimeoutMs: 60_000,
+    approval: 'none',
   };
   const byModelName = new Map<string, BoundTool>();
   for (const descriptor of catalog.tools) {
@@ -282,7 +283,7 @@ async function ownOverhead(runtime: McpRuntime, rounds: number, calls: number): 
   }
   const binding = createBinding(
     { tools: [], byModelName, servers: [server], leftOut: [] },
-    { stepId: 'overhead', policy: { policyEpoch: 0, approval: 'none', isRevoked: () => false } },
+    { stepId: 'overhead', policy: { policyEpoch: 0, isRevoked: () => false } },
   );
   const descriptor = catalog.tools.find((t) => t.name === TOOL);
   if (descriptor === undefined) throw new Error(`no ${TOOL}`);

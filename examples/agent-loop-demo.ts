@@ -148,7 +148,27 @@ export async function agentLoopDemo(log: (line: string) => void): Promise<string
     step2.tools.some((t) => t.name === 'ops__rollback'),
     'step 2 does not see ops__rollback',
   );
-  const again = await step2.prepareCall('ops__deploy').run({ version: 'v2', ticket: 'CHG-1' });
+  // The ops catalog is an unversioned observation (no revision token), so a destructive call needs an
+  // approval by default: without one it is refused unsent; the prepare hook is where a human says yes.
+  let unapproved = '';
+  try {
+    await step2.prepareCall('ops__deploy').run({ version: 'v2', ticket: 'CHG-1' });
+  } catch (error) {
+    unapproved = isStepbindError(error) ? error.code : String(error);
+  }
+  log(`  ops__deploy without an approval: ${unapproved || 'ran (this must not happen)'}`);
+  expect(unapproved === 'APPROVAL_REQUIRED', 'the unapproved deploy was not refused');
+  const again = await step2.prepareCall('ops__deploy').run(
+    { version: 'v2', ticket: 'CHG-1' },
+    {
+      prepare: (ctx) => {
+        log(
+          `  approval asked: ${ctx.modelName} (${ctx.effectClass}, ${ctx.catalogState}) → approved by the operator`,
+        );
+        ctx.approve();
+      },
+    },
+  );
   const r = again.receipt;
   log(`  ops__deploy ran: ${JSON.stringify(again.result.content)}`);
   log(

@@ -13,5 +13,6 @@ describe('pnpm demo', () => {
     const lines: string[] = [];
     expect(await agentLoopDemo((l) => lines.push(l))).toEqual([]);
     expect(lines.join('\n')).toContain('ops__deploy refused: STALE_CATALOG');
+    expect(lines.join('\n')).toContain('ops__deploy without an approval: APPROVAL_REQUIRED');
   });
 });

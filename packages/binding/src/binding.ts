@@ -86,7 +86,21 @@ export interface BoundServer {
   readonly caller: ToolCaller;
   /** Default per-call timeout for this server's tools. */
   readonly callTimeoutMs: number;
+  /** Which calls to this server need an approval from the `prepare` hook. */
+  readonly approval: ApprovalMode;
 }
+
+/**
+ * Which calls need an approval (`ctx.approve()` in the `prepare` hook) before anything is sent:
+ * - `unproven-writes` (the default): non-`read` tools of a catalog that is not proven (`ELIGIBLE` or
+ *   `SNAPSHOT_PROVEN`); every catalog without a server-provided revision token is unproven;
+ * - `all-writes`: every non-`read` tool, proven or not;
+ * - `none`: no approval is asked for (an explicit opt-out per server).
+ *
+ * Effect classes come from annotations, which are untrusted hints: a tool without annotations is
+ * `unknown`, and only `read` tools are exempt.
+ */
+export type ApprovalMode = 'none' | 'unproven-writes' | 'all-writes';
 
 /** A model-facing tool and where it runs. */
 export interface BoundTool {
@@ -121,11 +135,6 @@ export interface CallPolicy {
   readonly policyEpoch: number;
   /** True when the (server, raw tool) pair was revoked after capture. */
   isRevoked(server: string, tool: string): boolean;
-  /**
-   * `unproven-writes`: calls to non-`read` tools of a catalog that is not proven need a `prepare`
-   * hook (the approval point); without one they are refused with `TOOL_DENIED`.
-   */
-  readonly approval: 'none' | 'unproven-writes';
 }
 
 /** Status of one server in a binding. */
@@ -148,8 +157,13 @@ export interface PrepareContext {
   readonly modelName: string;
   readonly effectClass: EffectClass;
   readonly catalogState: string;
-  /** True when the policy requires an explicit approval for this call. */
+  /**
+   * True when the server's {@link ApprovalMode} requires an approval for this call: unless the hook
+   * calls {@link approve}, the call is refused with `APPROVAL_REQUIRED` and nothing is sent.
+   */
   readonly approvalRequired: boolean;
+  /** Approves this call (the human or policy decision). Returning without it is not an approval. */
+  approve(): void;
   readonly args: Readonly<Record<string, unknown>>;
   readonly signal: AbortSignal | undefined;
 }
@@ -405,6 +419,7 @@ export class PreparedCall {
       let callArgs = this.#checkArgs(args);
       if (options.prepare !== undefined) {
         phase = 'prepare';
+        let approved = false;
         const replaced = await options.prepare({
           server: this.server,
           tool: this.tool,
@@ -412,13 +427,15 @@ export class PreparedCall {
           effectClass: this.descriptor.effectClass,
           catalogState: this.#bound.server.catalog.state,
           approvalRequired,
+          approve: () => {
+            approved = true;
+          },
           args: callArgs,
           signal: options.signal,
         });
-        if (replaced !== undefined) {
-          phase = 'admission';
-          callArgs = this.#checkArgs(replaced);
-        }
+        phase = 'admission';
+        if (approvalRequired && !approved) throw this.#approvalRequired(true);
+        if (replaced !== undefined) callArgs = this.#checkArgs(replaced);
       }
       if (options.signal?.aborted === true) {
         throw new CallError(
@@ -500,19 +517,34 @@ export class PreparedCall {
         { detail: this.#detail({ reason: 'revoked' }) },
       );
     }
-    const proven =
-      this.#bound.server.catalog.state === 'ELIGIBLE' ||
-      this.#bound.server.catalog.state === 'SNAPSHOT_PROVEN';
-    const approvalRequired =
-      policy.approval === 'unproven-writes' && !proven && this.descriptor.effectClass !== 'read';
-    if (approvalRequired && options.prepare === undefined) {
-      throw new CallError(
-        ErrorCode.TOOL_DENIED,
-        `"${this.modelName}" may change state (effect ${this.descriptor.effectClass}) and the catalog of server "${this.server}" is not proven (${this.#bound.server.catalog.state}); it needs an approval. Pass a prepare hook that approves it.`,
-        { detail: this.#detail({ reason: 'approval-required' }) },
-      );
-    }
+    const approvalRequired = needsApproval(
+      this.#bound.server.approval,
+      this.#bound.server.catalog.state,
+      this.descriptor.effectClass,
+    );
+    if (approvalRequired && options.prepare === undefined) throw this.#approvalRequired(false);
     return approvalRequired;
+  }
+
+  #approvalRequired(hookRan: boolean): CallError {
+    const mode = this.#bound.server.approval;
+    const state = this.#bound.server.catalog.state;
+    const why =
+      mode === 'all-writes'
+        ? `server "${this.server}" requires an approval for every call that may change state`
+        : `the catalog of server "${this.server}" is not proven (${state}: the server sends no catalog revision token)`;
+    return new CallError(
+      ErrorCode.APPROVAL_REQUIRED,
+      `"${this.modelName}" may change state (effect ${this.descriptor.effectClass}) and ${why}; it was not run and nothing was sent. ${hookRan ? 'The prepare hook returned without calling ctx.approve().' : 'No prepare hook was given.'} Approve it with run(args, { prepare: (ctx) => ctx.approve() }) after asking the user, or opt out for this server with "approval": "none" in its configuration.`,
+      {
+        detail: this.#detail({
+          reason: 'approval-required',
+          approval: mode,
+          catalogState: state,
+          effectClass: this.descriptor.effectClass,
+        }),
+      },
+    );
   }
 
   #checkArgs(args: unknown): Readonly<Record<string, unknown>> {
@@ -602,6 +634,13 @@ export class PreparedCall {
   }
 }
 
+/** Whether a call needs an approval under `mode` (see {@link ApprovalMode}). */
+function needsApproval(mode: ApprovalMode, catalogState: string, effect: EffectClass): boolean {
+  if (mode === 'none' || effect === 'read') return false;
+  if (mode === 'all-writes') return true;
+  return catalogState !== 'ELIGIBLE' && catalogState !== 'SNAPSHOT_PROVEN';
+}
+
 const MODEL_MESSAGES: Partial<Record<Code, (e: StepbindError) => string>> = {
   STALE_CATALOG: (e) =>
     `The tool catalog of server "${String(e.detail.server)}" changed; this call was not run. Call again with the tools of the next step.`,
@@ -612,6 +651,8 @@ const MODEL_MESSAGES: Partial<Record<Code, (e: StepbindError) => string>> = {
   INVALID_TOOL_OUTPUT: () =>
     'The tool ran but returned output that does not match its declared schema, so the result was discarded. Do not assume it failed or succeeded; check before retrying.',
   TOOL_DENIED: (e) => `This call was not allowed and was not run: ${e.message}`,
+  APPROVAL_REQUIRED: () =>
+    'This call may change state and needs an approval from the user before it runs; it was not run. Ask the user to approve it, then call it again.',
   BINDING_RELEASED: () =>
     'This call belongs to a finished step and was not run. Call again with the tools of the current step.',
   CONNECTION_CLOSED: (e) =>

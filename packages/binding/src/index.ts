@@ -110,6 +110,7 @@ export { acquireMutex, RevisionLock } from './lock.js';
 export type { LockAcquireOptions, Release } from './lock.js';
 export { CatalogSlot, createBinding, McpBinding, PreparedCall, toToolResult } from './binding.js';
 export type {
+  ApprovalMode,
   BindingServerStatus,
   BindingView,
   BoundServer,

@@ -1,4 +1,4 @@
-import { ConfigError, ErrorCode } from '@stepbind/binding';
+import { ConfigError, ErrorCode, type ApprovalMode } from '@stepbind/binding';
 
 /** Discovery limits that may be set per server (see DESIGN §4 for the defaults). */
 export interface ServerLimits {
@@ -22,6 +22,11 @@ interface CommonServerConfig {
   readonly callTimeoutMs: number;
   /** Discovery limits for this server. */
   readonly limits: ServerLimits;
+  /**
+   * Which calls need an approval from the `prepare` hook (`ctx.approve()`), see `ApprovalMode`.
+   * @default the runtime's `approval` option, else "unproven-writes"
+   */
+  readonly approval?: ApprovalMode;
 }
 
 /** A server started as a child process speaking MCP over stdio. */
@@ -70,6 +75,7 @@ const STDIO_KEYS = new Set([
   'requestTimeoutMs',
   'callTimeoutMs',
   'limits',
+  'approval',
 ]);
 const HTTP_KEYS = new Set([
   'url',
@@ -81,6 +87,7 @@ const HTTP_KEYS = new Set([
   'requestTimeoutMs',
   'callTimeoutMs',
   'limits',
+  'approval',
 ]);
 const LIMIT_KEYS = [
   'maxPages',
@@ -146,6 +153,9 @@ function parseServer(value: unknown, path: string): ServerConfig {
     requestTimeoutMs: optInt(obj['requestTimeoutMs'], `${path}.requestTimeoutMs`, 30_000),
     callTimeoutMs: optInt(obj['callTimeoutMs'], `${path}.callTimeoutMs`, 60_000),
     limits: parseLimits(obj['limits'], `${path}.limits`),
+    ...(obj['approval'] === undefined
+      ? {}
+      : { approval: expectOneOf(obj['approval'], `${path}.approval`, APPROVAL_MODES) }),
   };
   if (hasCommand) {
     const args = obj['args'] === undefined ? [] : expectArray(obj['args'], `${path}.args`);
@@ -223,6 +233,19 @@ function expectArray(value: unknown, path: string): unknown[] {
 function expectString(value: unknown, path: string, allowEmpty = false): string {
   if (typeof value !== 'string' || (!allowEmpty && value.length === 0)) {
     fail(path, allowEmpty ? 'expected a string' : 'expected a non-empty string');
+  }
+  return value;
+}
+
+const APPROVAL_MODES = ['none', 'unproven-writes', 'all-writes'] as const;
+
+function expectOneOf<const T extends readonly string[]>(
+  value: unknown,
+  path: string,
+  options: T,
+): T[number] {
+  if (typeof value !== 'string' || !options.includes(value)) {
+    fail(path, `expected one of ${options.map((o) => JSON.stringify(o)).join(', ')}`);
   }
   return value;
 }

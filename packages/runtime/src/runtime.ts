@@ -11,6 +11,7 @@ import {
   RuntimeError,
   SchemaValidatorCache,
   StepbindError,
+  type ApprovalMode,
   type BindingView,
   type BoundServer,
   type BoundTool,
@@ -66,8 +67,11 @@ export type RuntimeEvent =
 export interface McpRuntimeOptions {
   /** Policy epoch in force at start. @default 0 */
   readonly policyEpoch?: number;
-  /** Approval policy for calls (see `CallPolicy.approval`). @default 'none' */
-  readonly approval?: 'none' | 'unproven-writes';
+  /**
+   * Approval policy for servers whose configuration sets no `approval` (see `ApprovalMode`).
+   * @default "unproven-writes"
+   */
+  readonly approval?: ApprovalMode;
   /** How long a capture waits, once per ConnectionSet, for optional servers still starting. @default 1000 */
   readonly optionalGraceMs?: number;
   /** Quiet period after a `list_changed` before the hard refresh runs. @default 100 */
@@ -205,13 +209,13 @@ class ConnectionSet {
   }
 
   /** The view shared by every capture until the next change: built once, O(tools). */
-  view(): BindingView {
-    this.#view ??= buildView(this);
+  view(approval: ApprovalMode): BindingView {
+    this.#view ??= buildView(this, approval);
     return this.#view;
   }
 }
 
-function buildView(set: ConnectionSet): BindingView {
+function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
   const servers: BoundServer[] = [];
   const leftOut: LeftOutServer[] = [];
   for (const [name, entry] of set.entries) {
@@ -232,6 +236,7 @@ function buildView(set: ConnectionSet): BindingView {
           revision: slot.revision,
           caller: session.connection,
           callTimeoutMs: session.config.callTimeoutMs,
+          approval: session.config.approval ?? approval,
         }),
       );
     } else if (entry.kind === 'starting') {
@@ -325,7 +330,6 @@ export class McpRuntime {
   #rebuilding = false;
   readonly #policy: {
     policyEpoch: number;
-    approval: 'none' | 'unproven-writes';
     isRevoked: CallPolicy['isRevoked'];
   };
   #config: RuntimeConfig;
@@ -346,7 +350,6 @@ export class McpRuntime {
     this.#registry = new CatalogRegistry({ policyEpoch: options.policyEpoch ?? 0 });
     this.#policy = {
       policyEpoch: options.policyEpoch ?? 0,
-      approval: options.approval ?? 'none',
       isRevoked: (server, tool) => this.#revoked.has(`${server}\u0000${tool}`),
     };
   }
@@ -496,7 +499,7 @@ export class McpRuntime {
         ErrorCode.SERVER_NOT_READY,
         'The tools kept changing while this step was captured; capture again.',
       );
-    const view = set.view();
+    const view = set.view(this.#options.approval ?? 'unproven-writes');
     const required = new Set(options.requiredServers ?? []);
     for (const [name, cfg] of set.config.servers) if (cfg.required) required.add(name);
     for (const name of required) {

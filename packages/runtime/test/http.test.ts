@@ -45,7 +45,7 @@ describe('McpRuntime over Streamable HTTP (loopback)', () => {
     const server = await startHttp();
     cleanups.push(server.close);
     const runtime = await McpRuntime.open({
-      mcpServers: { web: { url: server.url, headers: { 'x-tenant': 'acme' } } },
+      mcpServers: { web: { url: server.url, headers: { 'x-tenant': 'acme' }, approval: 'none' } },
     });
     cleanups.push(() => runtime.close());
     await using step = await runtime.captureBinding();

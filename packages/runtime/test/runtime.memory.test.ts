@@ -24,6 +24,7 @@ async function setup(
   cleanups.push(() => fleet.close());
   const runtime = await McpRuntime.open(fleet.config(overrides), {
     connect: fleet.connect,
+    approval: 'none',
     onEvent: (e) => events.push(e),
     ...options,
   });
@@ -354,20 +355,56 @@ describe('McpRuntime bindings (in-memory servers)', () => {
     expect(calls(fleet, 'a')).toEqual(['alpha']);
   });
 
-  it('requires an approval (prepare hook) for non-read tools of unproven catalogs when asked to', async () => {
-    const { runtime } = await setup(
+  it('requires an approval (ctx.approve() in prepare) for non-read tools of unproven catalogs', async () => {
+    const { fleet, runtime } = await setup(
       { a: { scenario: 'single' } },
       {},
       { approval: 'unproven-writes' },
     );
     await using binding = await runtime.captureBinding();
     const error = await failure(binding.prepareCall('a__alpha').run({}));
-    expect(error.detail['reason']).toBe('approval-required');
+    expect(error.code).toBe('APPROVAL_REQUIRED');
+    expect(error.message).toMatch(/ctx\.approve\(\)/);
+    expect(error.message).toMatch(/"approval": "none"/);
+    expect(toToolResult(error).content[0].text).toMatch(/needs an approval/);
+    // A hook that returns without approving is not an approval.
     const seen: boolean[] = [];
-    await binding
-      .prepareCall('a__alpha')
-      .run({}, { prepare: (ctx) => void seen.push(ctx.approvalRequired) });
+    const unapproved = await failure(
+      binding
+        .prepareCall('a__alpha')
+        .run({}, { prepare: (ctx) => void seen.push(ctx.approvalRequired) }),
+    );
+    expect(unapproved.code).toBe('APPROVAL_REQUIRED');
     expect(seen).toEqual([true]);
+    expect(calls(fleet, 'a')).toEqual([]);
+    await binding.prepareCall('a__alpha').run({}, { prepare: (ctx) => ctx.approve() });
+    expect(calls(fleet, 'a')).toEqual(['alpha']);
+  });
+
+  it('asks for approvals by default, per server: "none" opts out and "all-writes" covers proven catalogs', async () => {
+    const { fleet, runtime } = await setup(
+      {
+        plain: { scenario: 'single' },
+        optout: { scenario: 'single' },
+        proven: { scenario: 'revision-consistent' },
+      },
+      { optout: { approval: 'none' }, proven: { approval: 'all-writes' } },
+      { approval: undefined },
+    );
+    await using binding = await runtime.captureBinding();
+    expect((await failure(binding.prepareCall('plain__alpha').run({}))).code).toBe(
+      'APPROVAL_REQUIRED',
+    );
+    await binding.prepareCall('optout__alpha').run({});
+    expect(binding.servers.find((s) => s.name === 'proven')).toMatchObject({
+      catalogState: 'ELIGIBLE',
+    });
+    const all = await failure(binding.prepareCall('proven__alpha').run({}));
+    expect(all.code).toBe('APPROVAL_REQUIRED');
+    expect(all.detail['approval']).toBe('all-writes');
+    expect(calls(fleet, 'plain')).toEqual([]);
+    expect(calls(fleet, 'optout')).toEqual(['alpha']);
+    expect(calls(fleet, 'proven')).toEqual([]);
   });
 
   it('closes retired connections only when the last binding that captured them is released', async () => {

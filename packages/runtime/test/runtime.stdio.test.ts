@@ -53,7 +53,7 @@ async function open(
   const events: RuntimeEvent[] = [];
   const runtime = await McpRuntime.open(
     { mcpServers },
-    { onEvent: (e) => events.push(e), ...options },
+    { approval: 'none', onEvent: (e) => events.push(e), ...options },
   );
   runtimes.push(runtime);
   return { runtime, audit: (name) => readAuditTrail(paths[name] ?? ''), events };

@@ -18,7 +18,12 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'stepbind-third-party-'));
   runtime = await McpRuntime.open({
     mcpServers: {
-      everything: { command: process.execPath, args: [entry('server-everything'), 'stdio'] },
+      // server-everything opts out of approvals; server-memory keeps the default (unproven-writes).
+      everything: {
+        command: process.execPath,
+        args: [entry('server-everything'), 'stdio'],
+        approval: 'none',
+      },
       memory: {
         command: process.execPath,
         args: [entry('server-memory')],
@@ -65,15 +70,24 @@ describe('third-party MCP servers from npm over stdio', () => {
     expect(isStepbindError(error, 'INVALID_ARGUMENTS')).toBe(true);
   });
 
-  it('runs a state-changing call on server-memory with a receipt', async () => {
+  it('refuses a state-changing call on server-memory without an approval, then runs it approved', async () => {
     await using step = await runtime.captureBinding();
-    const { receipt } = await step.prepareCall('memory__create_entities').run({
+    const args = {
       entities: [
         { name: 'stepbind', entityType: 'project', observations: ['binds tools per step'] },
       ],
-    });
+    };
+    const refused: unknown = await step
+      .prepareCall('memory__create_entities')
+      .run(args)
+      .catch((e: unknown) => e);
+    expect(isStepbindError(refused, 'APPROVAL_REQUIRED')).toBe(true);
+    const approve = { prepare: (ctx: { approve(): void }) => ctx.approve() };
+    const before = await step.prepareCall('memory__read_graph').run({}, approve);
+    expect(JSON.stringify(before.result)).not.toContain('binds tools per step');
+    const { receipt } = await step.prepareCall('memory__create_entities').run(args, approve);
     expect(receipt).toMatchObject({ server: 'memory', tool: 'create_entities', outcome: 'ok' });
-    const graph = await step.prepareCall('memory__read_graph').run({});
+    const graph = await step.prepareCall('memory__read_graph').run({}, approve);
     expect(JSON.stringify(graph.result)).toContain('binds tools per step');
   });
 });

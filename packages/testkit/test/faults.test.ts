@@ -47,6 +47,7 @@ async function openFleet(
   const { wrapConnect, ...runtimeOptions } = options;
   const runtime = await McpRuntime.open(fleet.config(), {
     connect: wrapConnect === undefined ? fleet.connect : wrapConnect(fleet.connect),
+    approval: 'none',
     onEvent: (e) => events.push(e),
     ...runtimeOptions,
   });
@@ -567,7 +568,7 @@ describe('fault suite over real stdio servers', () => {
     const events: RuntimeEvent[] = [];
     const runtime = await McpRuntime.open(
       { mcpServers: { a: stdioServerParams({ ...options, auditPath }) } },
-      { onEvent: (e) => events.push(e), ...runtimeOptions },
+      { approval: 'none', onEvent: (e) => events.push(e), ...runtimeOptions },
     );
     runtimes.push(runtime);
     return { runtime, audit: () => readAuditTrail(auditPath), events };

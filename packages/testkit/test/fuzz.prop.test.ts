@@ -172,6 +172,7 @@ describe('fuzzing tools/list results (real SDK client and server, whole runtime)
     });
     const runtime = await McpRuntime.open(fleet.config({ s: { requestTimeoutMs: 2_000 } }), {
       connect: fleet.connect,
+      approval: 'none',
     });
     try {
       const toolish = fc.oneof(

@@ -90,6 +90,7 @@ describe('interleavings (fc.scheduler over every message)', () => {
           const events: RuntimeEvent[] = [];
           const runtime = await McpRuntime.open(fleet.config(), {
             connect: fleet.connect,
+            approval: 'none',
             listChangedDebounceMs: 0,
             onEvent: (e) => events.push(e),
           });

@@ -519,6 +519,8 @@ export async function createModelSystem(
   try {
     runtime = await McpRuntime.open(processes.config(new Map()), {
       connect: processes.connect,
+      // The oracle models staleness, epochs and crashes, not approvals (they have their own tests).
+      approval: 'none',
       listChangedDebounceMs: 0,
       onEvent: (e) => events.push(e),
     });
