@@ -168,9 +168,23 @@ function parseServer(value: unknown, path: string): ServerConfig {
       transport: 'stdio',
       command: expectString(obj['command'], `${path}.command`),
       args: Object.freeze(args.map((a, i) => expectString(a, `${path}.args[${i}]`, true))),
-      env: expectStringRecord(obj['env'], `${path}.env`),
+      env: expectStringRecord(
+        obj['env'],
+        `${path}.env`,
+        ENV_NAME,
+        'an environment variable name ([A-Za-z_][A-Za-z0-9_]*)',
+      ),
       envPassthrough: Object.freeze(
-        passthrough.map((a, i) => expectString(a, `${path}.envPassthrough[${i}]`)),
+        passthrough.map((a, i) => {
+          const name = expectString(a, `${path}.envPassthrough[${i}]`);
+          if (!ENV_NAME.test(name)) {
+            fail(
+              `${path}.envPassthrough[${i}]`,
+              `${JSON.stringify(name)} is not an environment variable name`,
+            );
+          }
+          return name;
+        }),
       ),
       ...(obj['cwd'] === undefined ? {} : { cwd: expectString(obj['cwd'], `${path}.cwd`) }),
     };
@@ -190,7 +204,12 @@ function parseServer(value: unknown, path: string): ServerConfig {
     ...common,
     transport: 'http',
     url,
-    headers: expectStringRecord(obj['headers'], `${path}.headers`),
+    headers: expectStringRecord(
+      obj['headers'],
+      `${path}.headers`,
+      HEADER_NAME,
+      'an HTTP header name (RFC 9110 token)',
+    ),
   };
   return Object.freeze(config);
 }
@@ -266,11 +285,23 @@ function optInt(value: unknown, path: string, fallback: number): number {
   return value === undefined ? fallback : expectInt(value, path, 1, 2_147_483_647);
 }
 
-function expectStringRecord(value: unknown, path: string): Readonly<Record<string, string>> {
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+function expectStringRecord(
+  value: unknown,
+  path: string,
+  keyPattern: RegExp,
+  keyKind: string,
+): Readonly<Record<string, string>> {
   if (value === undefined) return Object.freeze({});
   const obj = expectObject(value, path);
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(obj)) {
+    // `__proto__` is a syntactically fine name but would be dropped by a plain assignment.
+    if (!keyPattern.test(k) || k === '__proto__') {
+      fail(`${path}${pathKey(k)}`, `${JSON.stringify(k)} is not ${keyKind}`);
+    }
     if (typeof v !== 'string') fail(`${path}${pathKey(k)}`, 'expected a string');
     out[k] = v;
   }

@@ -752,7 +752,7 @@ export class McpRuntime {
       if (failures.length > 0) {
         throw new RuntimeError(
           ErrorCode.REQUIRED_SERVERS_FAILED,
-          `${failures.length} required server(s) failed; nothing was published and the previous tools stay in service:\n${failures
+          `${failures.length} required server(s) failed; nothing was published ${this.#current === undefined ? 'and the runtime did not open (fix the servers below, or mark them "required": false, and open again)' : 'and the previous tools stay in service'}:\n${failures
             .map((f) => `  - ${f.server}: ${f.error.code}: ${f.error.message}`)
             .join('\n')}`,
           {

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import PQueue from 'p-queue';
 import {
@@ -160,13 +160,22 @@ export function formatCatalogReport(reports: readonly ServerCatalogReport[]): st
   return lines.join('\n');
 }
 
-/** Reads and validates a configuration file. @throws ConfigError with the file name in the message. */
+/** The largest configuration file {@link loadConfigFile} reads: 1 MiB. */
+export const MAX_CONFIG_BYTES = 1024 * 1024;
+
+/**
+ * Reads and validates a configuration file of at most {@link MAX_CONFIG_BYTES} (read with a bound,
+ * so `/dev/zero` or a huge file fails fast).
+ *
+ * @throws RuntimeError `INVALID_CONFIG` with the file name in the message.
+ */
 export async function loadConfigFile(path: string): Promise<RuntimeConfig> {
   const absolute = resolve(path);
   let text: string;
   try {
-    text = await readFile(absolute, 'utf8');
+    text = await readBounded(absolute, MAX_CONFIG_BYTES);
   } catch (error) {
+    if (error instanceof StepbindError) throw error;
     throw new RuntimeError(
       ErrorCode.INVALID_CONFIG,
       `Cannot read configuration file ${absolute}: ${error instanceof Error ? error.message : String(error)}`,
@@ -199,5 +208,28 @@ export async function loadConfigFile(path: string): Promise<RuntimeConfig> {
       });
     }
     throw error;
+  }
+}
+
+async function readBounded(path: string, limit: number): Promise<string> {
+  const handle = await open(path, 'r');
+  try {
+    const buffer = Buffer.alloc(limit + 1);
+    let length = 0;
+    while (length <= limit) {
+      const { bytesRead } = await handle.read(buffer, length, limit + 1 - length, null);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    if (length > limit) {
+      throw new RuntimeError(
+        ErrorCode.INVALID_CONFIG,
+        `Configuration file ${path} is larger than ${limit} bytes; a configuration this large is not a stepbind configuration. Check the --config path.`,
+        { detail: { path, limit } },
+      );
+    }
+    return buffer.toString('utf8', 0, length);
+  } finally {
+    await handle.close();
   }
 }

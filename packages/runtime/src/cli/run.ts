@@ -1,4 +1,4 @@
-import { StepbindError } from '@stepbind/binding';
+import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding';
 import {
   catalogReportJson,
   discoverCatalogs,
@@ -53,10 +53,25 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   let config;
   try {
     config = await loadConfigFile(configPath);
+    if (config.servers.size === 0) {
+      throw new RuntimeError(
+        ErrorCode.INVALID_CONFIG,
+        `${configPath}: no servers are configured ("mcpServers" is empty), so there is nothing to discover. Add a server, for example "mcpServers": { "files": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"] } }.`,
+        { detail: { path: '$.mcpServers' } },
+      );
+    }
   } catch (error) {
-    io.stderr(
-      `stepbind: ${error instanceof StepbindError ? `${error.code}: ` : ''}${error instanceof Error ? error.message : String(error)}\n`,
-    );
+    if (json) {
+      const body =
+        error instanceof StepbindError
+          ? error.toJSON()
+          : { code: 'INTERNAL', message: error instanceof Error ? error.message : String(error) };
+      io.stdout(`${JSON.stringify({ error: body })}\n`);
+    } else {
+      io.stderr(
+        `stepbind: ${error instanceof StepbindError ? `${error.code}: ` : ''}${error instanceof Error ? error.message : String(error)}\n`,
+      );
+    }
     return 2;
   }
   const reports = await discoverCatalogs(
