@@ -88,6 +88,8 @@ export interface BoundServer {
   readonly callTimeoutMs: number;
   /** Which calls to this server need an approval from the `prepare` hook. */
   readonly approval: ApprovalMode;
+  /** Raw tool names of this server that never need an approval. @default none */
+  readonly autoApprove?: ReadonlySet<string>;
 }
 
 /**
@@ -517,11 +519,10 @@ export class PreparedCall {
         { detail: this.#detail({ reason: 'revoked' }) },
       );
     }
-    const approvalRequired = needsApproval(
-      this.#bound.server.approval,
-      this.#bound.server.catalog.state,
-      this.descriptor.effectClass,
-    );
+    const server = this.#bound.server;
+    const approvalRequired =
+      server.autoApprove?.has(this.tool) !== true &&
+      needsApproval(server.approval, server.catalog.state, this.descriptor.effectClass);
     if (approvalRequired && options.prepare === undefined) throw this.#approvalRequired(false);
     return approvalRequired;
   }

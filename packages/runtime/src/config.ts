@@ -1,4 +1,6 @@
 import { ConfigError, ErrorCode, type ApprovalMode } from '@stepbind/binding';
+import { interpolate, type EnvironmentSource } from './interpolate.js';
+import type { ToolFilterConfig } from './tool-filter.js';
 
 /** Discovery limits that may be set per server (see DESIGN §4 for the defaults). */
 export interface ServerLimits {
@@ -27,6 +29,10 @@ interface CommonServerConfig {
    * @default the runtime's `approval` option, else "unproven-writes"
    */
   readonly approval?: ApprovalMode;
+  /** Raw tool names that never need an approval (Cline's `autoApprove`). @default [] */
+  readonly autoApprove: readonly string[];
+  /** Which tools are published: `allow`/`deny` globs, applied before model names are assigned. */
+  readonly tools?: ToolFilterConfig;
 }
 
 /** A server started as a child process speaking MCP over stdio. */
@@ -57,38 +63,43 @@ export interface RuntimeConfig {
   readonly servers: ReadonlyMap<string, ServerConfig>;
   /** How many servers may be starting or enumerating at once. @default 4 */
   readonly concurrency: number;
+  /** Servers present in the file with `"disabled": true` (validated, never started). */
+  readonly disabled: readonly string[];
+}
+
+/** Options of {@link parseConfig}. */
+export interface ParseConfigOptions {
+  /** Where `${env:NAME}` / `${NAME}` references are resolved. @default process.env */
+  readonly env?: EnvironmentSource;
 }
 
 /** Configured server names become model-name prefixes: keep them short and plain. */
 export const SERVER_NAME_PATTERN = /^[A-Za-z0-9_-]{1,48}$/;
 
-const STDIO_KEYS = new Set([
+const TOP_KEYS = ['$schema', 'mcpServers', 'servers', 'inputs', 'concurrency'] as const;
+const COMMON_KEYS = [
+  'type',
+  'disabled',
+  'required',
+  'audience',
+  'startupTimeoutMs',
+  'requestTimeoutMs',
+  'callTimeoutMs',
+  'timeout',
+  'limits',
+  'approval',
+  'autoApprove',
+  'tools',
+] as const;
+const STDIO_KEYS: readonly string[] = [
   'command',
   'args',
   'env',
   'envPassthrough',
   'cwd',
-  'type',
-  'required',
-  'audience',
-  'startupTimeoutMs',
-  'requestTimeoutMs',
-  'callTimeoutMs',
-  'limits',
-  'approval',
-]);
-const HTTP_KEYS = new Set([
-  'url',
-  'headers',
-  'type',
-  'required',
-  'audience',
-  'startupTimeoutMs',
-  'requestTimeoutMs',
-  'callTimeoutMs',
-  'limits',
-  'approval',
-]);
+  ...COMMON_KEYS,
+];
+const HTTP_KEYS: readonly string[] = ['url', 'headers', ...COMMON_KEYS];
 const LIMIT_KEYS = [
   'maxPages',
   'maxTools',
@@ -96,36 +107,58 @@ const LIMIT_KEYS = [
   'totalTimeoutMs',
   'maxRestarts',
 ] as const;
+const TOOLS_KEYS = ['allow', 'deny'] as const;
 
 /**
- * Validates an `mcpServers` configuration (the JSON format of Claude Desktop, Cursor and VS Code,
- * extended per server with `required`, `audience`, timeouts and `limits`; top level may carry
- * `concurrency`). Unknown keys and bad values are rejected.
+ * Validates a server configuration in the formats people already have: `mcpServers` (Claude
+ * Desktop, Cursor, Cline) or VS Code's `servers` (with `type: "stdio" | "http"`; `inputs` is
+ * accepted and ignored), extended per server with `required`, `audience`, timeouts, `limits`,
+ * `approval`, `autoApprove`, `tools` filters and `disabled`; the top level may carry `concurrency`
+ * and `$schema`. `${env:NAME}` and `${NAME}` in `command`, `args`, `env`, `cwd`, `url` and `headers`
+ * are replaced from the environment. Unknown keys and bad values are rejected; the message lists the
+ * keys allowed there. Every key is documented in the runtime README.
  *
  * @throws ConfigError `INVALID_CONFIG` whose `detail.path` is the JSON path of the problem
- *   (for example `$.mcpServers.files.args[2]`).
+ *   (for example `$.mcpServers.files.args[2]`); never contains an interpolated value.
  */
-export function parseConfig(input: unknown): RuntimeConfig {
+export function parseConfig(input: unknown, options: ParseConfigOptions = {}): RuntimeConfig {
+  const env = options.env ?? process.env;
   const root = expectObject(input, '$');
-  for (const key of Object.keys(root)) {
-    if (key !== 'mcpServers' && key !== 'concurrency') fail(`$.${key}`, 'unknown key');
-  }
+  checkKeys(root, '$', TOP_KEYS);
+  if (root['inputs'] !== undefined) expectArray(root['inputs'], '$.inputs');
   const concurrency =
     root['concurrency'] === undefined ? 4 : expectInt(root['concurrency'], '$.concurrency', 1, 64);
-  const serversObj = expectObject(root['mcpServers'], '$.mcpServers');
+  if (root['mcpServers'] !== undefined && root['servers'] !== undefined) {
+    fail('$.servers', 'give the servers once, under "mcpServers" or under "servers", not both');
+  }
+  const key = root['servers'] !== undefined ? 'servers' : 'mcpServers';
+  const serversObj = expectObject(root[key], `$.${key}`);
   const servers = new Map<string, ServerConfig>();
+  const disabled: string[] = [];
   for (const [name, value] of Object.entries(serversObj)) {
-    const path = `$.mcpServers${pathKey(name)}`;
+    const path = `$.${key}${pathKey(name)}`;
     if (!SERVER_NAME_PATTERN.test(name)) {
       fail(path, `server name must match ${String(SERVER_NAME_PATTERN)}`);
     }
-    servers.set(name, parseServer(value, path));
+    const entry = expectObject(value, path);
+    const off =
+      entry['disabled'] === undefined ? false : expectBool(entry['disabled'], `${path}.disabled`);
+    if (off) {
+      // A disabled entry is checked for unknown keys only: it may name variables that are not set.
+      checkKeys(entry, path, entry['url'] === undefined ? STDIO_KEYS : HTTP_KEYS);
+      disabled.push(name);
+      continue;
+    }
+    servers.set(name, parseServer(entry, path, env));
   }
-  return Object.freeze({ servers, concurrency });
+  return Object.freeze({ servers, concurrency, disabled: Object.freeze(disabled) });
 }
 
-function parseServer(value: unknown, path: string): ServerConfig {
-  const obj = expectObject(value, path);
+function parseServer(
+  obj: Record<string, unknown>,
+  path: string,
+  env: EnvironmentSource,
+): ServerConfig {
   const hasCommand = obj['command'] !== undefined;
   const hasUrl = obj['url'] !== undefined;
   if (hasCommand === hasUrl) fail(path, 'needs exactly one of "command" (stdio) or "url" (http)');
@@ -140,10 +173,14 @@ function parseServer(value: unknown, path: string): ServerConfig {
   ) {
     fail(`${path}.type`, `does not match the ${hasCommand ? 'command' : 'url'} given`);
   }
-  const allowed = hasCommand ? STDIO_KEYS : HTTP_KEYS;
-  for (const key of Object.keys(obj)) {
-    if (!allowed.has(key)) fail(`${path}${pathKey(key)}`, 'unknown key');
+  checkKeys(obj, path, hasCommand ? STDIO_KEYS : HTTP_KEYS);
+  if (obj['timeout'] !== undefined && obj['callTimeoutMs'] !== undefined) {
+    fail(`${path}.timeout`, 'give "timeout" (seconds, as Cline does) or "callTimeoutMs", not both');
   }
+  const callTimeoutMs =
+    obj['timeout'] === undefined
+      ? optInt(obj['callTimeoutMs'], `${path}.callTimeoutMs`, 60_000)
+      : expectInt(obj['timeout'], `${path}.timeout`, 1, 86_400) * 1000;
   const common: CommonServerConfig = {
     required:
       obj['required'] === undefined ? true : expectBool(obj['required'], `${path}.required`),
@@ -151,12 +188,18 @@ function parseServer(value: unknown, path: string): ServerConfig {
       obj['audience'] === undefined ? 'default' : expectString(obj['audience'], `${path}.audience`),
     startupTimeoutMs: optInt(obj['startupTimeoutMs'], `${path}.startupTimeoutMs`, 30_000),
     requestTimeoutMs: optInt(obj['requestTimeoutMs'], `${path}.requestTimeoutMs`, 30_000),
-    callTimeoutMs: optInt(obj['callTimeoutMs'], `${path}.callTimeoutMs`, 60_000),
+    callTimeoutMs,
     limits: parseLimits(obj['limits'], `${path}.limits`),
     ...(obj['approval'] === undefined
       ? {}
       : { approval: expectOneOf(obj['approval'], `${path}.approval`, APPROVAL_MODES) }),
+    autoApprove: stringList(obj['autoApprove'], `${path}.autoApprove`),
+    ...(obj['tools'] === undefined
+      ? {}
+      : { tools: parseToolFilter(obj['tools'], `${path}.tools`) }),
   };
+  const text = (value: unknown, at: string, allowEmpty = false): string =>
+    interpolate(expectString(value, at, allowEmpty), at, env);
   if (hasCommand) {
     const args = obj['args'] === undefined ? [] : expectArray(obj['args'], `${path}.args`);
     const passthrough =
@@ -166,13 +209,14 @@ function parseServer(value: unknown, path: string): ServerConfig {
     const config: StdioServerConfig = {
       ...common,
       transport: 'stdio',
-      command: expectString(obj['command'], `${path}.command`),
-      args: Object.freeze(args.map((a, i) => expectString(a, `${path}.args[${i}]`, true))),
+      command: text(obj['command'], `${path}.command`),
+      args: Object.freeze(args.map((a, i) => text(a, `${path}.args[${i}]`, true))),
       env: expectStringRecord(
         obj['env'],
         `${path}.env`,
         ENV_NAME,
         'an environment variable name ([A-Za-z_][A-Za-z0-9_]*)',
+        env,
       ),
       envPassthrough: Object.freeze(
         passthrough.map((a, i) => {
@@ -186,11 +230,11 @@ function parseServer(value: unknown, path: string): ServerConfig {
           return name;
         }),
       ),
-      ...(obj['cwd'] === undefined ? {} : { cwd: expectString(obj['cwd'], `${path}.cwd`) }),
+      ...(obj['cwd'] === undefined ? {} : { cwd: text(obj['cwd'], `${path}.cwd`) }),
     };
     return Object.freeze(config);
   }
-  const url = expectString(obj['url'], `${path}.url`);
+  const url = text(obj['url'], `${path}.url`);
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -209,18 +253,43 @@ function parseServer(value: unknown, path: string): ServerConfig {
       `${path}.headers`,
       HEADER_NAME,
       'an HTTP header name (RFC 9110 token)',
+      env,
     ),
   };
   return Object.freeze(config);
 }
 
+function checkKeys(obj: Record<string, unknown>, path: string, allowed: readonly string[]): void {
+  for (const key of Object.keys(obj)) {
+    if (!allowed.includes(key)) {
+      fail(
+        `${path}${pathKey(key)}`,
+        `unknown key; the keys allowed here are ${allowed.join(', ')}`,
+      );
+    }
+  }
+}
+
+function stringList(value: unknown, path: string): readonly string[] {
+  if (value === undefined) return Object.freeze([]);
+  return Object.freeze(expectArray(value, path).map((v, i) => expectString(v, `${path}[${i}]`)));
+}
+
+function parseToolFilter(value: unknown, path: string): ToolFilterConfig {
+  const obj = expectObject(value, path);
+  checkKeys(obj, path, TOOLS_KEYS);
+  return Object.freeze({
+    ...(obj['allow'] === undefined ? {} : { allow: stringList(obj['allow'], `${path}.allow`) }),
+    ...(obj['deny'] === undefined ? {} : { deny: stringList(obj['deny'], `${path}.deny`) }),
+  });
+}
+
 function parseLimits(value: unknown, path: string): ServerLimits {
   if (value === undefined) return Object.freeze({});
   const obj = expectObject(value, path);
+  checkKeys(obj, path, LIMIT_KEYS);
   const out: Record<string, number> = {};
   for (const [key, v] of Object.entries(obj)) {
-    if (!(LIMIT_KEYS as readonly string[]).includes(key))
-      fail(`${path}${pathKey(key)}`, 'unknown key');
     const min = key === 'maxTools' || key === 'maxRestarts' ? 0 : 1;
     out[key] = expectInt(v, `${path}.${key}`, min, 2_147_483_647);
   }
@@ -293,6 +362,7 @@ function expectStringRecord(
   path: string,
   keyPattern: RegExp,
   keyKind: string,
+  env: EnvironmentSource,
 ): Readonly<Record<string, string>> {
   if (value === undefined) return Object.freeze({});
   const obj = expectObject(value, path);
@@ -303,7 +373,7 @@ function expectStringRecord(
       fail(`${path}${pathKey(k)}`, `${JSON.stringify(k)} is not ${keyKind}`);
     }
     if (typeof v !== 'string') fail(`${path}${pathKey(k)}`, 'expected a string');
-    out[k] = v;
+    out[k] = interpolate(v, `${path}${pathKey(k)}`, env);
   }
   return Object.freeze(out);
 }

@@ -10,6 +10,13 @@ import {
 } from '@stepbind/binding';
 import type { ServerConfig } from './config.js';
 import type { SdkConnection } from './sdk.js';
+import { toolFilterOf, type ToolFilterConfig } from './tool-filter.js';
+
+/** The `name` of a raw tool as listed (validation later refuses a tool without one). */
+function toolName(tool: unknown): string {
+  const name = (tool as { name?: unknown } | null)?.name;
+  return typeof name === 'string' ? name : '';
+}
 
 /** Inputs of {@link discoverSnapshot}. */
 export interface DiscoverSnapshotOptions {
@@ -57,7 +64,10 @@ export async function discoverSnapshot(
   options: DiscoverSnapshotOptions,
 ): Promise<Discovery> {
   const { config, name } = options;
-  const key = options.keyListing === false ? NO_KEY : listingKeyHasher();
+  const key = options.keyListing === false ? NO_KEY : listingKeyHasher(config.tools);
+  // The configured allow/deny filter drops tools before validation and model names (a denied tool
+  // that is broken does not break its server's catalog); the listing key covers the filter too.
+  const keep = toolFilterOf(config.tools);
   const builder = createSnapshotBuilder({
     identity: options.identity,
     audience: config.audience,
@@ -73,7 +83,10 @@ export async function discoverSnapshot(
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     onPage: (tools, pageIndex) => {
       key.addPage(tools);
-      builder.addPage(tools, pageIndex);
+      builder.addPage(
+        keep === undefined ? tools : tools.filter((t) => keep(toolName(t))),
+        pageIndex,
+      );
     },
     onRestart: () => {
       key.reset();
@@ -111,13 +124,14 @@ const NO_KEY = { addPage: () => undefined, reset: () => undefined, finish: () =>
  * The listing key, hashed page by page while the next page is on the wire. `undefined` when a page
  * is too deep for `JSON.stringify` (validation refuses such a listing with a typed error anyway).
  */
-function listingKeyHasher(): {
+function listingKeyHasher(filter: ToolFilterConfig | undefined): {
   addPage(tools: readonly unknown[]): void;
   reset(): void;
   finish(enumeration: ToolEnumeration): string | undefined;
 } {
   let hash: Hash | undefined = createHash('sha256');
   let pages = 0;
+  const filterKey = JSON.stringify(filter ?? null);
   return {
     addPage(tools) {
       pages++;
@@ -133,7 +147,7 @@ function listingKeyHasher(): {
     },
     finish(enumeration) {
       if (hash === undefined || pages !== enumeration.pages.length) return undefined;
-      return hash.update(JSON.stringify(enumeration.revision)).digest('hex');
+      return hash.update(JSON.stringify(enumeration.revision)).update(filterKey).digest('hex');
     },
   };
 }

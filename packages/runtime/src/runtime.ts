@@ -237,6 +237,9 @@ function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
           caller: session.connection,
           callTimeoutMs: session.config.callTimeoutMs,
           approval: session.config.approval ?? approval,
+          ...(session.config.autoApprove.length === 0
+            ? {}
+            : { autoApprove: new Set(session.config.autoApprove) }),
         }),
       );
     } else if (entry.kind === 'starting') {

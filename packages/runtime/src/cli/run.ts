@@ -5,6 +5,7 @@ import {
   formatCatalogReport,
   loadConfigFile,
 } from './catalog.js';
+import { configCheckJson, formatConfigCheck } from './config-check.js';
 
 /** Where the CLI writes, and how it is cancelled. */
 export interface CliIo {
@@ -15,6 +16,7 @@ export interface CliIo {
 
 const USAGE = `Usage:
   stepbind catalog --config FILE [--json]   discover every tool of every configured server
+  stepbind config check FILE [--json]       validate a configuration file without starting anything
   stepbind help                             show this help
 
 Exit code 0 only if every server succeeded; 1 if any server failed; 2 for usage or config errors.
@@ -30,6 +32,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     io.stdout(USAGE);
     return command === undefined ? 2 : 0;
   }
+  if (command === 'config') return configCommand(rest, io);
   if (command !== 'catalog') {
     io.stderr(`stepbind: unknown command "${command}"\n\n${USAGE}`);
     return 2;
@@ -61,17 +64,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       );
     }
   } catch (error) {
-    if (json) {
-      const body =
-        error instanceof StepbindError
-          ? error.toJSON()
-          : { code: 'INTERNAL', message: error instanceof Error ? error.message : String(error) };
-      io.stdout(`${JSON.stringify({ error: body })}\n`);
-    } else {
-      io.stderr(
-        `stepbind: ${error instanceof StepbindError ? `${error.code}: ` : ''}${error instanceof Error ? error.message : String(error)}\n`,
-      );
-    }
+    printError(error, json, io);
     return 2;
   }
   const reports = await discoverCatalogs(
@@ -82,4 +75,41 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     json ? `${JSON.stringify(catalogReportJson(reports))}\n` : `${formatCatalogReport(reports)}\n`,
   );
   return reports.every((r) => r.ok) ? 0 : 1;
+}
+
+async function configCommand(args: readonly string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = args;
+  const json = rest.includes('--json');
+  const files = rest.filter((a) => a !== '--json');
+  const file = files[0];
+  if (sub !== 'check' || file === undefined || files.length !== 1) {
+    io.stderr(`stepbind config: expected "config check FILE [--json]"\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    const config = await loadConfigFile(file);
+    io.stdout(
+      json
+        ? `${JSON.stringify(configCheckJson(config))}\n`
+        : `${formatConfigCheck(file, config)}\n`,
+    );
+    return 0;
+  } catch (error) {
+    printError(error, json, io);
+    return 2;
+  }
+}
+
+function printError(error: unknown, json: boolean, io: CliIo): void {
+  if (json) {
+    const body =
+      error instanceof StepbindError
+        ? error.toJSON()
+        : { code: 'INTERNAL', message: error instanceof Error ? error.message : String(error) };
+    io.stdout(`${JSON.stringify({ ok: false, error: body })}\n`);
+  } else {
+    io.stderr(
+      `stepbind: ${error instanceof StepbindError ? `${error.code}: ` : ''}${error instanceof Error ? error.message : String(error)}\n`,
+    );
+  }
 }
