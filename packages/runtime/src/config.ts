@@ -33,6 +33,8 @@ interface CommonServerConfig {
   readonly autoApprove: readonly string[];
   /** Which tools are published: `allow`/`deny` globs, applied before model names are assigned. */
   readonly tools?: ToolFilterConfig;
+  /** Roots offered to the server (`roots/list`): absolute paths or `file://` URIs. @default [] */
+  readonly roots: readonly string[];
 }
 
 /** A server started as a child process speaking MCP over stdio. */
@@ -90,6 +92,7 @@ const COMMON_KEYS = [
   'approval',
   'autoApprove',
   'tools',
+  'roots',
 ] as const;
 const STDIO_KEYS: readonly string[] = [
   'command',
@@ -194,6 +197,15 @@ function parseServer(
       ? {}
       : { approval: expectOneOf(obj['approval'], `${path}.approval`, APPROVAL_MODES) }),
     autoApprove: stringList(obj['autoApprove'], `${path}.autoApprove`),
+    roots: Object.freeze(
+      stringList(obj['roots'], `${path}.roots`).map((root, i) => {
+        const value = interpolate(root, `${path}.roots[${i}]`, env);
+        if (!value.startsWith('file://') && !value.startsWith('/')) {
+          fail(`${path}.roots[${i}]`, 'expected an absolute path or a file:// URI');
+        }
+        return value;
+      }),
+    ),
     ...(obj['tools'] === undefined
       ? {}
       : { tools: parseToolFilter(obj['tools'], `${path}.tools`) }),

@@ -19,12 +19,15 @@ export function identityKeyOf(config: ServerConfig): string {
         ),
         cwd: config.cwd ?? null,
         audience: config.audience,
+        // Roots are declared at initialize: other roots need a new session.
+        ...(config.roots.length === 0 ? {} : { roots: config.roots }),
       })
     : computeTransportDigest({
         transport: 'http',
         url: config.url,
         headers: config.headers,
         audience: config.audience,
+        ...(config.roots.length === 0 ? {} : { roots: config.roots }),
       });
 }
 

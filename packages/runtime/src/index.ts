@@ -21,6 +21,16 @@ export {
 export type { DiscoverCatalogsOptions, ServerCatalogReport } from './cli/catalog.js';
 export { runCli } from './cli/run.js';
 export type { CliIo } from './cli/run.js';
+export { CLIENT_CAPABILITIES } from './client-capabilities.js';
+export type {
+  ClientHandlers,
+  ClientRoot,
+  ElicitationRequest,
+  ElicitationResult,
+  SamplingRequest,
+  SamplingResult,
+  ServerRequestContext,
+} from './client-capabilities.js';
 export { McpRuntime } from './runtime.js';
 export type {
   CaptureOptions,

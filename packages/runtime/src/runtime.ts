@@ -23,6 +23,7 @@ import {
   type ServerIdentity,
   type ValidationOptions,
 } from '@stepbind/binding';
+import type { ClientHandlers } from './client-capabilities.js';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from './config.js';
 import { discoverSnapshot } from './discover.js';
 import { identityKeyOf, identityOf } from './identity.js';
@@ -82,6 +83,13 @@ export interface McpRuntimeOptions {
   readonly connect?: ServerConnector;
   /** Receives every {@link RuntimeEvent}. */
   readonly onEvent?: (event: RuntimeEvent) => void;
+  /**
+   * Answers a server's `sampling/createMessage` (for example with your own model call).
+   * @default refuse with a JSON-RPC error saying the application does not sample
+   */
+  readonly onSampling?: ClientHandlers['onSampling'];
+  /** Answers a server's `elicitation/create` (ask the user). @default `{ action: "decline" }` */
+  readonly onElicitation?: ClientHandlers['onElicitation'];
   /** Cancels `open`. */
   readonly signal?: AbortSignal;
 }
@@ -348,8 +356,13 @@ export class McpRuntime {
   private constructor(config: RuntimeConfig, options: McpRuntimeOptions) {
     this.#config = config;
     this.#options = options;
+    const handlers: ClientHandlers = {
+      ...(options.onSampling === undefined ? {} : { onSampling: options.onSampling }),
+      ...(options.onElicitation === undefined ? {} : { onElicitation: options.onElicitation }),
+    };
     this.#connect =
-      options.connect ?? ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal }));
+      options.connect ??
+      ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal, handlers }));
     this.#registry = new CatalogRegistry({ policyEpoch: options.policyEpoch ?? 0 });
     this.#policy = {
       policyEpoch: options.policyEpoch ?? 0,

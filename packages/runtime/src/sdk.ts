@@ -20,6 +20,12 @@ import {
   type ListPageRequest,
   type ToolListSource,
 } from '@stepbind/binding';
+import {
+  CLIENT_CAPABILITIES,
+  installClientHandlers,
+  rootsOf,
+  type ClientHandlers,
+} from './client-capabilities.js';
 import type { ServerConfig } from './config.js';
 
 export { Client };
@@ -349,6 +355,11 @@ export interface ConnectOptions {
   readonly timeoutMs?: number;
   /** Where a stdio child's stderr goes: kept as a tail for error messages, or inherited. @default "tail" */
   readonly stderr?: 'tail' | 'inherit';
+  /**
+   * Answers to server-to-client requests (sampling, elicitation). Roots come from the config's
+   * `roots` unless given here.
+   */
+  readonly handlers?: ClientHandlers;
 }
 
 const STDERR_TAIL_LINES = 20;
@@ -417,6 +428,7 @@ export async function connectServer(
       ...(options.signal === undefined ? {} : { signal: options.signal }),
       pid: () => childPid,
       stderrTail,
+      handlers: { roots: rootsOf(config.roots), ...options.handlers },
     });
   } catch (error) {
     if (!(error instanceof StepbindError) || error.code !== ErrorCode.SERVER_START_FAILED)
@@ -436,6 +448,8 @@ export interface ConnectTransportOptions {
   readonly signal?: AbortSignal;
   /** Budget for `initialize`. @default 30000 */
   readonly timeoutMs?: number;
+  /** Answers to server-to-client requests (roots, sampling, elicitation). */
+  readonly handlers?: ClientHandlers;
 }
 
 /**
@@ -454,6 +468,7 @@ export function connectTransport(
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     pid: () => undefined,
     stderrTail: [],
+    ...(options.handlers === undefined ? {} : { handlers: options.handlers }),
   });
 }
 
@@ -465,9 +480,11 @@ async function openSession(
     readonly signal?: AbortSignal;
     readonly pid: () => number | undefined;
     readonly stderrTail: string[];
+    readonly handlers?: ClientHandlers;
   },
 ): Promise<SdkConnection> {
-  const client = new Client({ ...CLIENT_INFO }, { capabilities: {} });
+  const client = new Client({ ...CLIENT_INFO }, { capabilities: CLIENT_CAPABILITIES });
+  installClientHandlers(client, name, options.handlers ?? {});
   // The client reports the negotiated version only through this optional transport hook.
   let protocolVersion: string | undefined;
   const forward = transport.setProtocolVersion?.bind(transport);

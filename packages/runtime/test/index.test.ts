@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 describe('@stepbind/runtime public surface', () => {
   it('exports exactly these values (a new export is a deliberate act)', () => {
     expect(Object.keys(runtime).sort()).toEqual([
+      'CLIENT_CAPABILITIES',
       'CLIENT_INFO',
       'McpRuntime',
       'SERVER_NAME_PATTERN',
