@@ -121,19 +121,19 @@ export function installClientHandlers(
         'stepbind: this application does not answer sampling requests (no onSampling handler was given to McpRuntime.open)',
       );
     }
-    const result = await handler(request.params as SamplingRequest, {
+    const result = await handler(request.params, {
       server,
       signal: extra.signal,
     });
-    return result as never;
+    return result;
   });
   client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
     const handler = handlers.onElicitation;
     if (handler === undefined) return { action: 'decline' };
-    const result = await handler(request.params as ElicitationRequest, {
+    const result = await handler(request.params, {
       server,
       signal: extra.signal,
     });
-    return result as never;
+    return result;
   });
 }
