@@ -1,8 +1,22 @@
 import { describe, expect, it } from 'vitest';
+import { OracleDisagreement } from '@stepbind/testkit';
 import { checkAppLoop } from './own-agent-loop.js';
 
 describe('examples/own-agent-loop', () => {
   it('an application loop agrees with the oracle under generated interleavings', async () => {
     expect(await checkAppLoop(100)).toBeGreaterThan(100);
+  });
+
+  it('finds a planted silent retry of a refused call (capture and reply are separate commands)', async () => {
+    const failure: unknown = await checkAppLoop(300, { silentRetry: true }).catch(
+      (e: unknown) => e,
+    );
+    expect(failure).toBeInstanceOf(Error);
+    // fast-check reports the counterexample; the oracle's disagreement is its cause.
+    const cause = (failure as Error).cause;
+    expect(cause).toBeInstanceOf(OracleDisagreement);
+    expect((cause as Error).message).toMatch(
+      /app reply to step #\d+: runtime .*"OK".*, oracle .*"STALE_CATALOG"/,
+    );
   });
 });

@@ -53,6 +53,8 @@ export type { PropertyParameters, PropertyParametersOptions } from './seed.js';
 export { propertyRun } from './seed.js';
 export type { PropertyRun } from './seed.js';
 export { RuntimeOracle } from './model/oracle.js';
+export { appLoopCommands } from './model/app-loop.js';
+export type { AppLoop } from './model/app-loop.js';
 export type { ExpectedServer, PredictedOutcome, ServedPages } from './model/oracle.js';
 export {
   createModelSystem,

@@ -13,6 +13,7 @@ describe('@stepbind/testkit public surface', () => {
       'OracleDisagreement',
       'RuntimeOracle',
       'agree',
+      'appLoopCommands',
       'arbCatalog',
       'arbCursorCycle',
       'arbListResult',
