@@ -10,6 +10,8 @@ import {
 } from '@stepbind/binding';
 import type { ServerConfig } from './config.js';
 import type { SdkConnection } from './sdk.js';
+import { createDebug } from './log.js';
+import { traceDiscovery } from './telemetry.js';
 import { toolFilterOf, type ToolFilterConfig } from './tool-filter.js';
 
 /** The `name` of a raw tool as listed (validation later refuses a tool without one). */
@@ -37,6 +39,17 @@ export interface DiscoverSnapshotOptions {
    * of a new connection has nothing to compare with and can skip it. @default true
    */
   readonly keyListing?: boolean;
+  /** Called after each page arrived (1-based page number, tools on it, tools so far). */
+  readonly onPage?: (progress: DiscoveryProgress) => void;
+}
+
+/** Progress of one discovery, page by page. */
+export interface DiscoveryProgress {
+  readonly server: string;
+  /** 1-based number of the page that just arrived (restarts from 1 after a `list_changed`). */
+  readonly page: number;
+  readonly pageTools: number;
+  readonly totalTools: number;
 }
 
 /** What {@link discoverSnapshot} found. */
@@ -59,11 +72,25 @@ export interface Discovery {
  *
  * @throws CatalogError from discovery or validation.
  */
-export async function discoverSnapshot(
+export function discoverSnapshot(
+  connection: SdkConnection,
+  options: DiscoverSnapshotOptions,
+): Promise<Discovery> {
+  return traceDiscovery(
+    options.name,
+    () => discover(connection, options),
+    (d) => d.enumeration.pages.length,
+  );
+}
+
+const debugDiscovery = createDebug('stepbind:discovery');
+
+async function discover(
   connection: SdkConnection,
   options: DiscoverSnapshotOptions,
 ): Promise<Discovery> {
   const { config, name } = options;
+  let total = 0;
   const key = options.keyListing === false ? NO_KEY : listingKeyHasher(config.tools);
   // The configured allow/deny filter drops tools before validation and model names (a denied tool
   // that is broken does not break its server's catalog); the listing key covers the filter too.
@@ -82,6 +109,18 @@ export async function discoverSnapshot(
     changes: connection,
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     onPage: (tools, pageIndex) => {
+      total += tools.length;
+      if (debugDiscovery.enabled) {
+        debugDiscovery(
+          `server "${name}": page ${pageIndex + 1}, ${tools.length} tools (${total} so far)`,
+        );
+      }
+      options.onPage?.({
+        server: name,
+        page: pageIndex + 1,
+        pageTools: tools.length,
+        totalTools: total,
+      });
       key.addPage(tools);
       builder.addPage(
         keep === undefined ? tools : tools.filter((t) => keep(toolName(t))),
@@ -89,6 +128,8 @@ export async function discoverSnapshot(
       );
     },
     onRestart: () => {
+      total = 0;
+      debugDiscovery(`server "${name}": list_changed during the listing, restarting from page 1`);
       key.reset();
       builder.reset();
     },

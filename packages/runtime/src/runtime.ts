@@ -25,7 +25,8 @@ import {
 } from '@stepbind/binding';
 import type { ClientHandlers } from './client-capabilities.js';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from './config.js';
-import { discoverSnapshot } from './discover.js';
+import { discoverSnapshot, type DiscoveryProgress } from './discover.js';
+import { createDebug } from './log.js';
 import { identityKeyOf, identityOf } from './identity.js';
 import { connectServer, type SdkConnection } from './sdk.js';
 
@@ -62,7 +63,8 @@ export type RuntimeEvent =
     }
   | { readonly type: 'hard-refresh-failed'; readonly server: string; readonly error: StepbindError }
   | { readonly type: 'connection-closed'; readonly server: string; readonly expected: boolean }
-  | { readonly type: 'connection-error'; readonly server: string; readonly error: Error };
+  | { readonly type: 'connection-error'; readonly server: string; readonly error: Error }
+  | ({ readonly type: 'discovery-page' } & DiscoveryProgress);
 
 /** Options of {@link McpRuntime.open}. */
 export interface McpRuntimeOptions {
@@ -668,6 +670,7 @@ export class McpRuntime {
   }
 
   #emit(event: RuntimeEvent): void {
+    if (debugEvents.enabled) debugEvents(describeEvent(event));
     try {
       this.#options.onEvent?.(event);
     } catch {
@@ -887,6 +890,7 @@ export class McpRuntime {
       ...(this.#options.validation === undefined ? {} : { validation: this.#options.validation }),
       validatorCache: this.#validatorCache,
       signal,
+      onPage: (progress) => this.#emit({ type: 'discovery-page', ...progress }),
     });
   }
 
@@ -1208,6 +1212,19 @@ function isRuntimeConfig(value: unknown): value is RuntimeConfig {
     value !== null &&
     (value as { servers?: unknown }).servers instanceof Map
   );
+}
+
+const debugEvents = createDebug('stepbind:events');
+
+/** One line per event for `DEBUG=stepbind:events` (error messages are already redacted). */
+function describeEvent(event: RuntimeEvent): string {
+  const { type, ...rest } = event;
+  const fields = Object.entries(rest).map(([k, v]) =>
+    v instanceof Error
+      ? `${k}=${(v as Partial<StepbindError>).code ?? v.name}: ${v.message.split('\n')[0] ?? ''}`
+      : `${k}=${JSON.stringify(v)}`,
+  );
+  return `${type} ${fields.join(' ')}`;
 }
 
 function closedError(): RuntimeError {

@@ -11,7 +11,7 @@ import {
   type ToolEnumeration,
 } from '@stepbind/binding';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from '../config.js';
-import { discoverSnapshot } from '../discover.js';
+import { discoverSnapshot, type DiscoveryProgress } from '../discover.js';
 import { identityOf } from '../identity.js';
 import { connectServer } from '../sdk.js';
 
@@ -34,6 +34,8 @@ export type ServerCatalogReport =
 export interface DiscoverCatalogsOptions {
   /** Cancels every start and enumeration still running; connections are closed. */
   readonly signal?: AbortSignal;
+  /** Called after every page of every server (for live progress). */
+  readonly onPage?: (progress: DiscoveryProgress) => void;
 }
 
 /**
@@ -50,7 +52,7 @@ export async function discoverCatalogs(
     validatorCache: new SchemaValidatorCache(),
   };
   const jobs = [...config.servers].map(([name, server]) =>
-    queue.add(() => discoverOne(name, server, shared, options.signal)),
+    queue.add(() => discoverOne(name, server, shared, options)),
   );
   return Promise.all(jobs);
 }
@@ -64,8 +66,9 @@ async function discoverOne(
   name: string,
   server: ServerConfig,
   shared: Shared,
-  signal: AbortSignal | undefined,
+  options: DiscoverCatalogsOptions,
 ): Promise<ServerCatalogReport> {
+  const { signal, onPage } = options;
   try {
     signal?.throwIfAborted();
     const connection = await connectServer(name, server, signal === undefined ? {} : { signal });
@@ -77,6 +80,7 @@ async function discoverOne(
         policyEpoch: shared.registry.policyEpoch,
         validatorCache: shared.validatorCache,
         ...(signal === undefined ? {} : { signal }),
+        ...(onPage === undefined ? {} : { onPage }),
       });
       if (snapshot === undefined) throw new Error('discoverSnapshot skipped a first listing');
       const published = shared.registry.publish(snapshot, { expectedGeneration: 0 });

@@ -16,6 +16,10 @@ const code = await runCli(process.argv.slice(2), {
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
   signal: controller.signal,
+  // Live discovery progress only on a terminal: one line, rewritten in place.
+  ...(process.stderr.isTTY
+    ? { progress: (line: string) => process.stderr.write(`\r\x1b[K${line}`) }
+    : {}),
 });
 process.off('SIGINT', onSignal);
 process.off('SIGTERM', onSignal);

@@ -5,6 +5,7 @@ import {
   formatCatalogReport,
   loadConfigFile,
 } from './catalog.js';
+import type { DiscoveryProgress } from '../discover.js';
 import { configCheckJson, formatConfigCheck } from './config-check.js';
 
 /** Where the CLI writes, and how it is cancelled. */
@@ -12,6 +13,11 @@ export interface CliIo {
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
   readonly signal?: AbortSignal;
+  /**
+   * Live progress (one line, replaced by the next; `""` clears it). The CLI gives it when stderr is
+   * a terminal. @default no progress
+   */
+  readonly progress?: (line: string) => void;
 }
 
 const USAGE = `Usage:
@@ -67,10 +73,22 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     printError(error, json, io);
     return 2;
   }
-  const reports = await discoverCatalogs(
-    config,
-    io.signal === undefined ? {} : { signal: io.signal },
-  );
+  const pages = new Map<string, DiscoveryProgress>();
+  const progress = io.progress;
+  const reports = await discoverCatalogs(config, {
+    ...(io.signal === undefined ? {} : { signal: io.signal }),
+    ...(progress === undefined
+      ? {}
+      : {
+          onPage: (p: DiscoveryProgress) => {
+            pages.set(p.server, p);
+            progress(
+              `discovering: ${[...pages.values()].map((s) => `${s.server} page ${s.page} (${s.totalTools} tools)`).join(' · ')}`,
+            );
+          },
+        }),
+  });
+  progress?.('');
   io.stdout(
     json ? `${JSON.stringify(catalogReportJson(reports))}\n` : `${formatCatalogReport(reports)}\n`,
   );

@@ -1,0 +1,151 @@
+/**
+ * OpenTelemetry instrumentation through `@opentelemetry/api` only: every span and metric is a no-op
+ * until the application installs an OpenTelemetry SDK. Names follow the OpenTelemetry semantic
+ * conventions for MCP (development status): a CLIENT span `{mcp.method.name} {target}` per request
+ * with `mcp.method.name`, `mcp.session.id`, `mcp.protocol.version`, `jsonrpc.request.id`,
+ * `gen_ai.tool.name`, `gen_ai.operation.name`, `network.transport` and `error.type`; the trace context
+ * is injected into the request's `params._meta`; the `mcp.client.operation.duration` histogram (s).
+ * Arguments, results, header values and environment values are never recorded.
+ */
+import {
+  context,
+  metrics,
+  propagation,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Histogram,
+  type MeterProvider,
+  type Span,
+} from '@opentelemetry/api';
+import { StepbindError } from '@stepbind/binding';
+
+/** The instrumentation scope of every span and metric. */
+export const TELEMETRY_SCOPE = '@stepbind/runtime';
+
+/** One MCP request as the conventions describe it. */
+export interface McpOperation {
+  /** `tools/call`, `tools/list`, `initialize`... */
+  readonly method: string;
+  /** Low-cardinality target for the span name (the tool name of a `tools/call`). */
+  readonly target?: string;
+  /** The configured server name (`stepbind.server`). */
+  readonly server: string;
+  readonly sessionId?: string;
+  readonly protocolVersion?: string;
+  /** `pipe` for stdio, `tcp` for HTTP. */
+  readonly transport?: 'pipe' | 'tcp';
+  readonly attributes?: Attributes;
+}
+
+/** What the traced function receives. */
+export interface TracedRequest {
+  readonly span: Span;
+  /** Trace context to put into the request's `params._meta` (empty when nothing is sampled). */
+  readonly meta: Readonly<Record<string, string>>;
+}
+
+let durationProvider: MeterProvider | undefined;
+let duration: Histogram | undefined;
+
+function durationHistogram(): Histogram {
+  // The metrics API has no proxy: re-resolve when the application installs a provider later.
+  const provider = metrics.getMeterProvider();
+  if (duration === undefined || provider !== durationProvider) {
+    durationProvider = provider;
+    duration = provider.getMeter(TELEMETRY_SCOPE).createHistogram('mcp.client.operation.duration', {
+      unit: 's',
+      description:
+        'The duration of the MCP request as observed on the sender, from the time it was sent until the response is received.',
+      advice: {
+        explicitBucketBoundaries: [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+      },
+    });
+  }
+  return duration;
+}
+
+/**
+ * Runs one MCP request inside a CLIENT span and records its duration. `errorTypeOf` names a failure
+ * that is not an exception (a `tools/call` result with `isError: true` gives `tool_error`).
+ */
+export async function traceRequest<T>(
+  op: McpOperation,
+  run: (request: TracedRequest) => Promise<T>,
+  errorTypeOf?: (value: T) => string | undefined,
+): Promise<T> {
+  const common: Attributes = {
+    'mcp.method.name': op.method,
+    ...(op.protocolVersion === undefined ? {} : { 'mcp.protocol.version': op.protocolVersion }),
+    ...(op.transport === undefined ? {} : { 'network.transport': op.transport }),
+    ...(op.method === 'tools/call' && op.target !== undefined
+      ? { 'gen_ai.tool.name': op.target, 'gen_ai.operation.name': 'execute_tool' }
+      : {}),
+  };
+  const span = trace
+    .getTracer(TELEMETRY_SCOPE)
+    .startSpan(op.target === undefined ? op.method : `${op.method} ${op.target}`, {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        ...common,
+        'stepbind.server': op.server,
+        ...(op.sessionId === undefined ? {} : { 'mcp.session.id': op.sessionId }),
+        ...op.attributes,
+      },
+    });
+  const active = trace.setSpan(context.active(), span);
+  const meta: Record<string, string> = {};
+  propagation.inject(active, meta);
+  const started = performance.now();
+  let errorType: string | undefined;
+  try {
+    const value = await context.with(active, () => run({ span, meta }));
+    errorType = errorTypeOf?.(value);
+    if (errorType !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: errorType });
+    return value;
+  } catch (error) {
+    errorType = error instanceof StepbindError ? error.code : 'Error';
+    span.setStatus({
+      code: SpanStatusCode.ERROR,
+      message: error instanceof Error ? error.message : String(error),
+    });
+    throw error;
+  } finally {
+    if (errorType !== undefined) span.setAttribute('error.type', errorType);
+    span.end();
+    durationHistogram().record((performance.now() - started) / 1000, {
+      ...common,
+      ...(errorType === undefined ? {} : { 'error.type': errorType }),
+    });
+  }
+}
+
+/**
+ * Runs a whole discovery of one server inside an INTERNAL span `stepbind.discover {server}`; the
+ * page requests are its children. `pagesOf` reads the page count for `stepbind.discovery.pages`.
+ */
+export async function traceDiscovery<T>(
+  server: string,
+  run: () => Promise<T>,
+  pagesOf: (value: T) => number,
+): Promise<T> {
+  const span = trace.getTracer(TELEMETRY_SCOPE).startSpan(`stepbind.discover ${server}`, {
+    kind: SpanKind.INTERNAL,
+    attributes: { 'stepbind.server': server },
+  });
+  try {
+    const value = await context.with(trace.setSpan(context.active(), span), run);
+    span.setAttribute('stepbind.discovery.pages', pagesOf(value));
+    return value;
+  } catch (error) {
+    span.setAttribute('error.type', error instanceof StepbindError ? error.code : 'Error');
+    span.setStatus({
+      code: SpanStatusCode.ERROR,
+      message: error instanceof Error ? error.message : String(error),
+    });
+    throw error;
+  } finally {
+    span.end();
+  }
+}

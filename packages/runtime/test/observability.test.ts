@@ -1,0 +1,91 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { trace } from '@opentelemetry/api';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
+import { McpRuntime, runCli, type RuntimeEvent } from '@stepbind/runtime';
+import { createInMemoryFleet, scriptedTool, stdioServerParams } from '@stepbind/testkit';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { debugEnabled, setDebugSink } from '../src/log.js';
+
+const exporter = new InMemorySpanExporter();
+const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+let dir: string;
+beforeAll(async () => {
+  trace.setGlobalTracerProvider(provider);
+  dir = await mkdtemp(join(tmpdir(), 'stepbind-observability-'));
+});
+afterAll(async () => {
+  trace.disable();
+  await provider.shutdown();
+  await rm(dir, { recursive: true, force: true });
+});
+afterEach(() => exporter.reset());
+
+const pagesOf = (n: number): { tools: ReturnType<typeof scriptedTool>[] }[] =>
+  Array.from({ length: n }, (_, i) => ({ tools: [scriptedTool(`t${i}`)] }));
+
+describe('observability', () => {
+  it('emits one discovery-page event per page and a discovery span with the page count', async () => {
+    const fleet = createInMemoryFleet({
+      big: { scenario: 'fixture', fixture: { generations: [{ pages: pagesOf(40) }] } },
+    });
+    const events: RuntimeEvent[] = [];
+    await using runtime = await McpRuntime.open(fleet.config(), {
+      connect: fleet.connect,
+      onEvent: (e) => events.push(e),
+    });
+    const pages = events.filter((e) => e.type === 'discovery-page');
+    expect(pages).toHaveLength(40);
+    expect(pages.at(-1)).toMatchObject({ server: 'big', page: 40, totalTools: 40 });
+    const span = exporter.getFinishedSpans().find((s) => s.name === 'stepbind.discover big');
+    expect(span?.attributes).toMatchObject({
+      'stepbind.server': 'big',
+      'stepbind.discovery.pages': 40,
+    });
+    void runtime;
+    await fleet.close();
+  });
+
+  it('logs under DEBUG=stepbind:* and honours exclusions', async () => {
+    expect(debugEnabled('stepbind:*', 'stepbind:discovery')).toBe(true);
+    expect(debugEnabled('stepbind:*,-stepbind:discovery', 'stepbind:discovery')).toBe(false);
+    expect(debugEnabled('other', 'stepbind:discovery')).toBe(false);
+    expect(debugEnabled(undefined, 'stepbind:discovery')).toBe(false);
+    const lines: string[] = [];
+    const restore = setDebugSink({ debug: 'stepbind:*', write: (l) => lines.push(l) });
+    try {
+      const fleet = createInMemoryFleet({ a: { scenario: 'normal' } });
+      const runtime = await McpRuntime.open(fleet.config(), { connect: fleet.connect });
+      await runtime.close();
+      await fleet.close();
+    } finally {
+      restore();
+    }
+    expect(lines.some((l) => l.startsWith('stepbind:discovery server "a": page 3'))).toBe(true);
+    expect(lines.some((l) => l.startsWith('stepbind:events server-ready'))).toBe(true);
+  });
+
+  it('shows live progress in the CLI when given a progress sink, and clears it', async () => {
+    const path = join(dir, 'progress.json');
+    await writeFile(
+      path,
+      JSON.stringify({ mcpServers: { normal: stdioServerParams({ scenario: 'normal' }) } }),
+    );
+    const progress: string[] = [];
+    let out = '';
+    const code = await runCli(['catalog', '--config', path], {
+      stdout: (t) => (out += t),
+      stderr: () => undefined,
+      progress: (line) => progress.push(line),
+    });
+    expect(code).toBe(0);
+    expect(progress).toContain('discovering: normal page 3 (3 tools)');
+    expect(progress.at(-1)).toBe('');
+    expect(out).toContain('normal: 3 tools');
+  });
+});
