@@ -216,16 +216,18 @@ export function toOpenAIChatToolMessages(
 ): [OpenAIChatToolMessage, ...OpenAIChatUserMessage[]] {
   const texts: string[] = [];
   const media: OpenAIChatContentPart[] = [];
+  let attachments = 0;
   for (const p of withErrorMark(partsOf(result), result.isError === true)) {
     if (p.kind === 'text') {
       texts.push(p.text);
       continue;
     }
-    const n = media.length + 1;
+    const n = attachments + 1;
     if (p.media === 'image' && WEB_IMAGES.has(p.mimeType)) {
       media.push({ type: 'text', text: `Attachment ${n} of tool call ${toolCallId}:` });
       media.push({ type: 'image_url', image_url: { url: dataUrl(p.mimeType, p.data) } });
       texts.push(`[image attachment ${n} (${p.mimeType}) follows in the next message]`);
+      attachments++;
     } else if (p.media === 'audio' && audioFormat(p.mimeType) !== undefined) {
       media.push({ type: 'text', text: `Attachment ${n} of tool call ${toolCallId}:` });
       media.push({
@@ -233,6 +235,7 @@ export function toOpenAIChatToolMessages(
         input_audio: { data: p.data, format: audioFormat(p.mimeType) as 'wav' | 'mp3' },
       });
       texts.push(`[audio attachment ${n} (${p.mimeType}) follows in the next message]`);
+      attachments++;
     } else if (p.mimeType === 'application/pdf') {
       media.push({ type: 'text', text: `Attachment ${n} of tool call ${toolCallId}:` });
       media.push({
@@ -240,6 +243,7 @@ export function toOpenAIChatToolMessages(
         file: { file_data: dataUrl(p.mimeType, p.data), filename: p.name },
       });
       texts.push(`[file attachment ${n} (${p.mimeType}) follows in the next message]`);
+      attachments++;
     } else {
       texts.push(omitted(p, 'Chat Completions does not accept this type'));
     }

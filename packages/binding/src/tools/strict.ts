@@ -234,7 +234,7 @@ function convertNode(
   }
   if ('$ref' in node) return convertRef(node, path, depth, ctx, options);
 
-  const types = typesOf(node, path);
+  const types = typesOf(node, path) ?? [];
   const out: Record<string, unknown> = {};
   let plan: Plan;
   for (const [key, value] of Object.entries(node)) {
@@ -256,6 +256,12 @@ function convertNode(
     if (!types.some((t) => TYPE_KEYWORDS[t]?.has(key) === true)) {
       throw new NotStrict(`"${key}" is not supported in strict mode`, `${path}/${key}`);
     }
+  }
+  if (typesOf(node, path) === undefined) {
+    throw new NotStrict(
+      'a schema without "type" (any value) is not supported in strict mode',
+      path,
+    );
   }
   if ('default' in node) {
     const text = `Default: ${JSON.stringify(node['default'])}.`;
@@ -475,14 +481,14 @@ function convertRef(
   return { schema: out, plan: { kind: 'ref', target: ref } };
 }
 
-function typesOf(node: Readonly<Record<string, unknown>>, path: string): readonly string[] {
+/** The node's JSON types; `[]` for a typeless `enum`/`const`/`anyOf`; `undefined` for "any value". */
+function typesOf(
+  node: Readonly<Record<string, unknown>>,
+  path: string,
+): readonly string[] | undefined {
   const type = node['type'];
   if (type === undefined) {
-    if ('enum' in node || 'const' in node || 'anyOf' in node) return [];
-    throw new NotStrict(
-      'a schema without "type" (any value) is not supported in strict mode',
-      path,
-    );
+    return 'enum' in node || 'const' in node || 'anyOf' in node ? [] : undefined;
   }
   const list = Array.isArray(type) ? type : [type];
   for (const t of list) {
