@@ -134,6 +134,7 @@ export {
   toGeminiFunctionResponse,
   toOpenAIChatToolMessages,
   toOpenAIResponsesOutput,
+  toolResultParts,
 } from './tools/results.js';
 export type {
   AnthropicToolResultBlock,
@@ -146,6 +147,7 @@ export type {
   OpenAIFunctionCallOutput,
   OpenAIResponsesOutputPart,
   ToolResultLike,
+  ToolResultPart,
 } from './tools/results.js';
 export { CatalogRegistry, sameIdentity } from './registry.js';
 export type {

@@ -99,16 +99,24 @@ export interface GeminiFunctionResponsePart {
   };
 }
 
-/** A block in a provider-neutral form; media carry base64 data. */
-type Part =
+/**
+ * A result block in provider-neutral form: text (resource links and embedded text resources
+ * rendered as text), or media with base64 data. What every provider renderer here starts from; use
+ * it to write one for another framework.
+ */
+export type ToolResultPart =
   | { readonly kind: 'text'; readonly text: string }
   | {
       readonly kind: 'media';
       readonly media: 'image' | 'audio' | 'file';
       readonly mimeType: string;
+      /** Base64 data. */
       readonly data: string;
+      /** A label: `image-1`, `audio-2`, or the file name of an embedded blob. */
       readonly name: string;
     };
+
+type Part = ToolResultPart;
 
 const WEB_IMAGES: ReadonlySet<string> = new Set([
   'image/jpeg',
@@ -116,6 +124,14 @@ const WEB_IMAGES: ReadonlySet<string> = new Set([
   'image/gif',
   'image/webp',
 ]);
+
+/**
+ * The blocks of a result in provider-neutral form, in order: empty texts dropped, unknown block
+ * types noted, and `structuredContent` as JSON text first when the result has no text at all.
+ */
+export function toolResultParts(result: ToolResultLike): ToolResultPart[] {
+  return partsOf(result);
+}
 
 function partsOf(result: ToolResultLike): Part[] {
   const parts: Part[] = [];

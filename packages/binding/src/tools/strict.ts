@@ -27,7 +27,7 @@ export interface StrictSchema {
    * removes every `null` the conversion introduced for an optional property (at any depth). Returns
    * the input itself when the conversion introduced nothing to undo.
    */
-  restore(args: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>>;
+  restore(this: void, args: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>>;
 }
 
 /** A schema that cannot be sent strict, and why (send it with `strict: false`). */

@@ -77,7 +77,7 @@ describe('toOpenAIResponsesTools', () => {
         type: 'function',
         name: 'files__tag',
         description: 'Tag a file.',
-        parameters: TAG.inputSchema as Record<string, unknown>,
+        parameters: TAG.inputSchema,
         strict: false,
       },
       {
@@ -172,7 +172,7 @@ describe('toOpenAIChatTools', () => {
         function: {
           name: 'files__tag',
           description: 'Tag a file.',
-          parameters: TAG.inputSchema as Record<string, unknown>,
+          parameters: TAG.inputSchema,
           strict: false,
         },
       },
