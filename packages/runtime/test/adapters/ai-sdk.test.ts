@@ -2,7 +2,7 @@ import { generateText, stepCountIs } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { isStepbindError } from '@stepbind/binding';
 import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
-import { stepToAiSdkTools, type AiSdkCallEvent } from '@stepbind/runtime/ai-sdk';
+import { stepToAiSdkTools, toAiSdkOutput, type AiSdkCallEvent } from '@stepbind/runtime/ai-sdk';
 import {
   isProcessAlive,
   readAuditTrail,
@@ -244,5 +244,47 @@ describe('stepToAiSdkTools with a real generateText loop over a real stdio serve
       execute?.({}, { toolCallId: 'x', messages: [], abortSignal: controller.signal }),
     ).rejects.toSatisfy((e: unknown) => isStepbindError(e) && e.code === 'ABORTED');
     expect(await calls()).toEqual(['report']);
+  });
+});
+
+describe('toAiSdkOutput', () => {
+  it('renders text, JSON, media and tool errors as AI SDK model outputs', () => {
+    expect(
+      toAiSdkOutput({
+        content: [
+          { type: 'text', text: 'a' },
+          { type: 'text', text: 'b' },
+        ],
+      }),
+    ).toEqual({
+      type: 'text',
+      value: 'a\nb',
+    });
+    expect(toAiSdkOutput({ content: [], structuredContent: { n: 1 } })).toEqual({
+      type: 'json',
+      value: { n: 1 },
+    });
+    expect(
+      toAiSdkOutput({
+        content: [
+          { type: 'text', text: 'see' },
+          { type: 'image', data: 'iVBO', mimeType: 'image/png' },
+          {
+            type: 'resource',
+            resource: { uri: 'file:///r.pdf', mimeType: 'application/pdf', blob: 'JVBE' },
+          },
+        ],
+      }),
+    ).toEqual({
+      type: 'content',
+      value: [
+        { type: 'text', text: 'see' },
+        { type: 'image-data', data: 'iVBO', mediaType: 'image/png' },
+        { type: 'file-data', data: 'JVBE', mediaType: 'application/pdf', filename: 'r.pdf' },
+      ],
+    });
+    expect(
+      toAiSdkOutput({ isError: true, content: [{ type: 'text', text: 'disk full' }] }),
+    ).toEqual({ type: 'error-text', value: 'disk full' });
   });
 });
