@@ -1,9 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  assignModelNames,
-  createCatalogSnapshot,
-  toModelTools,
-} from '@stepbind/binding';
+import { assignModelNames, createCatalogSnapshot, toModelTools } from '@stepbind/binding';
 
 describe('assignModelNames', () => {
   it('qualifies names as server__tool', () => {
@@ -91,7 +87,7 @@ describe('model tool shapes', () => {
       policyEpoch: 0,
       revisionProof: 'unversioned',
       discoveryStartedAt: 0,
-      pages: [[{ name: 'x', description: 42, inputSchema: { type: 'object' } } as never]],
+      pages: [[{ name: 'x', description: 42, inputSchema: { type: 'object' } }]],
     });
     expect(toModelTools(odd)[0]?.description).toBe('');
   });
