@@ -590,6 +590,7 @@ function isPlainObject(value: unknown): value is Readonly<Record<string, unknown
 }
 
 function escapePointer(part: string): string {
+  if (!part.includes('~') && !part.includes('/')) return part;
   return part.replaceAll('~', '~0').replaceAll('/', '~1');
 }
 
