@@ -7,6 +7,10 @@ const src = (pkg: string): string =>
 export default defineConfig({
   resolve: {
     alias: {
+      // Subpaths first: an alias also matches `<key>/...`.
+      '@stepbind/runtime/ai-sdk': fileURLToPath(
+        new URL('./packages/runtime/src/adapters/ai-sdk.ts', import.meta.url),
+      ),
       '@stepbind/binding': src('binding'),
       '@stepbind/runtime': src('runtime'),
       '@stepbind/testkit': src('testkit'),

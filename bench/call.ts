@@ -265,7 +265,7 @@ async function inMemory(o: Required<CallBenchOptions>): Promise<BenchRow[]> {
 async function ownOverhead(runtime: McpRuntime, rounds: number, calls: number): Promise<BenchRow> {
   const catalog = runtime.registry.current('s', 'default');
   if (catalog === undefined) throw new Error('no published catalog for server s');
-  const result = Object.freeze({ content: [{ type: 'text', text: 'ok' }] });
+  const result = Object.freeze({ content: [{ type: 'text' as const, text: 'ok' }] });
   const caller = { closed: false, callTool: async () => result };
   const slot = new CatalogSlot('s', catalog);
   const server: BoundServer = {

@@ -1,11 +1,12 @@
 import { CallError, ErrorCode, StepbindError, type ErrorCode as Code } from './errors.js';
 import { RevisionLock, type Release } from './lock.js';
-import type { ModelTool } from './names.js';
+import type { McpContentBlock } from './tools/content.js';
+import type { ModelTool } from './tools/view.js';
 import type { CatalogSnapshot, EffectClass, ToolDescriptor } from './snapshot.js';
 
 /** A raw `tools/call` result (content, structuredContent, isError, _meta...). */
 export interface ToolCallResult {
-  readonly content?: readonly unknown[];
+  readonly content?: readonly McpContentBlock[];
   readonly structuredContent?: Readonly<Record<string, unknown>>;
   readonly isError?: boolean;
   readonly [key: string]: unknown;

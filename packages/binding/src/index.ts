@@ -86,18 +86,69 @@ export {
   MODEL_NAME_HASH_LENGTH,
   assignModelNames,
   sanitizeNamePart,
-  toAnthropicTools,
   toModelTools,
-  toOpenAITools,
 } from './names.js';
+export type { ModelNameEntry, ModelNameTable, QualifiedToolName } from './names.js';
+export { modelToolOf } from './tools/view.js';
+export type { ModelTool } from './tools/view.js';
+export type {
+  McpAnnotations,
+  McpAudioContent,
+  McpContentBlock,
+  McpEmbeddedResource,
+  McpImageContent,
+  McpResourceContents,
+  McpResourceLink,
+  McpTextContent,
+} from './tools/content.js';
+export {
+  STRICT_MAX_DEPTH,
+  STRICT_MAX_ENUM_VALUES,
+  STRICT_MAX_PROPERTIES,
+  toStrictSchema,
+} from './tools/strict.js';
+export type {
+  JsonSchemaObject,
+  NonStrictSchema,
+  StrictConversion,
+  StrictSchema,
+} from './tools/strict.js';
+export {
+  toAnthropicTools,
+  toGeminiFunctionDeclarations,
+  toOpenAIChatTools,
+  toOpenAIResponsesTools,
+} from './tools/formats.js';
 export type {
   AnthropicTool,
-  ModelNameEntry,
-  ModelNameTable,
-  ModelTool,
-  OpenAIFunctionTool,
-  QualifiedToolName,
-} from './names.js';
+  FormattedTools,
+  GeminiFunctionDeclaration,
+  NotStrictTool,
+  OmittedTool,
+  OpenAIChatTool,
+  OpenAIResponsesTool,
+  OpenAIToolsOptions,
+} from './tools/formats.js';
+export {
+  toAnthropicToolResult,
+  toGeminiFunctionResponse,
+  toOpenAIChatToolMessages,
+  toOpenAIResponsesOutput,
+  toolResultParts,
+} from './tools/results.js';
+export type {
+  AnthropicToolResultBlock,
+  AnthropicToolResultContent,
+  GeminiFunctionResponseOptions,
+  GeminiFunctionResponsePart,
+  OpenAIChatContentPart,
+  OpenAIChatToolMessage,
+  OpenAIChatUserMessage,
+  OpenAIFunctionCallOutput,
+  OpenAIResponsesOutputPart,
+  ToolResultLike,
+  ToolResultPart,
+} from './tools/results.js';
 export { CatalogRegistry, sameIdentity } from './registry.js';
 export type {
   CatalogRegistryOptions,

@@ -1,11 +1,12 @@
 /**
- * Model-facing tool names (DESIGN §8) and plain-object tool shapes for model APIs.
+ * Model-facing tool names (DESIGN §8) and the model tools of one snapshot. Provider shapes live in
+ * `tools/formats.ts`.
  *
  * @packageDocumentation
  */
 import { sha256Hex } from './canonical.js';
-import type { ObjectSchema } from './validation.js';
 import type { CatalogSnapshot } from './snapshot.js';
+import { modelToolOf, type ModelTool } from './tools/view.js';
 
 /** Longest model-facing name. OpenAI and Anthropic both accept `^[A-Za-z0-9_-]{1,64}$`. */
 export const MAX_MODEL_NAME_LENGTH = 64;
@@ -164,30 +165,6 @@ function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** A provider-neutral model tool: name, description, JSON Schema of the arguments. */
-export interface ModelTool {
-  readonly name: string;
-  readonly description: string;
-  readonly inputSchema: ObjectSchema;
-}
-
-/** An OpenAI function tool (Chat Completions shape), as a plain object. */
-export interface OpenAIFunctionTool {
-  readonly type: 'function';
-  readonly function: {
-    readonly name: string;
-    readonly description: string;
-    readonly parameters: ObjectSchema;
-  };
-}
-
-/** An Anthropic Messages API tool, as a plain object. */
-export interface AnthropicTool {
-  readonly name: string;
-  readonly description: string;
-  readonly input_schema: ObjectSchema;
-}
-
 const modelToolsCache = new WeakMap<CatalogSnapshot, readonly ModelTool[]>();
 
 /**
@@ -211,44 +188,9 @@ export function toModelTools(
       if (name === undefined) {
         throw new Error(`stepbind: the name table has no entry for ${server}/${d.name}`);
       }
-      return Object.freeze({
-        name,
-        description: typeof d.raw.description === 'string' ? d.raw.description : '',
-        inputSchema: d.raw.inputSchema,
-      });
+      return modelToolOf(name, d);
     }),
   );
   if (names === undefined) modelToolsCache.set(snapshot, tools);
   return tools;
-}
-
-/** {@link toModelTools} in the OpenAI function-tool shape. */
-export function toOpenAITools(
-  snapshot: CatalogSnapshot,
-  names?: ModelNameTable,
-): readonly OpenAIFunctionTool[] {
-  return Object.freeze(
-    toModelTools(snapshot, names).map((t) =>
-      Object.freeze({
-        type: 'function' as const,
-        function: Object.freeze({
-          name: t.name,
-          description: t.description,
-          parameters: t.inputSchema,
-        }),
-      }),
-    ),
-  );
-}
-
-/** {@link toModelTools} in the Anthropic tool shape. */
-export function toAnthropicTools(
-  snapshot: CatalogSnapshot,
-  names?: ModelNameTable,
-): readonly AnthropicTool[] {
-  return Object.freeze(
-    toModelTools(snapshot, names).map((t) =>
-      Object.freeze({ name: t.name, description: t.description, input_schema: t.inputSchema }),
-    ),
-  );
 }

@@ -1,11 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  assignModelNames,
-  createCatalogSnapshot,
-  toAnthropicTools,
-  toModelTools,
-  toOpenAITools,
-} from '@stepbind/binding';
+import { assignModelNames, createCatalogSnapshot, toModelTools } from '@stepbind/binding';
 
 describe('assignModelNames', () => {
   it('qualifies names as server__tool', () => {
@@ -86,19 +80,16 @@ describe('model tool shapes', () => {
     expect(Object.isFrozen(tools[0])).toBe(true);
   });
 
-  it('builds OpenAI function tools as plain objects', () => {
-    expect(toOpenAITools(snapshot)[0]).toEqual({
-      type: 'function',
-      function: { name: 'files__read_file', description: 'Read.', parameters: { type: 'object' } },
+  it('gives a tool whose description is not a string the empty description', () => {
+    const odd = createCatalogSnapshot({
+      identity: { name: 'odd', transportDigest: 'sha256:t' },
+      audience: 'default',
+      policyEpoch: 0,
+      revisionProof: 'unversioned',
+      discoveryStartedAt: 0,
+      pages: [[{ name: 'x', description: 42, inputSchema: { type: 'object' } }]],
     });
-  });
-
-  it('builds Anthropic tools as plain objects', () => {
-    expect(toAnthropicTools(snapshot)[1]).toEqual({
-      name: 'files__stat',
-      description: '',
-      input_schema: { type: 'object', properties: { p: { type: 'string' } } },
-    });
+    expect(toModelTools(odd)[0]?.description).toBe('');
   });
 
   it('names tools with a cross-server table when one is given', () => {

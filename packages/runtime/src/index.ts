@@ -1,3 +1,57 @@
+/**
+ * @stepbind/runtime: the MCP tool runtime. Re-exports everything an agent loop needs from
+ * `@stepbind/binding` (errors, `toToolResult`, provider formats and tool-result messages), so a
+ * loop imports from this package alone. The AI SDK adapter is the `@stepbind/runtime/ai-sdk` subpath.
+ * @packageDocumentation
+ */
+export {
+  CallError,
+  ConfigError,
+  ErrorCode,
+  RuntimeError,
+  StepbindError,
+  isStepbindError,
+  toAnthropicToolResult,
+  toAnthropicTools,
+  toGeminiFunctionDeclarations,
+  toGeminiFunctionResponse,
+  toOpenAIChatToolMessages,
+  toOpenAIChatTools,
+  toOpenAIResponsesOutput,
+  toOpenAIResponsesTools,
+  toStrictSchema,
+  toToolResult,
+  toolResultParts,
+} from '@stepbind/binding';
+export type {
+  AnthropicTool,
+  AnthropicToolResultBlock,
+  BindingServerStatus,
+  CallOutcome,
+  CallReceipt,
+  ErrorToolResult,
+  FormattedTools,
+  GeminiFunctionDeclaration,
+  GeminiFunctionResponsePart,
+  McpBinding,
+  McpContentBlock,
+  ModelTool,
+  NotStrictTool,
+  OmittedTool,
+  OpenAIChatTool,
+  OpenAIChatToolMessage,
+  OpenAIChatUserMessage,
+  OpenAIFunctionCallOutput,
+  OpenAIResponsesTool,
+  OpenAIToolsOptions,
+  PrepareContext,
+  PreparedCall,
+  RunOptions,
+  StrictConversion,
+  ToolCallResult,
+  ToolResultLike,
+  ToolResultPart,
+} from '@stepbind/binding';
 export { discoverSnapshot } from './discover.js';
 export type { DiscoverSnapshotOptions, Discovery } from './discover.js';
 export { enumerateTools } from './enumerate.js';

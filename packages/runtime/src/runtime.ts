@@ -3,6 +3,7 @@ import PQueue from 'p-queue';
 import {
   acquireMutex,
   assignModelNames,
+  modelToolOf,
   CatalogError,
   CatalogRegistry,
   CatalogSlot,
@@ -292,13 +293,7 @@ function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
     }
   }
   for (const bound of byModelName.values()) {
-    tools.push(
-      Object.freeze({
-        name: bound.modelName,
-        description: bound.descriptor.raw.description ?? '',
-        inputSchema: bound.descriptor.raw.inputSchema,
-      }),
-    );
+    tools.push(modelToolOf(bound.modelName, bound.descriptor));
   }
   return Object.freeze({
     tools: Object.freeze(tools),

@@ -18,6 +18,7 @@ import {
   RuntimeError,
   StepbindError,
   type ListPageRequest,
+  type McpContentBlock,
   type ToolListSource,
 } from '@stepbind/binding';
 import {
@@ -42,7 +43,7 @@ export interface ServerHello {
 
 /** A raw `tools/call` result as the SDK parsed it (content, structuredContent, isError, _meta). */
 export interface RawCallResult {
-  readonly content?: readonly unknown[];
+  readonly content?: readonly McpContentBlock[];
   readonly structuredContent?: Record<string, unknown>;
   readonly isError?: boolean;
   readonly [key: string]: unknown;

@@ -100,7 +100,7 @@ describe('stepbind catalog', () => {
     expect(proven).toMatchObject({ state: 'ELIGIBLE', generation: 1, sourceRevision: 'rev-1' });
   });
 
-  it('exits 0 and prints counts, page sizes and names for humans when every server succeeds', async () => {
+  it('exits 0 and prints counts, page sizes, state and each tool with its effect class for humans', async () => {
     const config = await writeConfig('good', {
       normal: { scenario: 'normal' },
       solo: { scenario: 'single' },
@@ -108,7 +108,8 @@ describe('stepbind catalog', () => {
     const { code, out } = await cli(['catalog', '--config', config]);
     expect(code).toBe(0);
     expect(out).toContain('normal: 3 tools in 3 pages (sizes 1, 0, 2)');
-    expect(out).toContain('alpha, beta, gamma');
+    expect(out).toContain('UNVERSIONED_OBSERVATION, generation 1');
+    expect(out).toContain('    alpha  [unknown]  model name normal__alpha\n    beta  [unknown]');
     expect(out).toContain('solo: 2 tools in 1 page (sizes 2)');
   });
 

@@ -1,25 +1,61 @@
+import * as binding from '@stepbind/binding';
 import * as runtime from '@stepbind/runtime';
+import * as aiSdk from '@stepbind/runtime/ai-sdk';
 import { describe, expect, it } from 'vitest';
+
+/** What a loop needs from binding, re-exported so it can import from runtime alone. */
+const FROM_BINDING = [
+  'CallError',
+  'ConfigError',
+  'ErrorCode',
+  'RuntimeError',
+  'StepbindError',
+  'isStepbindError',
+  'toAnthropicToolResult',
+  'toAnthropicTools',
+  'toGeminiFunctionDeclarations',
+  'toGeminiFunctionResponse',
+  'toOpenAIChatToolMessages',
+  'toOpenAIChatTools',
+  'toOpenAIResponsesOutput',
+  'toOpenAIResponsesTools',
+  'toStrictSchema',
+  'toToolResult',
+  'toolResultParts',
+];
 
 describe('@stepbind/runtime public surface', () => {
   it('exports exactly these values (a new export is a deliberate act)', () => {
-    expect(Object.keys(runtime).sort()).toEqual([
-      'CLIENT_CAPABILITIES',
-      'CLIENT_INFO',
-      'McpRuntime',
-      'SERVER_NAME_PATTERN',
-      'SdkConnection',
-      'catalogReportJson',
-      'connectServer',
-      'connectTransport',
-      'discoverCatalogs',
-      'discoverSnapshot',
-      'enumerateTools',
-      'formatCatalogReport',
-      'loadConfigFile',
-      'mapSdkError',
-      'parseConfig',
-      'runCli',
-    ]);
+    expect(Object.keys(runtime).sort()).toEqual(
+      [
+        'CLIENT_CAPABILITIES',
+        'CLIENT_INFO',
+        'McpRuntime',
+        'SERVER_NAME_PATTERN',
+        'SdkConnection',
+        'catalogReportJson',
+        'connectServer',
+        'connectTransport',
+        'discoverCatalogs',
+        'discoverSnapshot',
+        'enumerateTools',
+        'formatCatalogReport',
+        'loadConfigFile',
+        'mapSdkError',
+        'parseConfig',
+        'runCli',
+        ...FROM_BINDING,
+      ].sort(),
+    );
+  });
+
+  it('re-exports the very same binding values, not copies', () => {
+    const values = runtime as unknown as Record<string, unknown>;
+    const originals = binding as unknown as Record<string, unknown>;
+    for (const name of FROM_BINDING) expect(values[name]).toBe(originals[name]);
+  });
+
+  it('keeps the AI SDK adapter behind the ai-sdk subpath', () => {
+    expect(Object.keys(aiSdk).sort()).toEqual(['stepToAiSdkTools', 'toAiSdkOutput']);
   });
 });

@@ -146,7 +146,10 @@ export function catalogReportJson(reports: readonly ServerCatalogReport[]): unkn
   };
 }
 
-/** Human-readable lines for `stepbind catalog`. */
+/**
+ * Human-readable lines for `stepbind catalog`: per server its counts, page sizes, catalog state and
+ * generation; per tool its name, effect class and model name.
+ */
 export function formatCatalogReport(reports: readonly ServerCatalogReport[]): string {
   const lines: string[] = [];
   for (const report of reports) {
@@ -155,7 +158,10 @@ export function formatCatalogReport(reports: readonly ServerCatalogReport[]): st
       lines.push(
         `✔ ${report.name}: ${tools.length} tool${tools.length === 1 ? '' : 's'} in ${pageSizes.length} page${pageSizes.length === 1 ? '' : 's'} (sizes ${pageSizes.join(', ')}), ${report.snapshot.state}, generation ${report.snapshot.generation}`,
       );
-      lines.push(`    ${tools.length === 0 ? '(no tools)' : tools.map((t) => t.name).join(', ')}`);
+      if (tools.length === 0) lines.push('    (no tools)');
+      for (const t of report.snapshot.tools) {
+        lines.push(`    ${t.name}  [${t.effectClass}]  model name ${t.modelName}`);
+      }
     } else {
       lines.push(`✘ ${report.name}: ${report.error.code}`);
       for (const line of report.error.message.split('\n')) lines.push(`    ${line}`);

@@ -7,6 +7,9 @@ import {
 } from './catalog.js';
 import type { DiscoveryProgress } from '../discover.js';
 import { configCheckJson, formatConfigCheck } from './config-check.js';
+import { runCallCommand } from './call.js';
+import { runToolsCommand } from './tools.js';
+import { packageVersion } from './version.js';
 
 /** Where the CLI writes, and how it is cancelled. */
 export interface CliIo {
@@ -23,6 +26,11 @@ export interface CliIo {
 const USAGE = `Usage:
   stepbind catalog --config FILE [--json]   discover every tool of every configured server
   stepbind config check FILE [--json]       validate a configuration file without starting anything
+  stepbind tools --config FILE [--format openai|responses|anthropic|gemini] [--no-strict]
+                                            print the tools of one step (text, or a provider's JSON)
+  stepbind call SERVER TOOL --config FILE [--args JSON] [--approve] [--json]
+                                            run one call through the full admission path
+  stepbind --version                        print the version
   stepbind help                             show this help
 
 Exit code 0 only if every server succeeded; 1 if any server failed; 2 for usage or config errors.
@@ -39,6 +47,12 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     return command === undefined ? 2 : 0;
   }
   if (command === 'config') return configCommand(rest, io);
+  if (command === '--version' || command === '-V' || command === 'version') {
+    io.stdout(`${await packageVersion()}\n`);
+    return 0;
+  }
+  if (command === 'tools') return runToolsCommand(rest, io);
+  if (command === 'call') return runCallCommand(rest, io);
   if (command !== 'catalog') {
     io.stderr(`stepbind: unknown command "${command}"\n\n${USAGE}`);
     return 2;

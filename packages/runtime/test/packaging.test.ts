@@ -1,0 +1,71 @@
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** Runs `script` in a fresh CommonJS `node -e` from the repository root, against the built dist. */
+function node(script: string): { status: number | null; stdout: string; stderr: string } {
+  const run = spawnSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8' });
+  return { status: run.status, stdout: run.stdout, stderr: run.stderr };
+}
+
+describe('packaging', () => {
+  it('lets CommonJS require() every public entry point, with the same exports as import', () => {
+    const run = node(`
+      const entries = ['@stepbind/binding', '@stepbind/runtime', '@stepbind/runtime/ai-sdk', '@stepbind/testkit'];
+      (async () => {
+        const out = {};
+        for (const entry of entries) {
+          const required = Object.keys(require(entry)).sort();
+          const imported = Object.keys(await import(entry)).filter((k) => k !== 'default').sort();
+          out[entry] = { same: JSON.stringify(required) === JSON.stringify(imported), count: required.length };
+        }
+        console.log(JSON.stringify(out));
+      })();
+    `);
+    expect(run.stderr).toBe('');
+    const out = JSON.parse(run.stdout) as Record<string, { same: boolean; count: number }>;
+    for (const entry of Object.values(out)) {
+      expect(entry.same).toBe(true);
+      expect(entry.count).toBeGreaterThan(1);
+    }
+    expect(Object.keys(out)).toHaveLength(4);
+  });
+
+  it('gives every export a default condition and declares the published files', () => {
+    for (const name of ['binding', 'runtime', 'testkit']) {
+      const pkg = JSON.parse(
+        readFileSync(new URL(`../../${name}/package.json`, import.meta.url), 'utf8'),
+      ) as {
+        exports: Record<string, string | Record<string, string>>;
+        files: string[];
+        license: string;
+      };
+      for (const [path, target] of Object.entries(pkg.exports)) {
+        if (typeof target === 'string') continue;
+        expect(Object.keys(target), `${name} ${path}`).toEqual(['types', 'import', 'default']);
+      }
+      expect(pkg.files).toEqual(['dist', '!dist/.tsbuildinfo', 'README.md', 'LICENSE']);
+      expect(pkg.license).toBe('Apache-2.0');
+      expect(readFileSync(new URL(`../../${name}/LICENSE`, import.meta.url), 'utf8')).toContain(
+        'Apache License\n                           Version 2.0, January 2004',
+      );
+    }
+  });
+
+  it('makes fast-check a peer of testkit and ai an optional peer of runtime', () => {
+    const read = (name: string): Record<string, Record<string, unknown>> =>
+      JSON.parse(
+        readFileSync(new URL(`../../${name}/package.json`, import.meta.url), 'utf8'),
+      ) as Record<string, Record<string, unknown>>;
+    const testkit = read('testkit');
+    expect(testkit['dependencies']?.['fast-check']).toBeUndefined();
+    expect(testkit['peerDependencies']).toEqual({ 'fast-check': '^4.0.0' });
+    const runtime = read('runtime');
+    expect(runtime['dependencies']?.['ai']).toBeUndefined();
+    expect(runtime['peerDependencies']).toEqual({ ai: '^6.0.0' });
+    expect(runtime['peerDependenciesMeta']).toEqual({ ai: { optional: true } });
+  });
+});
