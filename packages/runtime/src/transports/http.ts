@@ -6,7 +6,10 @@
  * for its timeout (the SDK drops an SSE message its schema refuses).
  */
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type {
+  Transport,
+  TransportSendOptions,
+} from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { serverConfigPath } from '../config.js';
 import {
@@ -243,7 +246,8 @@ function sseGuard(max: number, handlers: SseHandlers): TransformStream<Uint8Arra
   ): void => {
     const data = lines.filter((l) => l.field === 'data').map((l) => l.value);
     const type = lines.findLast((l) => l.field === 'event')?.value ?? '';
-    const keep = data.length === 0 || (type !== '' && type !== 'message') || handlers.event(data.join('\n'));
+    const keep =
+      data.length === 0 || (type !== '' && type !== 'message') || handlers.event(data.join('\n'));
     for (const line of lines) if (keep || line.field !== 'data') controller.enqueue(line.raw);
     controller.enqueue(blank);
     lines = [];

@@ -5,7 +5,7 @@
  * reading it. The SDK keeps the protocol; this file owns the process and the framing.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { stat } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
 import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
@@ -59,6 +59,40 @@ function signalGroup(pgid: number, child: ChildProcess, signal: NodeJS.Signals |
     // EPERM: a member exists that we may not signal; it still counts as alive.
     return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * Whether a member of process group `pgid` is still running. `kill(-pgid, 0)` also counts zombies
+ * (killed processes their new parent has not reaped yet; a container's init can take seconds), which
+ * hold no pipe and no resource: on Linux the group's members are read from /proc and zombies are
+ * left out.
+ */
+async function groupRunning(pgid: number, child: ChildProcess): Promise<boolean> {
+  if (!signalGroup(pgid, child, 0)) return false;
+  // The leader is our own child: while it runs, the group does (Node reaps it at once on exit).
+  if (child.exitCode === null && child.signalCode === null) return true;
+  if (process.platform !== 'linux') return true;
+  let entries: string[];
+  try {
+    entries = await readdir('/proc');
+  } catch {
+    return true;
+  }
+  const states = await Promise.all(
+    entries
+      .filter((name) => /^\d+$/.test(name))
+      .map((name) =>
+        readFile(`/proc/${name}/stat`, 'utf8').then(
+          (text) => {
+            // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+            const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+            return Number(fields[2]) === pgid ? (fields[0] ?? '') : '';
+          },
+          () => '',
+        ),
+      ),
+  );
+  return states.some((state) => state !== '' && state !== 'Z' && state !== 'X');
 }
 
 /**
@@ -247,15 +281,15 @@ export class StdioProcessTransport implements Transport {
     }
   }
 
-  /** Resolves true once the group is gone, false after `ms`. Every timer is cleared. */
+  /** Resolves true once no process of the group runs, false after `ms`. Every timer is cleared. */
   #waitGroupGone(pgid: number, child: ChildProcess, ms: number): Promise<boolean> {
-    return this.#wait(ms, () => !signalGroup(pgid, child, 0));
+    return this.#wait(ms, async () => !(await groupRunning(pgid, child)));
   }
 
   /** Re-checks `done` on every exit/end event and every POLL_MS, for at most `ms`. */
-  async #wait(ms: number, done: () => boolean): Promise<boolean> {
+  async #wait(ms: number, done: () => boolean | Promise<boolean>): Promise<boolean> {
     const deadline = Date.now() + ms;
-    while (!done()) {
+    while (!(await done())) {
       const left = deadline - Date.now();
       if (left <= 0) return false;
       await new Promise<void>((resolve) => {
