@@ -47,7 +47,7 @@ export interface HostileServerOptions {
    */
   readonly wrapper?: 'sh';
   /**
-   * Append one JSON line per process (`{"role":"server"|"grandchild","pid":N}`) to this file once
+   * Append one JSON line per process ({@link HostilePid}) to this file once
    * it is running (and, for the grandchild, once it ignores SIGTERM if asked to).
    */
   readonly pidFile?: string;
@@ -62,6 +62,8 @@ export interface HostileServerOptions {
 export interface HostilePid {
   readonly role: 'server' | 'grandchild';
   readonly pid: number;
+  /** The parent's pid: for a server started through `sh`, the shell (the group leader). */
+  readonly ppid: number;
 }
 
 /**

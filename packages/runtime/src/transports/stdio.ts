@@ -150,14 +150,21 @@ export class StdioProcessTransport implements Transport {
     if (this.#started) throw new Error('StdioProcessTransport already started');
     this.#started = true;
     const { command, args, env, cwd } = this.#options;
-    const child = spawn(command, [...args], {
-      env: { ...getDefaultEnvironment(), ...env },
-      ...(cwd === undefined ? {} : { cwd }),
-      stdio: ['pipe', 'pipe', this.#options.stderr],
-      detached: GROUPS,
-      shell: false,
-      windowsHide: true,
-    });
+    let child: ChildProcess;
+    try {
+      child = spawn(command, [...args], {
+        env: { ...getDefaultEnvironment(), ...env },
+        ...(cwd === undefined ? {} : { cwd }),
+        stdio: ['pipe', 'pipe', this.#options.stderr],
+        detached: GROUPS,
+        shell: false,
+        windowsHide: true,
+      });
+    } catch (error) {
+      // Some failures (ENOTDIR, EACCES on cwd) are thrown at once instead of emitted.
+      this.#reading = false;
+      throw await this.#spawnError(error as NodeJS.ErrnoException);
+    }
     this.#child = child;
     const pid = child.pid;
     if (pid !== undefined) liveGroups.set(pid, child);

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { writeHostilePid, type HostileReply, type HostileServerOptions } from '../hostile.js';
 
 // The grandchild: optionally deaf to SIGTERM, says so on fd 3, then idles until killed.
-const GRANDCHILD = `
+const GRANDCHILD = `// stepbind-testkit-hostile-grandchild
 if (process.argv[1] === 'ignore') process.on('SIGTERM', () => {});
 require('node:fs').writeSync(3, 'ready\\n');
 setInterval(() => {}, 1 << 30);
@@ -148,7 +148,7 @@ async function startGrandchild(ignoreSigterm: boolean, pidFile: string | undefin
   // The server may exit before its grandchild: nothing here waits for it.
   child.unref();
   if (pidFile !== undefined && child.pid !== undefined) {
-    writeHostilePid(pidFile, { role: 'grandchild', pid: child.pid });
+    writeHostilePid(pidFile, { role: 'grandchild', pid: child.pid, ppid: process.pid });
   }
 }
 
@@ -156,7 +156,7 @@ async function startGrandchild(ignoreSigterm: boolean, pidFile: string | undefin
 export async function runHostileServer(options: HostileServerOptions): Promise<void> {
   if (options.ignoreSigterm === true) process.on('SIGTERM', () => undefined);
   if (options.pidFile !== undefined) {
-    writeHostilePid(options.pidFile, { role: 'server', pid: process.pid });
+    writeHostilePid(options.pidFile, { role: 'server', pid: process.pid, ppid: process.ppid });
   }
   if (options.http !== undefined) {
     await runHttp(options);
