@@ -62,7 +62,13 @@ async function leftovers(pgid: number | undefined, pids: readonly number[]): Pro
   const found = (await runningProcesses()).filter(
     (p) => (p.pgid === pgid || pids.includes(p.pid)) && /hostile/.test(p.args),
   );
-  for (const p of found) process.kill(p.pid, 'SIGKILL');
+  for (const p of found) {
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  }
   return found.map((p) => `${p.pid} ${p.stat} ${p.args.slice(0, 60)}`);
 }
 
