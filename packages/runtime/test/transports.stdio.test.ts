@@ -2,7 +2,12 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isStepbindError, type StepbindError } from '@stepbind/binding';
-import { connectServer, parseConfig, type ServerConfig, type SdkConnection } from '@stepbind/runtime';
+import {
+  connectServer,
+  parseConfig,
+  type ServerConfig,
+  type SdkConnection,
+} from '@stepbind/runtime';
 import {
   hostileServerParams,
   processGroupMembers,
@@ -102,9 +107,7 @@ describe('stdio process groups', () => {
     const pgid = connection.pid ?? 0;
     const recorded = await readHostilePids(pids);
     const members = await processGroupMembers(pgid);
-    expect(members.map((m) => m.pid).sort()).toEqual(
-      [pgid, ...recorded.map((p) => p.pid)].sort(),
-    );
+    expect(members.map((m) => m.pid).sort()).toEqual([pgid, ...recorded.map((p) => p.pid)].sort());
     expect(recorded.find((p) => p.role === 'server')?.ppid).toBe(pgid);
 
     await connection.close();
@@ -152,7 +155,12 @@ describe('stdio process groups', () => {
     const recorded = await readHostilePids(pids);
     expect(recorded.map((p) => p.role).sort()).toEqual(['grandchild', 'server']);
     const pgid = recorded.find((p) => p.role === 'server')?.ppid;
-    expect(await leftovers(pgid, recorded.map((p) => p.pid))).toEqual([]);
+    expect(
+      await leftovers(
+        pgid,
+        recorded.map((p) => p.pid),
+      ),
+    ).toEqual([]);
   });
 
   it('the session ends when the server exits, and the leftovers of its group are ended too', async () => {
@@ -282,16 +290,21 @@ describe('stdio malformed responses fail their request at once', () => {
   it.each([
     ['both-result-and-error', 'carries both "result" and "error"'],
     ['neither-result-nor-error', 'carries neither "result" nor "error"'],
-  ] as const)('%s for a tools/call gives MALFORMED_MESSAGE, and the session goes on', async (kind, reason) => {
-    const connection = await connect(kind, { replies: { 'tools/call': { kind } } });
-    // A timeout this long would fail the test by vitest's timeout: the rejection must come at once.
-    const error = await failure(connection.callTool('echo', {}, { timeoutMs: 600_000 }));
-    expect(error.code).toBe('MALFORMED_MESSAGE');
-    expect(error.detail).toEqual({ server: kind, method: 'tools/call', tool: 'echo', reason });
-    expect(error.message).toContain(`tools/call on server "${kind}" (tool "echo") failed at once`);
-    const list = (await connection.listPage(page())) as { tools: unknown[] };
-    expect(list.tools).toHaveLength(1);
-  });
+  ] as const)(
+    '%s for a tools/call gives MALFORMED_MESSAGE, and the session goes on',
+    async (kind, reason) => {
+      const connection = await connect(kind, { replies: { 'tools/call': { kind } } });
+      // A timeout this long would fail the test by vitest's timeout: the rejection must come at once.
+      const error = await failure(connection.callTool('echo', {}, { timeoutMs: 600_000 }));
+      expect(error.code).toBe('MALFORMED_MESSAGE');
+      expect(error.detail).toEqual({ server: kind, method: 'tools/call', tool: 'echo', reason });
+      expect(error.message).toContain(
+        `tools/call on server "${kind}" (tool "echo") failed at once`,
+      );
+      const list = (await connection.listPage(page())) as { tools: unknown[] };
+      expect(list.tools).toHaveLength(1);
+    },
+  );
 
   it('a response with an invalid id fails the requests in flight with MALFORMED_MESSAGE', async () => {
     const connection = await connect('ids', {

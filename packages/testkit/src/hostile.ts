@@ -64,6 +64,8 @@ export interface HostilePid {
   readonly pid: number;
   /** The parent's pid: for a server started through `sh`, the shell (the group leader). */
   readonly ppid: number;
+  /** The process group the server runs in (the grandchild inherits it); Linux only. */
+  readonly pgid?: number;
 }
 
 /**

@@ -3,7 +3,7 @@
  * on the SDK on purpose: the SDK's server would never send what this one sends.
  */
 import { spawn } from 'node:child_process';
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
@@ -16,6 +16,16 @@ if (process.argv[1] === 'ignore') process.on('SIGTERM', () => {});
 require('node:fs').writeSync(3, 'ready\\n');
 setInterval(() => {}, 1 << 30);
 `;
+
+/** This process's group id, from /proc (Linux); `undefined` elsewhere. */
+function ownPgid(): number | undefined {
+  try {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+  } catch {
+    return undefined;
+  }
+}
 
 interface Request {
   readonly id?: unknown;
@@ -134,7 +144,11 @@ async function runHttp(options: HostileServerOptions): Promise<void> {
   process.stdin.once('end', () => process.exit(0));
 }
 
-async function startGrandchild(ignoreSigterm: boolean, pidFile: string | undefined): Promise<void> {
+async function startGrandchild(
+  ignoreSigterm: boolean,
+  pidFile: string | undefined,
+  pgid: number | undefined,
+): Promise<void> {
   const child = spawn(process.execPath, ['-e', GRANDCHILD, ignoreSigterm ? 'ignore' : 'obey'], {
     stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
   });
@@ -148,15 +162,26 @@ async function startGrandchild(ignoreSigterm: boolean, pidFile: string | undefin
   // The server may exit before its grandchild: nothing here waits for it.
   child.unref();
   if (pidFile !== undefined && child.pid !== undefined) {
-    writeHostilePid(pidFile, { role: 'grandchild', pid: child.pid, ppid: process.pid });
+    writeHostilePid(pidFile, {
+      role: 'grandchild',
+      pid: child.pid,
+      ppid: process.pid,
+      ...(pgid === undefined ? {} : { pgid }),
+    });
   }
 }
 
 /** Runs a hostile server on this process's stdin/stdout. */
 export async function runHostileServer(options: HostileServerOptions): Promise<void> {
   if (options.ignoreSigterm === true) process.on('SIGTERM', () => undefined);
+  const pgid = ownPgid();
   if (options.pidFile !== undefined) {
-    writeHostilePid(options.pidFile, { role: 'server', pid: process.pid, ppid: process.ppid });
+    writeHostilePid(options.pidFile, {
+      role: 'server',
+      pid: process.pid,
+      ppid: process.ppid,
+      ...(pgid === undefined ? {} : { pgid }),
+    });
   }
   if (options.http !== undefined) {
     await runHttp(options);
@@ -176,7 +201,7 @@ export async function runHostileServer(options: HostileServerOptions): Promise<v
     }
     if (request.id === undefined || typeof request.method !== 'string') continue;
     if (request.method === 'initialize' && options.grandchild !== undefined) {
-      grandchild ??= startGrandchild(options.grandchild.ignoreSigterm, options.pidFile);
+      grandchild ??= startGrandchild(options.grandchild.ignoreSigterm, options.pidFile, pgid);
       await grandchild;
     }
     const text = answerText(request, replyFor(options, request.method));
