@@ -1,12 +1,19 @@
 import { computeTransportDigest, type ServerIdentity } from '@stepbind/binding';
-import type { ServerConfig } from './config.js';
+import { DEFAULT_MAX_MESSAGE_BYTES, type ServerConfig } from './config.js';
 import type { SdkConnection } from './sdk.js';
 
 /**
  * The digest of the transport settings that make a connection reusable: transport, command, args,
- * env, cwd, url, headers and audience. A change means a new connection (and a new identity).
+ * env, cwd, url, headers, audience and `maxMessageBytes`. A change means a new connection (and a
+ * new identity).
  */
 export function identityKeyOf(config: ServerConfig): string {
+  // A non-default message limit is part of the transport (a new limit needs a new connection);
+  // the default is left out so that digests of configurations without it stay as they were.
+  const limit =
+    config.maxMessageBytes === DEFAULT_MAX_MESSAGE_BYTES
+      ? {}
+      : { maxMessageBytes: config.maxMessageBytes };
   return config.transport === 'stdio'
     ? computeTransportDigest({
         transport: 'stdio',
@@ -19,12 +26,14 @@ export function identityKeyOf(config: ServerConfig): string {
         ),
         cwd: config.cwd ?? null,
         audience: config.audience,
+        ...limit,
       })
     : computeTransportDigest({
         transport: 'http',
         url: config.url,
         headers: config.headers,
         audience: config.audience,
+        ...limit,
       });
 }
 

@@ -13,6 +13,7 @@ import {
   JSONRPCMessageSchema,
   McpError,
   type JSONRPCMessage,
+  type MessageExtraInfo,
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
 import { ErrorCode, RuntimeError, type StepbindError } from '@stepbind/binding';
@@ -204,7 +205,7 @@ export function messageTooLargeError(
  */
 export class MessageGuard {
   readonly #server: string;
-  readonly #deliver: (message: JSONRPCMessage) => void;
+  readonly #deliver: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
   readonly #report: (error: Error) => void;
   // Keyed like the SDK matches responses: by Number(id).
   readonly #live = new Map<number, LiveRequest>();
@@ -215,7 +216,7 @@ export class MessageGuard {
    */
   constructor(
     server: string,
-    deliver: (message: JSONRPCMessage) => void,
+    deliver: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void,
     report: (error: Error) => void,
   ) {
     this.#server = server;
@@ -261,11 +262,11 @@ export class MessageGuard {
   }
 
   /** Delivers a message that is already known to be well formed (bookkeeping only). */
-  accept(message: JSONRPCMessage): void {
+  accept(message: JSONRPCMessage, extra?: MessageExtraInfo): void {
     if (!('method' in message) && 'id' in message && message.id !== undefined) {
       this.#live.delete(Number(message.id));
     }
-    this.#deliver(message);
+    this.#deliver(message, extra);
   }
 
   /**

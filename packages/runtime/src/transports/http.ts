@@ -10,7 +10,11 @@ import type {
   Transport,
   TransportSendOptions,
 } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage, RequestId } from '@modelcontextprotocol/sdk/types.js';
+import type {
+  JSONRPCMessage,
+  MessageExtraInfo,
+  RequestId,
+} from '@modelcontextprotocol/sdk/types.js';
 import { serverConfigPath } from '../config.js';
 import {
   checkMessage,
@@ -41,7 +45,7 @@ export interface HttpTransportOptions {
 export class GuardedHttpTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
-  onmessage?: <T extends JSONRPCMessage>(message: T) => void;
+  onmessage?: <T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void;
 
   readonly #options: HttpTransportOptions;
   readonly #guard: MessageGuard;
@@ -52,7 +56,7 @@ export class GuardedHttpTransport implements Transport {
     this.#options = options;
     this.#guard = new MessageGuard(
       options.server,
-      (message) => this.onmessage?.(message),
+      (message, extra) => this.onmessage?.(message, extra),
       (error) => this.onerror?.(error),
     );
     const context = {
@@ -66,7 +70,8 @@ export class GuardedHttpTransport implements Transport {
       requestInit: { headers: { ...options.headers } },
       fetch: (url, init) => this.#fetch(url, init),
     });
-    this.#inner.onmessage = (message) => this.#guard.accept(message);
+    this.#inner.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) =>
+      this.#guard.accept(message, extra);
     this.#inner.onerror = (error) => this.onerror?.(error);
     this.#inner.onclose = () => {
       this.#guard.clear();

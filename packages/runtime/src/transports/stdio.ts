@@ -209,7 +209,14 @@ export class StdioProcessTransport implements Transport {
       return Promise.reject(new Error('Not connected'));
     }
     this.#guard.sent(message);
-    if (stdin.write(serializeMessage(message))) return Promise.resolve();
+    let flushed: boolean;
+    try {
+      flushed = stdin.write(serializeMessage(message));
+    } catch (error) {
+      this.#guard.unsent(message);
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+    if (flushed) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
       const settle = (error?: Error): void => {
         this.#drains.delete(settle);
