@@ -264,6 +264,8 @@ export class StdioProcessTransport implements Transport {
         gone = await this.#waitGroupGone(pgid, child, grace);
       }
       if (!gone) {
+        // Only a process stuck in the kernel survives SIGKILL; it must not keep this host alive.
+        child.unref();
         this.onerror?.(
           new Error(`process group ${pgid} of server "${this.#options.server}" survived SIGKILL`),
         );
