@@ -183,6 +183,7 @@ describe('stepbind catalog', () => {
     expect(isProcessAlive(serverPid ?? 0)).toBe(false);
     const left = (await runningProcesses()).filter((p) => groups.includes(p.pgid));
     expect(left.map((p) => `${p.pid} ${p.args.slice(0, 50)}`)).toEqual([]);
+    await rm(auditPath, { force: true });
   });
 
   it('exits by itself after its report when a server runs through sh -c with a grandchild holding stdout', async () => {
