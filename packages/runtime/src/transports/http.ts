@@ -107,7 +107,10 @@ export class GuardedHttpTransport implements Transport {
 
   async #fetch(url: string | URL, init?: RequestInit): Promise<Response> {
     const response = await (this.#options.fetch ?? fetch)(url, init);
-    if (!response.ok || response.body === null) return response;
+    if (response.body === null) return response;
+    // The SDK reads an error body whole into its message: keep only its first maxMessageBytes.
+    if (!response.ok)
+      return rebuild(response, response.body.pipeThrough(truncate(this.#options.maxMessageBytes)));
     const type = (response.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
     const ids = (): RequestId[] => requestIdsOf(init?.body);
     if (type === 'application/json') return this.#guardJson(response, ids);
@@ -213,6 +216,22 @@ async function readBounded(
     chunks.push(value);
   }
   return Buffer.concat(chunks, total).toString('utf8');
+}
+
+/** Passes the first `max` bytes of a stream through, then ends it (cancelling the rest). */
+function truncate(max: number): TransformStream<Uint8Array, Uint8Array> {
+  let left = max;
+  return new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      if (chunk.byteLength >= left) {
+        controller.enqueue(chunk.subarray(0, left));
+        controller.terminate();
+        return;
+      }
+      left -= chunk.byteLength;
+      controller.enqueue(chunk);
+    },
+  });
 }
 
 interface SseHandlers {
