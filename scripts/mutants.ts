@@ -94,6 +94,26 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'restarts from the first page when list_changed arrives mid-enumeration',
     diagnostic: 'expected +0 to be 1',
   },
+  {
+    name: 'signal only the direct child, not its process group',
+    file: 'packages/runtime/src/transports/stdio.ts',
+    find: 'if (GROUPS) process.kill(-pgid, signal);',
+    replace: 'if (GROUPS) process.kill(pgid, signal);',
+    testFile: 'packages/runtime/test/transports.stdio.test.ts',
+    testName:
+      'close() ends a sh -c wrapper, its server and a grandchild that ignores SIGTERM, escalating to SIGKILL for the whole group',
+    diagnostic: 'processes of the group left after close()',
+  },
+  {
+    name: 'stop at SIGTERM (no SIGKILL escalation)',
+    file: 'packages/runtime/src/transports/stdio.ts',
+    find: "for (const signal of ['SIGTERM', 'SIGKILL'] as const) {",
+    replace: "for (const signal of ['SIGTERM'] as const) {",
+    testFile: 'packages/runtime/test/transports.stdio.test.ts',
+    testName:
+      'close() ends a sh -c wrapper, its server and a grandchild that ignores SIGTERM, escalating to SIGKILL for the whole group',
+    diagnostic: 'processes of the group left after close()',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

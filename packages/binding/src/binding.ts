@@ -20,6 +20,11 @@ export interface ToolCallResult {
 export interface ToolCaller {
   /** True once the connection is gone; a prepared call then fails with `CONNECTION_CLOSED`. */
   readonly closed: boolean;
+  /**
+   * The transport fault that closed the connection (`MESSAGE_TOO_LARGE`), if any: a prepared call
+   * on the closed connection then fails with its code instead of `CONNECTION_CLOSED`.
+   */
+  readonly fault?: StepbindError | undefined;
   callTool(
     tool: string,
     args: Readonly<Record<string, unknown>>,
@@ -450,6 +455,7 @@ export class PreparedCall {
       const tPrepared = performance.now();
       const caller = this.#bound.server.caller;
       if (caller.closed) {
+        if (caller.fault !== undefined) throw caller.fault;
         throw new CallError(
           ErrorCode.CONNECTION_CLOSED,
           `The connection of server "${this.server}" captured by this step is closed; "${this.modelName}" was not run and is never re-routed. Call again from the next step.`,

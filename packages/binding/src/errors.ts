@@ -50,6 +50,11 @@ export const ErrorCode = {
   SERVER_NOT_READY: 'SERVER_NOT_READY',
   REQUIRED_SERVERS_FAILED: 'REQUIRED_SERVERS_FAILED',
   RUNTIME_CLOSED: 'RUNTIME_CLOSED',
+  // message-level safety at the transport boundary (RuntimeError): what a server sent broke the
+  // protocol. MESSAGE_TOO_LARGE: one message went over the server's `maxMessageBytes` (detail: limit,
+  // configKey). MALFORMED_MESSAGE: a response that is not valid JSON-RPC (detail: reason).
+  MESSAGE_TOO_LARGE: 'MESSAGE_TOO_LARGE',
+  MALFORMED_MESSAGE: 'MALFORMED_MESSAGE',
 } as const;
 
 /** One of the stable error codes in {@link ErrorCode}. */

@@ -158,6 +158,7 @@ export type {
   SnapshotLifecycle,
 } from './registry.js';
 export { acquireMutex, RevisionLock } from './lock.js';
+export { onAbort } from './signals.js';
 export type { LockAcquireOptions, Release } from './lock.js';
 export { CatalogSlot, createBinding, McpBinding, PreparedCall, toToolResult } from './binding.js';
 export type {

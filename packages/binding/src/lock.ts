@@ -1,5 +1,6 @@
 import { Mutex } from 'async-mutex';
 import { ErrorCode, StepbindError } from './errors.js';
+import { onAbort } from './signals.js';
 
 /** Releases a lock that was acquired. Calling it more than once has no effect. */
 export type Release = () => void;
@@ -73,15 +74,16 @@ export class RevisionLock {
     if (this.#readers > 0) {
       try {
         await new Promise<void>((resolve, reject) => {
-          const onAbort = (): void => {
+          const abort = (): void => {
             if (signal !== undefined) reject(abortedError(signal));
           };
+          let off: () => void = () => undefined;
           this.#drained = () => {
-            signal?.removeEventListener('abort', onAbort);
+            off();
             resolve();
           };
-          if (signal?.aborted === true) onAbort();
-          else signal?.addEventListener('abort', onAbort, { once: true });
+          if (signal?.aborted === true) abort();
+          else if (signal !== undefined) off = onAbort(signal, abort);
         });
       } catch (error) {
         this.#drained = undefined;
@@ -137,14 +139,13 @@ export async function acquireMutex(
   const acquiring = mutex.acquire();
   if (signal === undefined) return acquiring;
   return new Promise<Release>((resolve, reject) => {
-    const onAbort = (): void => {
+    const off = onAbort(signal, () => {
       // Keep the FIFO slot but hand it straight back when it comes up.
       void acquiring.then((release) => release());
       reject(abortedError(signal));
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
+    });
     void acquiring.then((release) => {
-      signal.removeEventListener('abort', onAbort);
+      off();
       if (signal.aborted) return;
       resolve(release);
     });

@@ -48,6 +48,7 @@ describe('@stepbind/binding public surface', () => {
       'isStepbindError',
       'isTerminalState',
       'modelToolOf',
+      'onAbort',
       'resolveEnumerateLimits',
       'sameIdentity',
       'sanitizeNamePart',

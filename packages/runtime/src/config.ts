@@ -35,6 +35,12 @@ interface CommonServerConfig {
   readonly tools?: ToolFilterConfig;
   /** Roots offered to the server (`roots/list`): absolute paths or `file://` URIs. @default [] */
   readonly roots: readonly string[];
+  /**
+   * The largest single JSON-RPC message this server may send, in bytes (a stdio line, an HTTP JSON
+   * body or one SSE event). Enforced while reading, before the message is buffered whole; a larger
+   * one fails with `MESSAGE_TOO_LARGE`. @default 10485760 (10 MiB, {@link DEFAULT_MAX_MESSAGE_BYTES})
+   */
+  readonly maxMessageBytes: number;
 }
 
 /** A server started as a child process speaking MCP over stdio. */
@@ -75,6 +81,16 @@ export interface ParseConfigOptions {
   readonly env?: EnvironmentSource;
 }
 
+/**
+ * Default of `maxMessageBytes`: 10 MiB, the stdio buffer limit of the MCP SDK's own client, so a server
+ * that works with SDK-based hosts (a tool result with a large image, a one-page catalog of thousands of
+ * tools) also works here, while one runaway line cannot take the host's memory.
+ */
+export const DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
+
+/** Bounds of `maxMessageBytes`: 1 KiB to 256 MiB (a JSON text that V8 can still hold as a string). */
+const MAX_MESSAGE_BYTES_RANGE = [1024, 256 * 1024 * 1024] as const;
+
 /** Configured server names become model-name prefixes: keep them short and plain. */
 export const SERVER_NAME_PATTERN = /^[A-Za-z0-9_-]{1,48}$/;
 
@@ -93,6 +109,7 @@ const COMMON_KEYS = [
   'autoApprove',
   'tools',
   'roots',
+  'maxMessageBytes',
 ] as const;
 const STDIO_KEYS: readonly string[] = [
   'command',
@@ -209,6 +226,10 @@ function parseServer(
     ...(obj['tools'] === undefined
       ? {}
       : { tools: parseToolFilter(obj['tools'], `${path}.tools`) }),
+    maxMessageBytes:
+      obj['maxMessageBytes'] === undefined
+        ? DEFAULT_MAX_MESSAGE_BYTES
+        : expectInt(obj['maxMessageBytes'], `${path}.maxMessageBytes`, ...MAX_MESSAGE_BYTES_RANGE),
   };
   const text = (value: unknown, at: string, allowEmpty = false): string =>
     interpolate(expectString(value, at, allowEmpty), at, env);
@@ -306,6 +327,11 @@ function parseLimits(value: unknown, path: string): ServerLimits {
     out[key] = expectInt(v, `${path}.${key}`, min, 2_147_483_647);
   }
   return Object.freeze(out);
+}
+
+/** The JSON path of one key of one server's entry, e.g. `$.mcpServers.files.cwd`. */
+export function serverConfigPath(server: string, key: string): string {
+  return `$.mcpServers${pathKey(server)}${pathKey(key)}`;
 }
 
 function fail(path: string, problem: string): never {

@@ -1,12 +1,19 @@
 import { computeTransportDigest, type ServerIdentity } from '@stepbind/binding';
-import type { ServerConfig } from './config.js';
+import { DEFAULT_MAX_MESSAGE_BYTES, type ServerConfig } from './config.js';
 import type { SdkConnection } from './sdk.js';
 
 /**
  * The digest of the transport settings that make a connection reusable: transport, command, args,
- * env, cwd, url, headers and audience. A change means a new connection (and a new identity).
+ * env, cwd, url, headers, audience and `maxMessageBytes`. A change means a new connection (and a
+ * new identity).
  */
 export function identityKeyOf(config: ServerConfig): string {
+  // A non-default message limit is part of the transport (a new limit needs a new connection);
+  // the default is left out so that digests of configurations without it stay as they were.
+  const limit =
+    config.maxMessageBytes === DEFAULT_MAX_MESSAGE_BYTES
+      ? {}
+      : { maxMessageBytes: config.maxMessageBytes };
   return config.transport === 'stdio'
     ? computeTransportDigest({
         transport: 'stdio',
@@ -21,6 +28,7 @@ export function identityKeyOf(config: ServerConfig): string {
         audience: config.audience,
         // Roots are declared at initialize: other roots need a new session.
         ...(config.roots.length === 0 ? {} : { roots: config.roots }),
+        ...limit,
       })
     : computeTransportDigest({
         transport: 'http',
@@ -28,6 +36,7 @@ export function identityKeyOf(config: ServerConfig): string {
         headers: config.headers,
         audience: config.audience,
         ...(config.roots.length === 0 ? {} : { roots: config.roots }),
+        ...limit,
       });
 }
 

@@ -1,10 +1,9 @@
 /**
- * The only module that imports `@modelcontextprotocol/sdk`. It turns an SDK `Client` into the small
- * interfaces `@stepbind/binding` understands and maps every SDK failure to a typed stepbind error.
+ * The SDK adapter (with `transports/`, the only code that imports `@modelcontextprotocol/sdk`). It
+ * turns an SDK `Client` into the small interfaces `@stepbind/binding` understands and maps every SDK
+ * failure to a typed stepbind error.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CallToolResultSchema,
@@ -20,6 +19,7 @@ import {
   type ListPageRequest,
   type McpContentBlock,
   type ToolListSource,
+  onAbort,
 } from '@stepbind/binding';
 import {
   CLIENT_CAPABILITIES,
@@ -28,6 +28,9 @@ import {
   type ClientHandlers,
 } from './client-capabilities.js';
 import type { ServerConfig } from './config.js';
+import { guardErrorOf, type FaultError } from './transports/guard.js';
+import { GuardedHttpTransport } from './transports/http.js';
+import { StdioProcessTransport } from './transports/stdio.js';
 
 export { Client };
 
@@ -62,16 +65,21 @@ interface MapContext {
   readonly operation: string;
   readonly timeoutMs?: number;
   readonly signal?: AbortSignal;
+  /** The transport fault that closed the connection, if any: it replaces `CONNECTION_CLOSED`. */
+  readonly fault?: FaultError | undefined;
 }
 
 /**
  * Maps an SDK or transport failure to a typed stepbind error, keeping the original as `cause`:
  * our own abort → `ABORTED`; SDK request timeout (-32001) → `TIMEOUT`; connection closed (-32000)
- * or a transport that is gone → `CONNECTION_CLOSED`; any other JSON-RPC error → `SERVER_ERROR` with
- * `detail.rpcCode`.
+ * or a transport that is gone → `CONNECTION_CLOSED` (or the fault that closed it, such as
+ * `MESSAGE_TOO_LARGE`); a response the transport guard refused → its `MALFORMED_MESSAGE` or
+ * `MESSAGE_TOO_LARGE`; any other JSON-RPC error → `SERVER_ERROR` with `detail.rpcCode`.
  */
 export function mapSdkError(error: unknown, ctx: MapContext): StepbindError {
   if (error instanceof StepbindError) return error;
+  const guarded = guardErrorOf(error);
+  if (guarded !== undefined) return guarded;
   const where = `${ctx.operation} on server "${ctx.server}"${ctx.tool === undefined ? '' : ` (tool "${ctx.tool}")`}`;
   const detail = { server: ctx.server, ...(ctx.tool === undefined ? {} : { tool: ctx.tool }) };
   if (ctx.signal?.aborted === true) {
@@ -91,7 +99,7 @@ export function mapSdkError(error: unknown, ctx: MapContext): StepbindError {
       );
     }
     if (error.code === Number(RpcErrorCode.ConnectionClosed)) {
-      return connectionClosed(where, detail, error);
+      return faultError(ctx) ?? connectionClosed(where, detail, error);
     }
     return new RuntimeError(
       ErrorCode.SERVER_ERROR,
@@ -101,11 +109,19 @@ export function mapSdkError(error: unknown, ctx: MapContext): StepbindError {
   }
   const message = error instanceof Error ? error.message : String(error);
   if (/not connected|closed|EPIPE|ECONNRESET/i.test(message)) {
-    return connectionClosed(where, detail, error);
+    return faultError(ctx) ?? connectionClosed(where, detail, error);
   }
   return new RuntimeError(ErrorCode.SERVER_ERROR, `${where} failed: ${message}`, {
     detail,
     cause: error,
+  });
+}
+
+function faultError(ctx: MapContext): StepbindError | undefined {
+  return ctx.fault?.({
+    id: -1,
+    method: ctx.operation,
+    ...(ctx.tool === undefined ? {} : { tool: ctx.tool }),
   });
 }
 
@@ -129,7 +145,9 @@ type Listener = () => void;
 
 /**
  * One live MCP session with one server: the SDK client, its transport, a `list_changed` counter and
- * close tracking. `close()` is idempotent and waits for a stdio child to exit.
+ * close tracking. `close()` is idempotent and waits until the stdio server's whole process group is
+ * gone. After a transport fault (an oversized message), every request fails with that fault's code
+ * instead of `CONNECTION_CLOSED`.
  */
 export class SdkConnection {
   readonly name: string;
@@ -144,6 +162,7 @@ export class SdkConnection {
   #errorListeners = new Set<(error: Error) => void>();
   #stderrTail: string[];
   #source: ToolListSource;
+  readonly #fault: () => FaultError | undefined;
 
   /** @internal use {@link connectServer}. */
   constructor(
@@ -152,12 +171,14 @@ export class SdkConnection {
     pid: number | undefined,
     stderrTail: string[],
     protocolVersion: string | undefined,
+    fault: () => FaultError | undefined = () => undefined,
   ) {
     this.name = name;
     this.client = client;
     this.pid = pid;
     this.#stderrTail = stderrTail;
-    this.#source = clientListSource(client, name);
+    this.#fault = fault;
+    this.#source = clientListSource(client, name, fault);
     const version = client.getServerVersion();
     this.hello = Object.freeze({
       serverInfo:
@@ -201,6 +222,14 @@ export class SdkConnection {
     return this.#listChangedVersion;
   }
 
+  /**
+   * The fault that closed the transport (`MESSAGE_TOO_LARGE`), as the error a request would get;
+   * `undefined` when the connection is open or closed normally.
+   */
+  get fault(): StepbindError | undefined {
+    return this.#fault()?.(undefined);
+  }
+
   /** The last lines the server wrote to stderr (stdio only), for error messages. */
   get stderrTail(): string {
     return this.#stderrTail.join('\n');
@@ -231,7 +260,10 @@ export class SdkConnection {
   listPage(request: ListPageRequest): Promise<unknown> {
     if (this.#closed) {
       const where = `tools/list on server "${this.name}"`;
-      return Promise.reject(connectionClosed(where, { server: this.name }, undefined));
+      return Promise.reject(
+        this.#fault()?.({ id: -1, method: 'tools/list' }) ??
+          connectionClosed(where, { server: this.name }, undefined),
+      );
     }
     return this.#source.listTools(request);
   }
@@ -246,10 +278,13 @@ export class SdkConnection {
     options: CallRequestOptions,
   ): Promise<RawCallResult> {
     if (this.#closed) {
-      throw connectionClosed(
-        `tools/call on server "${this.name}" (tool "${tool}")`,
-        { server: this.name, tool },
-        undefined,
+      throw (
+        this.#fault()?.({ id: -1, method: 'tools/call', tool }) ??
+        connectionClosed(
+          `tools/call on server "${this.name}" (tool "${tool}")`,
+          { server: this.name, tool },
+          undefined,
+        )
       );
     }
     // The SDK never removes its abort listener: give it a per-call signal linked to the caller's,
@@ -271,13 +306,14 @@ export class SdkConnection {
         operation: 'tools/call',
         timeoutMs: options.timeoutMs,
         ...(options.signal === undefined ? {} : { signal: options.signal }),
+        fault: this.#fault(),
       });
     } finally {
       link?.dispose();
     }
   }
 
-  /** Closes the session; for stdio, waits until the child process has exited. Idempotent. */
+  /** Closes the session; for stdio, waits until the server's process group is gone. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= this.#doClose();
     return this.#closing;
@@ -288,40 +324,14 @@ export class SdkConnection {
     try {
       await this.client.close();
     } catch {
-      // Closing a transport that already failed can throw; the process check below still runs.
+      // Closing a transport that already failed can throw; the stdio transport's close never does.
     }
     this.#closed = true;
-    if (this.pid !== undefined) await ensureExited(this.pid);
   }
 
   /** Same as {@link close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
-  }
-}
-
-async function waitForExit(pid: number, ms: number): Promise<boolean> {
-  for (let waited = 0; isAlive(pid); waited += 20) {
-    if (waited >= ms) return false;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return true;
-}
-
-/**
- * Makes sure a child process is gone: it normally exits once its stdin closes; otherwise SIGTERM,
- * then SIGKILL. (The SDK escalates too, but it drops its handle without waiting when `initialize`
- * fails, and never waits for the SIGKILL to land.)
- */
-async function ensureExited(pid: number): Promise<void> {
-  if (await waitForExit(pid, 1_000)) return;
-  for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
-    try {
-      process.kill(pid, signal);
-    } catch {
-      return;
-    }
-    if (await waitForExit(pid, 1_000)) return;
   }
 }
 
@@ -331,22 +341,13 @@ function linkSignal(
 ): { readonly signal: AbortSignal; dispose(): void } | undefined {
   if (outer === undefined) return undefined;
   const controller = new AbortController();
-  const onAbort = (): void => controller.abort(outer.reason);
-  if (outer.aborted) onAbort();
-  else outer.addEventListener('abort', onAbort, { once: true });
-  return {
-    signal: controller.signal,
-    dispose: () => outer.removeEventListener('abort', onAbort),
-  };
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
+  if (outer.aborted) {
+    controller.abort(outer.reason);
+    return { signal: controller.signal, dispose: () => undefined };
   }
+  // One listener on the caller's signal however many calls share it (see onAbort).
+  const dispose = onAbort(outer, () => controller.abort(outer.reason));
+  return { signal: controller.signal, dispose };
 }
 
 /** Options for {@link connectServer}. */
@@ -361,15 +362,24 @@ export interface ConnectOptions {
    * `roots` unless given here.
    */
   readonly handlers?: ClientHandlers;
+  /**
+   * How long closing a stdio server waits at each step for its process group to be gone: after
+   * ending stdin, after SIGTERM to the group, after SIGKILL to the group. @default 2000
+   */
+  readonly closeGraceMs?: number;
 }
 
 const STDERR_TAIL_LINES = 20;
+const EARLY_ERRORS = 3;
 
 /**
  * Starts (stdio) or opens (HTTP) a connection to one configured server and completes `initialize`.
+ * A stdio server runs in its own process group; a failed start ends the whole group before this
+ * rejects.
  *
- * @throws RuntimeError `SERVER_START_FAILED` (with the server's last stderr lines), `TIMEOUT` or
- *   `ABORTED`; a child that was spawned is closed on every failure path.
+ * @throws RuntimeError `SERVER_START_FAILED` (with the server's last stderr lines; for a missing
+ *   working directory or command, `detail.configPath` names the key at fault), `TIMEOUT`,
+ *   `ABORTED`, `MESSAGE_TOO_LARGE` or `MALFORMED_MESSAGE` (the `initialize` response).
  */
 export async function connectServer(
   name: string,
@@ -379,8 +389,8 @@ export async function connectServer(
   const timeoutMs = options.timeoutMs ?? config.startupTimeoutMs;
   const stderrTail: string[] = [];
   let transport: Transport;
-  let childPid: number | undefined;
-  let stdio: StdioClientTransport | undefined;
+  let pid: () => number | undefined = () => undefined;
+  let fault: () => FaultError | undefined = () => undefined;
   if (config.transport === 'stdio') {
     const env: Record<string, string> = {};
     for (const key of config.envPassthrough) {
@@ -388,52 +398,50 @@ export async function connectServer(
       if (value !== undefined) env[key] = value;
     }
     Object.assign(env, config.env);
-    const spawned = new StdioClientTransport({
+    let partial = '';
+    const stdio = new StdioProcessTransport({
+      server: name,
       command: config.command,
-      args: [...config.args],
+      args: config.args,
       env,
       ...(config.cwd === undefined ? {} : { cwd: config.cwd }),
       stderr: options.stderr === 'inherit' ? 'inherit' : 'pipe',
-    });
-    // Record the pid as soon as the child exists: a failed initialize makes the SDK forget it.
-    const start = spawned.start.bind(spawned);
-    spawned.start = async () => {
-      try {
-        await start();
-      } finally {
-        childPid = spawned.pid ?? undefined;
-      }
-    };
-    stdio = spawned;
-    const stream = stdio.stderr;
-    if (stream !== null) {
-      let partial = '';
-      stream.on('data', (chunk: Buffer) => {
+      onStderr: (chunk) => {
         const lines = (partial + chunk.toString('utf8')).split('\n');
-        partial = lines.pop() ?? '';
+        partial = (lines.pop() ?? '').slice(-4096);
         for (const line of lines) {
           stderrTail.push(line);
           if (stderrTail.length > STDERR_TAIL_LINES) stderrTail.shift();
         }
-      });
-    }
+      },
+      maxMessageBytes: config.maxMessageBytes,
+      closeGraceMs: options.closeGraceMs ?? 2_000,
+    });
+    pid = () => stdio.pid;
+    fault = () => stdio.fault;
     transport = stdio;
   } else {
-    transport = new StreamableHTTPClientTransport(new URL(config.url), {
-      requestInit: { headers: { ...config.headers } },
+    transport = new GuardedHttpTransport({
+      server: name,
+      url: config.url,
+      headers: config.headers,
+      maxMessageBytes: config.maxMessageBytes,
     });
   }
   try {
     return await openSession(name, transport, {
       timeoutMs,
       ...(options.signal === undefined ? {} : { signal: options.signal }),
-      pid: () => childPid,
+      pid,
+      fault,
       stderrTail,
       handlers: { roots: rootsOf(config.roots), ...options.handlers },
     });
   } catch (error) {
     if (!(error instanceof StepbindError) || error.code !== ErrorCode.SERVER_START_FAILED)
       throw error;
+    // A start error that names its config key (cwd, command) already says what to fix.
+    if (error.detail['configPath'] !== undefined) throw error;
     const tail = stderrTail.join('\n').trim();
     const what = config.transport === 'stdio' ? `command "${config.command}"` : `URL ${config.url}`;
     throw new RuntimeError(
@@ -468,10 +476,20 @@ export function connectTransport(
     timeoutMs: options.timeoutMs ?? 30_000,
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     pid: () => undefined,
+    fault: () => undefined,
     stderrTail: [],
     ...(options.handlers === undefined ? {} : { handlers: options.handlers }),
   });
 }
+
+/** Codes an `initialize` failure keeps as they are (anything else is `SERVER_START_FAILED`). */
+const START_CODES: ReadonlySet<string> = new Set([
+  ErrorCode.TIMEOUT,
+  ErrorCode.ABORTED,
+  ErrorCode.SERVER_START_FAILED,
+  ErrorCode.MESSAGE_TOO_LARGE,
+  ErrorCode.MALFORMED_MESSAGE,
+]);
 
 async function openSession(
   name: string,
@@ -480,12 +498,20 @@ async function openSession(
     readonly timeoutMs: number;
     readonly signal?: AbortSignal;
     readonly pid: () => number | undefined;
+    readonly fault: () => FaultError | undefined;
     readonly stderrTail: string[];
     readonly handlers?: ClientHandlers;
   },
 ): Promise<SdkConnection> {
   const client = new Client({ ...CLIENT_INFO }, { capabilities: CLIENT_CAPABILITIES });
   installClientHandlers(client, name, options.handlers ?? {});
+  // Transport errors are observed from spawn on: those before the session exists explain a start
+  // that fails (the SdkConnection takes over the handler once it succeeds).
+  const early: Error[] = [];
+  client.onerror = (error) => {
+    early.push(error);
+    if (early.length > EARLY_ERRORS) early.shift();
+  };
   // The client reports the negotiated version only through this optional transport hook.
   let protocolVersion: string | undefined;
   const forward = transport.setProtocolVersion?.bind(transport);
@@ -501,35 +527,46 @@ async function openSession(
     });
   } catch (error) {
     try {
+      // Ends a stdio server's whole process group (and waits for it) on every failure path.
       await client.close();
     } catch {
       // The start already failed; the close is best effort and the original error is reported.
     }
-    // The SDK already dropped its handle on the child: make sure it is gone before reporting.
-    const pid = options.pid();
-    if (pid !== undefined) await ensureExited(pid);
     const mapped = mapSdkError(error, {
       server: name,
       operation: 'initialize',
       timeoutMs: options.timeoutMs,
       ...(options.signal === undefined ? {} : { signal: options.signal }),
+      fault: options.fault(),
     });
-    if (mapped.code === ErrorCode.TIMEOUT || mapped.code === ErrorCode.ABORTED) throw mapped;
+    if (START_CODES.has(mapped.code)) throw mapped;
+    const seen = early.map((e) => `\n  transport: ${e.message}`).join('');
     throw new RuntimeError(
       ErrorCode.SERVER_START_FAILED,
-      error instanceof Error ? error.message : String(error),
+      `${error instanceof Error ? error.message : String(error)}${seen}`,
       { detail: { server: name }, cause: error },
     );
   } finally {
     link?.dispose();
   }
-  return new SdkConnection(name, client, options.pid(), options.stderrTail, protocolVersion);
+  return new SdkConnection(
+    name,
+    client,
+    options.pid(),
+    options.stderrTail,
+    protocolVersion,
+    options.fault,
+  );
 }
 
 /**
  * Wraps an already connected SDK `Client` as a {@link ToolListSource}, for `enumerateTools`.
  */
-export function clientListSource(client: Client, server: string): ToolListSource {
+export function clientListSource(
+  client: Client,
+  server: string,
+  fault: () => FaultError | undefined = () => undefined,
+): ToolListSource {
   return {
     async listTools(request: ListPageRequest): Promise<unknown> {
       try {
@@ -547,6 +584,7 @@ export function clientListSource(client: Client, server: string): ToolListSource
           operation: 'tools/list',
           timeoutMs: request.timeoutMs,
           signal: request.signal,
+          fault: fault(),
         });
       }
     },

@@ -5,8 +5,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runCli } from '@stepbind/runtime';
 import {
+  hostileServerParams,
   isProcessAlive,
   readAuditTrail,
+  readHostilePids,
+  runningProcesses,
   stdioServerParams,
   tempAuditPath,
   type ScriptedServerOptions,
@@ -143,8 +146,21 @@ describe('stepbind catalog', () => {
 
   it('closes every server and exits 130 on Ctrl-C, leaving no child process', async () => {
     const auditPath = tempAuditPath('cli-sigint');
+    const pidFile = join(dir, 'sigint-pids.jsonl');
     const config = await writeConfig('slow', {
       slow: { scenario: 'normal', pageDelayMs: 60_000, auditPath },
+      // Started through sh, deaf to stdin's end and to SIGTERM, with a grandchild deaf to SIGTERM
+      // holding stdout, and never answering tools/list: only SIGKILL to its group ends it.
+      wrapped: {
+        ...hostileServerParams({
+          wrapper: 'sh',
+          ignoreSigterm: true,
+          ignoreStdinEnd: true,
+          grandchild: { ignoreSigterm: true },
+          replies: { 'tools/list': { kind: 'silent' } },
+          pidFile,
+        }),
+      },
     });
     const child = spawn(process.execPath, [CLI, 'catalog', '--config', config], {
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -155,11 +171,41 @@ describe('stepbind catalog', () => {
         timeout: 10_000,
       })
       .toBe(true);
+    await expect
+      .poll(async () => (await readHostilePids(pidFile)).length, { timeout: 10_000 })
+      .toBe(2);
     const serverPid = (await readAuditTrail(auditPath))[0]?.pid;
     expect(serverPid).toBeGreaterThan(0);
+    const hostile = await readHostilePids(pidFile);
+    const groups = [serverPid ?? 0, hostile[0]?.ppid ?? 0];
     child.kill('SIGINT');
     expect(await exited).toBe(130);
     await waitUntilGone(serverPid ?? 0);
     expect(isProcessAlive(serverPid ?? 0)).toBe(false);
+    const left = (await runningProcesses()).filter((p) => groups.includes(p.pgid));
+    expect(left.map((p) => `${p.pid} ${p.args.slice(0, 50)}`)).toEqual([]);
+    await rm(auditPath, { force: true });
+  });
+
+  it('exits by itself after its report when a server runs through sh -c with a grandchild holding stdout', async () => {
+    const pidFile = join(dir, 'wrapped-pids.jsonl');
+    const config = await writeConfig('wrapped', {
+      wrapped: {
+        ...hostileServerParams({ wrapper: 'sh', grandchild: { ignoreSigterm: false }, pidFile }),
+      },
+    });
+    const child = spawn(process.execPath, [CLI, 'catalog', '--config', config], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
+    // If a pipe or process kept the CLI alive, this would wait until the test's timeout.
+    const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    expect(code).toBe(0);
+    expect(out).toContain('wrapped: 1 tool in 1 page');
+    const hostile = await readHostilePids(pidFile);
+    expect(hostile.map((p) => p.role).sort()).toEqual(['grandchild', 'server']);
+    const pgid = hostile[0]?.ppid ?? 0;
+    expect((await runningProcesses()).filter((p) => p.pgid === pgid)).toEqual([]);
   });
 });

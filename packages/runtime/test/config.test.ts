@@ -61,7 +61,32 @@ describe('parseConfig', () => {
     [{ mcpServers: { 'bad name!': { command: 'x' } } }, '$.mcpServers["bad name!"]'],
     [{ mcpServers: {}, concurrency: 0 }, '$.concurrency'],
     [{ mcpServers: { a: { url: 'http://h', type: 'sse' } } }, '$.mcpServers.a.type'],
+    [
+      { mcpServers: { a: { command: 'x', maxMessageBytes: 1023 } } },
+      '$.mcpServers.a.maxMessageBytes',
+    ],
+    [
+      { mcpServers: { a: { url: 'http://h', maxMessageBytes: 2 ** 28 + 1 } } },
+      '$.mcpServers.a.maxMessageBytes',
+    ],
+    [
+      { mcpServers: { a: { command: 'x', maxMessageBytes: '1mb' } } },
+      '$.mcpServers.a.maxMessageBytes',
+    ],
   ])('rejects %j at %s', (input, path) => {
     expect(pathOf(input)).toBe(path);
+  });
+
+  it('gives every server a maxMessageBytes of 10 MiB (the SDK stdio buffer size) unless set', () => {
+    const config = parseConfig({
+      mcpServers: {
+        local: { command: 'x' },
+        remote: { url: 'http://h', maxMessageBytes: 1024 },
+        big: { command: 'x', maxMessageBytes: 2 ** 28 },
+      },
+    });
+    expect(config.servers.get('local')?.maxMessageBytes).toBe(10 * 1024 * 1024);
+    expect(config.servers.get('remote')?.maxMessageBytes).toBe(1024);
+    expect(config.servers.get('big')?.maxMessageBytes).toBe(2 ** 28);
   });
 });

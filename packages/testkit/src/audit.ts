@@ -1,8 +1,12 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import type { AuditEntry } from './types.js';
+
+const run = promisify(execFile);
 
 /**
  * Reads the JSON-lines audit trail a scripted server appended to `path`.
@@ -54,4 +58,33 @@ export function tempAuditPath(label: string): string {
     tmpdir(),
     `stepbind-audit-${safe}-${process.pid}-${randomBytes(6).toString('hex')}.jsonl`,
   );
+}
+
+/** One running process, as `ps` shows it. */
+export interface ProcessInfo {
+  readonly pid: number;
+  readonly pgid: number;
+  /** `ps` state letters, e.g. `S`, `Sl`, `R+`. Zombies (`Z`) are never listed. */
+  readonly stat: string;
+  readonly args: string;
+}
+
+/**
+ * Every running process (zombies left out: they are dead and hold nothing, only their parent has
+ * not reaped them yet), from `ps -eo pid=,pgid=,stat=,args=`. POSIX only.
+ */
+export async function runningProcesses(): Promise<ProcessInfo[]> {
+  const { stdout } = await run('ps', ['-eo', 'pid=,pgid=,stat=,args=']);
+  return stdout.split('\n').flatMap((line) => {
+    const match = /^\s*(\d+)\s+(\d+)\s+(\S+)\s?(.*)$/.exec(line);
+    if (match === null || match[3]?.startsWith('Z') === true) return [];
+    return [
+      { pid: Number(match[1]), pgid: Number(match[2]), stat: match[3] ?? '', args: match[4] ?? '' },
+    ];
+  });
+}
+
+/** The running members of process group `pgid` (see {@link runningProcesses}). */
+export async function processGroupMembers(pgid: number): Promise<ProcessInfo[]> {
+  return (await runningProcesses()).filter((p) => p.pgid === pgid);
 }

@@ -18,11 +18,11 @@ export interface StdioServerParams {
 /** Linux refuses a single argument over 128 KiB; stay well below. */
 const MAX_OPTIONS_ARG = 100 * 1024;
 
-/** Absolute path of the compiled stdio entry, also when this module runs from `src/`. */
-function stdioEntryPath(): string {
+/** @internal Absolute path of a compiled server entry, also when this module runs from `src/`. */
+export function stdioEntryPath(file = 'stdio.js'): string {
   const here = dirname(fileURLToPath(import.meta.url));
   const root = basename(here) === 'src' ? join(dirname(here), 'dist') : here;
-  return join(root, 'server', 'stdio.js');
+  return join(root, 'server', file);
 }
 
 /**

@@ -3,9 +3,23 @@
  * trails, for testing agent loops against real protocol behaviour.
  * @packageDocumentation
  */
-export { readAuditTrail, isProcessAlive, tempAuditPath } from './audit.js';
+export {
+  readAuditTrail,
+  isProcessAlive,
+  processGroupMembers,
+  runningProcesses,
+  tempAuditPath,
+} from './audit.js';
+export type { ProcessInfo } from './audit.js';
 export { connectInMemory, stdioServerParams } from './connect.js';
 export type { InMemoryConnection, StdioServerParams } from './connect.js';
+export { hostileServerParams, readHostilePids, startHostileHttpServer } from './hostile.js';
+export type {
+  HostileHttpServer,
+  HostilePid,
+  HostileReply,
+  HostileServerOptions,
+} from './hostile.js';
 export { FixtureError, parseServerFixture } from './fixture.js';
 export type {
   FixtureCallResult,

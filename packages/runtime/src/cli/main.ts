@@ -1,10 +1,16 @@
 #!/usr/bin/env node
+import { killAllServerGroups } from '../transports/stdio.js';
 import { runCli } from './run.js';
 
+// The first Ctrl-C cancels discovery; every server's process group is then ended by its close()
+// (SIGTERM, then SIGKILL) before the exit. A second one does not wait: SIGKILL to every group now.
 const controller = new AbortController();
 let interrupted = false;
 const onSignal = (): void => {
-  if (interrupted) process.exit(130);
+  if (interrupted) {
+    killAllServerGroups();
+    process.exit(130);
+  }
   interrupted = true;
   process.stderr.write('\nInterrupted: closing servers...\n');
   controller.abort(new Error('interrupted'));

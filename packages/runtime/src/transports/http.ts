@@ -1,0 +1,323 @@
+/**
+ * Streamable HTTP with message-level safety: the SDK's `StreamableHTTPClientTransport` speaks the
+ * protocol; a `fetch` wrapper sees every response body before the SDK parses it, bounds it by
+ * `maxMessageBytes` while reading (a JSON body, or one SSE event), and takes out malformed messages
+ * so that the request they answer fails at once through the {@link MessageGuard} instead of waiting
+ * for its timeout (the SDK drops an SSE message its schema refuses).
+ */
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type {
+  Transport,
+  TransportSendOptions,
+} from '@modelcontextprotocol/sdk/shared/transport.js';
+import type {
+  JSONRPCMessage,
+  MessageExtraInfo,
+  RequestId,
+} from '@modelcontextprotocol/sdk/types.js';
+import { serverConfigPath } from '../config.js';
+import {
+  checkMessage,
+  malformedMessageError,
+  MessageGuard,
+  messageTooLargeError,
+  preview,
+  type FaultError,
+} from './guard.js';
+
+/** Options of {@link GuardedHttpTransport}. */
+export interface HttpTransportOptions {
+  /** Configured server name, for errors and config paths. */
+  readonly server: string;
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+  /** The largest JSON body or SSE event the server may send, in bytes. */
+  readonly maxMessageBytes: number;
+  /** The fetch to use. @default globalThis.fetch */
+  readonly fetch?: typeof fetch;
+}
+
+/**
+ * An SDK Streamable HTTP client transport behind a {@link MessageGuard}. An oversized or unparsable
+ * body fails the requests of the POST it answers (`MESSAGE_TOO_LARGE`, `MALFORMED_MESSAGE`); the
+ * session stays open, as HTTP keeps each response framed on its own.
+ */
+export class GuardedHttpTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: <T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void;
+
+  readonly #options: HttpTransportOptions;
+  readonly #guard: MessageGuard;
+  readonly #inner: StreamableHTTPClientTransport;
+  readonly #tooLarge: FaultError;
+
+  constructor(options: HttpTransportOptions) {
+    this.#options = options;
+    this.#guard = new MessageGuard(
+      options.server,
+      (message, extra) => this.onmessage?.(message, extra),
+      (error) => this.onerror?.(error),
+    );
+    const context = {
+      server: options.server,
+      limit: options.maxMessageBytes,
+      configKey: serverConfigPath(options.server, 'maxMessageBytes'),
+      closed: false,
+    };
+    this.#tooLarge = (request) => messageTooLargeError(context, request);
+    this.#inner = new StreamableHTTPClientTransport(new URL(options.url), {
+      requestInit: { headers: { ...options.headers } },
+      fetch: (url, init) => this.#fetch(url, init),
+    });
+    this.#inner.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) =>
+      this.#guard.accept(message, extra);
+    this.#inner.onerror = (error) => this.onerror?.(error);
+    this.#inner.onclose = () => {
+      this.#guard.clear();
+      this.onclose?.();
+    };
+  }
+
+  get sessionId(): string | undefined {
+    return this.#inner.sessionId;
+  }
+
+  setProtocolVersion(version: string): void {
+    this.#inner.setProtocolVersion(version);
+  }
+
+  start(): Promise<void> {
+    return this.#inner.start();
+  }
+
+  async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    this.#guard.sent(message);
+    try {
+      await this.#inner.send(message, options);
+    } catch (error) {
+      this.#guard.unsent(message);
+      throw error;
+    }
+  }
+
+  close(): Promise<void> {
+    return this.#inner.close();
+  }
+
+  async #fetch(url: string | URL, init?: RequestInit): Promise<Response> {
+    const response = await (this.#options.fetch ?? fetch)(url, init);
+    if (response.body === null) return response;
+    // The SDK reads an error body whole into its message: keep only its first maxMessageBytes.
+    if (!response.ok)
+      return rebuild(response, response.body.pipeThrough(truncate(this.#options.maxMessageBytes)));
+    const type = (response.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
+    const ids = (): RequestId[] => requestIdsOf(init?.body);
+    if (type === 'application/json') return this.#guardJson(response, ids);
+    if (type === 'text/event-stream') return this.#guardSse(response, ids);
+    return response;
+  }
+
+  /** Fails the live requests among `ids` with `make`, or reports the problem if none is live. */
+  #failOrReport(ids: RequestId[], make: FaultError): void {
+    const live = new Set(this.#guard.live.map((r) => Number(r.id)));
+    if (ids.some((id) => live.has(Number(id)))) this.#guard.failAll(make, ids);
+    else this.onerror?.(make(undefined));
+  }
+
+  async #guardJson(response: Response, ids: () => RequestId[]): Promise<Response> {
+    const text = await readBounded(response.body!, this.#options.maxMessageBytes);
+    if (text === undefined) {
+      this.#failOrReport(ids(), this.#tooLarge);
+      return rebuild(response, '[]');
+    }
+    let data: unknown;
+    try {
+      data = JSON.parse(text);
+    } catch (error) {
+      const reason = `is not JSON: ${preview(text)}`;
+      this.#failOrReport(ids(), (r) =>
+        malformedMessageError(this.#options.server, r, reason, error),
+      );
+      return rebuild(response, '[]');
+    }
+    const list: unknown[] = Array.isArray(data) ? data : [data];
+    const kept = list.filter((raw) => {
+      const verdict = checkMessage(raw);
+      if (!verdict.ok) this.#guard.reject(verdict);
+      return verdict.ok;
+    });
+    return rebuild(response, kept.length === list.length ? text : JSON.stringify(kept));
+  }
+
+  #guardSse(response: Response, ids: () => RequestId[]): Response {
+    const guard = this.#guard;
+    const stream = response.body!.pipeThrough(
+      sseGuard(this.#options.maxMessageBytes, {
+        event: (data) => {
+          let raw: unknown;
+          try {
+            raw = JSON.parse(data);
+          } catch (error) {
+            guard.unparsable(data, error);
+            return false;
+          }
+          const verdict = checkMessage(raw);
+          if (!verdict.ok) guard.reject(verdict);
+          return verdict.ok;
+        },
+        tooLarge: () => this.#failOrReport(ids(), this.#tooLarge),
+      }),
+    );
+    return rebuild(response, stream);
+  }
+}
+
+/** The ids of the requests in a POST body this transport sent (JSON text). */
+function requestIdsOf(body: unknown): RequestId[] {
+  if (typeof body !== 'string') return [];
+  try {
+    const parsed: unknown = JSON.parse(body);
+    const list: unknown[] = Array.isArray(parsed) ? parsed : [parsed];
+    return list.flatMap((m) =>
+      typeof m === 'object' && m !== null && 'method' in m && 'id' in m
+        ? [(m as { id: RequestId }).id]
+        : [],
+    );
+  } catch {
+    return [];
+  }
+}
+
+/** A copy of `response` with another body (the decoded one: no length or encoding headers). */
+function rebuild(response: Response, body: string | ReadableStream<Uint8Array>): Response {
+  const headers = new Headers(response.headers);
+  headers.delete('content-length');
+  headers.delete('content-encoding');
+  return new Response(body, { status: response.status, statusText: response.statusText, headers });
+}
+
+/** Reads a body as UTF-8 text, or cancels it and returns `undefined` once it passes `max` bytes. */
+async function readBounded(
+  body: ReadableStream<Uint8Array>,
+  max: number,
+): Promise<string | undefined> {
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      await reader.cancel().catch(() => undefined);
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks, total).toString('utf8');
+}
+
+/** Passes the first `max` bytes of a stream through, then ends it (cancelling the rest). */
+function truncate(max: number): TransformStream<Uint8Array, Uint8Array> {
+  let left = max;
+  return new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      if (chunk.byteLength >= left) {
+        controller.enqueue(chunk.subarray(0, left));
+        controller.terminate();
+        return;
+      }
+      left -= chunk.byteLength;
+      controller.enqueue(chunk);
+    },
+  });
+}
+
+interface SseHandlers {
+  /** Called with the data of each message event; false takes the event's data out of the stream. */
+  readonly event: (data: string) => boolean;
+  /** Called once when an event passes the byte limit; the stream then ends. */
+  readonly tooLarge: () => void;
+}
+
+/**
+ * A byte stream transform over `text/event-stream` that holds at most one event (of at most `max`
+ * bytes) at a time, passes events through unchanged, and drops the `data` of a message event the
+ * handler refuses (keeping its `id` and `retry` fields, so resumption still works).
+ */
+function sseGuard(max: number, handlers: SseHandlers): TransformStream<Uint8Array, Uint8Array> {
+  let partial: Buffer[] = [];
+  let partialBytes = 0;
+  let lines: { raw: Buffer; field: string; value: string }[] = [];
+  let eventBytes = 0;
+  let ended = false;
+  const overLimit = (
+    controller: TransformStreamDefaultController<Uint8Array>,
+    more: number,
+  ): boolean => {
+    if (eventBytes + more <= max) return false;
+    ended = true;
+    partial = [];
+    lines = [];
+    handlers.tooLarge();
+    controller.terminate();
+    return true;
+  };
+  const dispatch = (
+    blank: Buffer,
+    controller: TransformStreamDefaultController<Uint8Array>,
+  ): void => {
+    const data = lines.filter((l) => l.field === 'data').map((l) => l.value);
+    const type = lines.findLast((l) => l.field === 'event')?.value ?? '';
+    const keep =
+      data.length === 0 || (type !== '' && type !== 'message') || handlers.event(data.join('\n'));
+    for (const line of lines) if (keep || line.field !== 'data') controller.enqueue(line.raw);
+    controller.enqueue(blank);
+    lines = [];
+    eventBytes = 0;
+  };
+  const onLine = (raw: Buffer, controller: TransformStreamDefaultController<Uint8Array>): void => {
+    let text = raw.toString('utf8');
+    text = text.endsWith('\r\n') ? text.slice(0, -2) : text.slice(0, -1);
+    if (text === '') {
+      dispatch(raw, controller);
+      return;
+    }
+    const colon = text.indexOf(':');
+    const field = colon === -1 ? text : text.slice(0, colon);
+    let value = colon === -1 ? '' : text.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    lines.push({ raw, field, value });
+    eventBytes += raw.length;
+  };
+  return new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      if (ended) return;
+      const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      let start = 0;
+      while (start < bytes.length) {
+        const newline = bytes.indexOf(10, start);
+        const end = newline === -1 ? bytes.length : newline + 1;
+        if (overLimit(controller, partialBytes + (end - start))) return;
+        if (newline === -1) {
+          partial.push(Buffer.from(bytes.subarray(start)));
+          partialBytes += bytes.length - start;
+          return;
+        }
+        const piece = bytes.subarray(start, end);
+        const raw = partial.length === 0 ? Buffer.from(piece) : Buffer.concat([...partial, piece]);
+        partial = [];
+        partialBytes = 0;
+        start = end;
+        onLine(raw, controller);
+      }
+    },
+    flush(controller) {
+      if (ended) return;
+      // An unterminated last event is never dispatched by an SSE parser: pass it through as is.
+      for (const line of lines) controller.enqueue(line.raw);
+      for (const piece of partial) controller.enqueue(piece);
+    },
+  });
+}
