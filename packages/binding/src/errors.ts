@@ -49,6 +49,8 @@ export const ErrorCode = {
   SERVER_NOT_READY: 'SERVER_NOT_READY',
   REQUIRED_SERVERS_FAILED: 'REQUIRED_SERVERS_FAILED',
   RUNTIME_CLOSED: 'RUNTIME_CLOSED',
+  // delivery: a call was sent but its connection was lost before the answer (it may have run)
+  OUTCOME_UNKNOWN: 'OUTCOME_UNKNOWN',
 } as const;
 
 /** One of the stable error codes in {@link ErrorCode}. */

@@ -20,7 +20,9 @@ import {
   type ListPageRequest,
   type ToolListSource,
 } from '@stepbind/binding';
-import type { ServerConfig } from './config.js';
+import { assertNoUrlCredentials, type ServerConfig } from './config.js';
+import { HttpSessionWatch, type SessionLoss, type TrackedRequest } from './http-session.js';
+import { createRedactor, NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 
 export { Client };
 
@@ -137,6 +139,10 @@ export class SdkConnection {
   #errorListeners = new Set<(error: Error) => void>();
   #stderrTail: string[];
   #source: ToolListSource;
+  readonly #http: HttpSessionWatch | undefined;
+  readonly #redactor: Redactor;
+  #lost: SessionLoss | undefined;
+  #probing = false;
 
   /** @internal use {@link connectServer}. */
   constructor(
@@ -145,11 +151,14 @@ export class SdkConnection {
     pid: number | undefined,
     stderrTail: string[],
     protocolVersion: string | undefined,
+    http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor },
   ) {
     this.name = name;
     this.client = client;
     this.pid = pid;
     this.#stderrTail = stderrTail;
+    this.#http = http?.watch;
+    this.#redactor = http?.redactor ?? NO_REDACTION;
     this.#source = clientListSource(client, name);
     const version = client.getServerVersion();
     this.hello = Object.freeze({
@@ -170,8 +179,41 @@ export class SdkConnection {
       this.#closeListeners.clear();
     };
     client.onerror = (error) => {
-      for (const listener of this.#errorListeners) listener(error);
+      const safe = this.#redactor.error(error);
+      for (const listener of this.#errorListeners) listener(safe);
     };
+    this.#http?.established(
+      (loss) => this.#loseSession(loss),
+      () => this.#probe(),
+    );
+  }
+
+  /**
+   * Why the Streamable HTTP session ended, once it did (the server forgot it, or it could not be
+   * reached). A lost connection is {@link closed}: nothing more is sent on it; the runtime opens a
+   * new session. Always `undefined` for stdio and in-memory connections.
+   */
+  get lost(): SessionLoss | undefined {
+    return this.#lost;
+  }
+
+  #loseSession(loss: SessionLoss): void {
+    if (this.#closed || this.#lost !== undefined) return;
+    this.#lost = loss;
+    // Closing rejects every request still waiting; callTool tells which ones may have run.
+    void this.close();
+  }
+
+  /** A response stream broke: ask the server whether the session is still there. */
+  #probe(): void {
+    if (this.#probing || this.closed) return;
+    this.#probing = true;
+    this.client
+      .ping({ timeout: PROBE_TIMEOUT_MS })
+      .catch(() => undefined)
+      .finally(() => {
+        this.#probing = false;
+      });
   }
 
   /**
@@ -184,9 +226,9 @@ export class SdkConnection {
     return () => this.#errorListeners.delete(listener);
   }
 
-  /** True once the transport closed, by us or because the server went away. */
+  /** True once the transport closed, by us or because the server went away (or the session was lost). */
   get closed(): boolean {
-    return this.#closed;
+    return this.#closed || this.#lost !== undefined;
   }
 
   /** Number of `notifications/tools/list_changed` received so far (a {@link ChangeFeed}). */
@@ -222,11 +264,36 @@ export class SdkConnection {
 
   /** Sends one raw `tools/list` request (the SDK's own result validation and caches are bypassed). */
   listPage(request: ListPageRequest): Promise<unknown> {
-    if (this.#closed) {
+    if (this.closed) {
       const where = `tools/list on server "${this.name}"`;
-      return Promise.reject(connectionClosed(where, { server: this.name }, undefined));
+      return Promise.reject(this.#closedError(where, { server: this.name }));
     }
-    return this.#source.listTools(request);
+    const page = this.#source.listTools(request);
+    if (this.#http === undefined) return page;
+    return page.catch((error: unknown) => {
+      if (this.#lost !== undefined && request.signal?.aborted !== true) {
+        throw this.#closedError(`tools/list on server "${this.name}"`, { server: this.name });
+      }
+      throw this.#redactor.error(error as Error);
+    });
+  }
+
+  /** `CONNECTION_CLOSED` for a request that was not sent, saying why when the session was lost. */
+  #closedError(where: string, detail: Record<string, string>): StepbindError {
+    const loss = this.#lost;
+    if (loss === undefined) return connectionClosed(where, detail, undefined);
+    return new RuntimeError(
+      ErrorCode.CONNECTION_CLOSED,
+      `${where} was not sent: ${loss.message}. Nothing ran and nothing is re-routed; a new session is being opened, so call again from a new step.`,
+      {
+        detail: {
+          ...detail,
+          delivery: 'not-sent',
+          reason: loss.reason,
+          ...(loss.httpStatus === undefined ? {} : { httpStatus: loss.httpStatus }),
+        },
+      },
+    );
   }
 
   /**
@@ -238,18 +305,18 @@ export class SdkConnection {
     args: Readonly<Record<string, unknown>>,
     options: CallRequestOptions,
   ): Promise<RawCallResult> {
-    if (this.#closed) {
-      throw connectionClosed(
-        `tools/call on server "${this.name}" (tool "${tool}")`,
-        { server: this.name, tool },
-        undefined,
-      );
+    if (this.closed) {
+      throw this.#closedError(`tools/call on server "${this.name}" (tool "${tool}")`, {
+        server: this.name,
+        tool,
+      });
     }
     // The SDK never removes its abort listener: give it a per-call signal linked to the caller's,
     // so a long-lived signal neither leaks listeners nor cancels requests that already finished.
-    const link = linkSignal(options.signal);
-    try {
-      return await this.client.request(
+    // Over HTTP there always is one: the session watch aborts a call whose response was lost.
+    const link = linkSignal(options.signal, this.#http !== undefined);
+    const send = (): Promise<RawCallResult> =>
+      this.client.request(
         {
           method: 'tools/call',
           params: { name: tool, arguments: args as Record<string, unknown> },
@@ -257,17 +324,60 @@ export class SdkConnection {
         CallToolResultSchema,
         { timeout: options.timeoutMs, ...(link === undefined ? {} : { signal: link.signal }) },
       );
+    let tracked: TrackedRequest | undefined;
+    let pending: Promise<RawCallResult>;
+    if (this.#http === undefined) {
+      pending = send();
+    } else {
+      ({ tracked, result: pending } = this.#http.track(() => link?.abort(RESPONSE_LOST), send));
+    }
+    try {
+      return await pending;
     } catch (error) {
-      throw mapSdkError(error, {
-        server: this.name,
-        tool,
-        operation: 'tools/call',
-        timeoutMs: options.timeoutMs,
-        ...(options.signal === undefined ? {} : { signal: options.signal }),
-      });
+      if (tracked !== undefined && options.signal?.aborted !== true) {
+        const lostError = this.#lostCallError(tool, tracked);
+        if (lostError !== undefined) throw lostError;
+      }
+      throw this.#redactor.error(
+        mapSdkError(error, {
+          server: this.name,
+          tool,
+          operation: 'tools/call',
+          timeoutMs: options.timeoutMs,
+          ...(options.signal === undefined ? {} : { signal: options.signal }),
+        }),
+      );
     } finally {
+      if (tracked !== undefined) this.#http?.untrack(tracked);
       link?.dispose();
     }
+  }
+
+  /**
+   * The error of an HTTP call that failed because its answer was lost or its session ended:
+   * `CONNECTION_CLOSED` when it provably did not run, `OUTCOME_UNKNOWN` when it was delivered and
+   * may have run. `undefined` for any other failure (timeout, server error...).
+   */
+  #lostCallError(tool: string, tracked: TrackedRequest): StepbindError | undefined {
+    const where = `tools/call on server "${this.name}" (tool "${tool}")`;
+    const detail = { server: this.name, tool };
+    const delivery = tracked.delivery;
+    if (delivery === 'refused' || delivery === 'not-sent') return this.#closedError(where, detail);
+    if (delivery === 'pending') return this.closed ? this.#closedError(where, detail) : undefined;
+    if (delivery === 'sent' && this.#lost === undefined) return undefined;
+    const why = this.#lost?.message ?? 'the response stream broke before the answer arrived';
+    return new RuntimeError(
+      ErrorCode.OUTCOME_UNKNOWN,
+      `${where}: the request was delivered but its answer was lost (${why}). The tool may or may not have run; it was not sent again. Check its effect before calling it again from a new step.`,
+      {
+        detail: {
+          ...detail,
+          delivery: 'unknown',
+          reason: this.#lost?.reason ?? 'response-lost',
+          ...(this.#lost?.httpStatus === undefined ? {} : { httpStatus: this.#lost.httpStatus }),
+        },
+      },
+    );
   }
 
   /** Closes the session; for stdio, waits until the child process has exited. Idempotent. */
@@ -278,6 +388,7 @@ export class SdkConnection {
 
   async #doClose(): Promise<void> {
     this.#listChangedListeners.clear();
+    this.#http?.closing();
     try {
       await this.client.close();
     } catch {
@@ -321,17 +432,24 @@ async function ensureExited(pid: number): Promise<void> {
 /** A per-request signal that follows `outer`; `dispose()` detaches it. */
 function linkSignal(
   outer: AbortSignal | undefined,
-): { readonly signal: AbortSignal; dispose(): void } | undefined {
-  if (outer === undefined) return undefined;
+  always = false,
+): { readonly signal: AbortSignal; abort(reason: unknown): void; dispose(): void } | undefined {
+  if (outer === undefined && !always) return undefined;
   const controller = new AbortController();
-  const onAbort = (): void => controller.abort(outer.reason);
-  if (outer.aborted) onAbort();
-  else outer.addEventListener('abort', onAbort, { once: true });
+  const onAbort = (): void => controller.abort(outer?.reason);
+  if (outer?.aborted === true) onAbort();
+  else outer?.addEventListener('abort', onAbort, { once: true });
   return {
     signal: controller.signal,
-    dispose: () => outer.removeEventListener('abort', onAbort),
+    abort: (reason) => controller.abort(reason),
+    dispose: () => outer?.removeEventListener('abort', onAbort),
   };
 }
+
+/** Budget of the `ping` that checks a session after one of its response streams broke. */
+const PROBE_TIMEOUT_MS = 5_000;
+/** The reason a call is aborted with when the session watch saw its response stream break. */
+const RESPONSE_LOST = 'the response stream broke before the answer arrived';
 
 function isAlive(pid: number): boolean {
   try {
@@ -369,6 +487,7 @@ export async function connectServer(
   let transport: Transport;
   let childPid: number | undefined;
   let stdio: StdioClientTransport | undefined;
+  let http: { readonly watch: HttpSessionWatch; readonly redactor: Redactor } | undefined;
   if (config.transport === 'stdio') {
     const env: Record<string, string> = {};
     for (const key of config.envPassthrough) {
@@ -407,26 +526,42 @@ export async function connectServer(
     }
     transport = stdio;
   } else {
-    transport = new StreamableHTTPClientTransport(new URL(config.url), {
+    assertNoUrlCredentials(config.url, `$.mcpServers.${name}.url`);
+    const redactor = createRedactor(config.url, config.headers);
+    const watch = new HttpSessionWatch(redactor);
+    const streamable = new StreamableHTTPClientTransport(new URL(config.url), {
       requestInit: { headers: { ...config.headers } },
+      fetch: watch.fetch,
     });
+    watch.attach(streamable);
+    http = { watch, redactor };
+    transport = streamable;
   }
+  const redactor = http?.redactor ?? NO_REDACTION;
   try {
     return await openSession(name, transport, {
       timeoutMs,
       ...(options.signal === undefined ? {} : { signal: options.signal }),
       pid: () => childPid,
       stderrTail,
+      ...(http === undefined ? {} : { http }),
     });
   } catch (error) {
     if (!(error instanceof StepbindError) || error.code !== ErrorCode.SERVER_START_FAILED)
-      throw error;
+      throw redactor.error(error as Error);
     const tail = stderrTail.join('\n').trim();
-    const what = config.transport === 'stdio' ? `command "${config.command}"` : `URL ${config.url}`;
-    throw new RuntimeError(
-      ErrorCode.SERVER_START_FAILED,
-      `Server "${name}" could not be started (${what}): ${error.message}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\nCheck the command, its arguments and environment in the configuration.`,
-      { detail: { server: name, stderr: tail }, cause: error.cause },
+    const what =
+      config.transport === 'stdio' ? `command "${config.command}"` : `URL ${redactUrl(config.url)}`;
+    const advice =
+      config.transport === 'stdio'
+        ? 'Check the command, its arguments and environment in the configuration.'
+        : 'Check the URL, the headers and that the server is running.';
+    throw redactor.error(
+      new RuntimeError(
+        ErrorCode.SERVER_START_FAILED,
+        `Server "${name}" could not be started (${what}): ${error.message}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\n${advice}`,
+        { detail: { server: name, stderr: tail }, cause: error.cause },
+      ),
     );
   }
 }
@@ -465,6 +600,7 @@ async function openSession(
     readonly signal?: AbortSignal;
     readonly pid: () => number | undefined;
     readonly stderrTail: string[];
+    readonly http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor };
   },
 ): Promise<SdkConnection> {
   const client = new Client({ ...CLIENT_INFO }, { capabilities: {} });
@@ -505,7 +641,14 @@ async function openSession(
   } finally {
     link?.dispose();
   }
-  return new SdkConnection(name, client, options.pid(), options.stderrTail, protocolVersion);
+  return new SdkConnection(
+    name,
+    client,
+    options.pid(),
+    options.stderrTail,
+    protocolVersion,
+    options.http,
+  );
 }
 
 /**

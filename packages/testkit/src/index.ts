@@ -6,6 +6,8 @@
 export { readAuditTrail, isProcessAlive, tempAuditPath } from './audit.js';
 export { connectInMemory, stdioServerParams } from './connect.js';
 export type { InMemoryConnection, StdioServerParams } from './connect.js';
+export { spawnHttpServer } from './http.js';
+export type { HttpServerProcess } from './http.js';
 export { FixtureError, parseServerFixture } from './fixture.js';
 export type {
   FixtureCallResult,
@@ -18,7 +20,13 @@ export type {
 export { CATALOG_REVISION_META_KEY, scriptedTool } from './scenarios.js';
 export { createScriptedServer } from './server/scripted.js';
 export type { ScriptedServer, ScriptedServerHooks } from './server/scripted.js';
-export type { AuditEntry, ScenarioName, ScriptedServerOptions } from './types.js';
+export type {
+  AuditEntry,
+  HttpServerEvent,
+  HttpServerOptions,
+  ScenarioName,
+  ScriptedServerOptions,
+} from './types.js';
 export { createInMemoryFleet } from './fleet.js';
 export type { InMemoryFleet, InMemoryFleetOptions, MessageDirection } from './fleet.js';
 export {

@@ -36,6 +36,7 @@ describe('@stepbind/testkit public surface', () => {
       'runModel',
       'scriptedTool',
       'sequenceSource',
+      'spawnHttpServer',
       'stdioServerParams',
       'tempAuditPath',
       'trackSessions',
