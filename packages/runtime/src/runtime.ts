@@ -1105,10 +1105,11 @@ export class McpRuntime {
   #startRecovery(session: ServerSession): void {
     const recovery = session.recovery;
     if (recovery.timer !== undefined || recovery.running) return;
-    if ((this.#options.reconnect?.maxAttempts ?? 10) <= 0) return;
     recovery.attempts = 0;
-    recovery.gaveUp = false;
     recovery.lastError = undefined;
+    // With background reconnects off, status says so: only a refresh, capture or hardRefresh reopens.
+    recovery.gaveUp = (this.#options.reconnect?.maxAttempts ?? 10) <= 0;
+    if (recovery.gaveUp) return;
     this.#scheduleRecovery(session, 0);
   }
 
@@ -1146,8 +1147,9 @@ export class McpRuntime {
           maxDelayMs = 10_000,
           maxAttempts = 10,
         } = this.#options.reconnect ?? {};
+        // A catalog or identity the registry refuses will not change by retrying.
         const nextDelayMs =
-          attempt < maxAttempts
+          attempt < maxAttempts && !(mapped instanceof CatalogError)
             ? Math.min(maxDelayMs, initialDelayMs * 2 ** Math.min(attempt - 1, 30))
             : undefined;
         if (nextDelayMs === undefined) recovery.gaveUp = true;

@@ -19,6 +19,12 @@ export interface HttpServerProcess {
    * @throws Error when the process exits first.
    */
   waitFor(predicate: (event: HttpServerEvent) => boolean): Promise<HttpServerEvent>;
+  /**
+   * Makes the server forget every session while it keeps running (as after a restart behind a load
+   * balancer, or a session expiry): the next request naming one gets 404, or 400 with
+   * `unknownSession: 400`. Resolves with the number of sessions forgotten.
+   */
+  forgetSessions(): Promise<number>;
   /** Sends `signal` and resolves once the process is gone. @default "SIGKILL" */
   kill(signal?: NodeJS.Signals): Promise<void>;
   /** Ends the server (stdin closes, it shuts down) and waits for it to exit. Idempotent. */
@@ -113,6 +119,15 @@ export async function spawnHttpServer(
     })();
     return closing;
   };
+  let forgets = 0;
+  const forgetSessions = async (): Promise<number> => {
+    const nth = ++forgets;
+    let seen = 0;
+    const done = waitFor((e) => e.event === 'forgot' && ++seen === nth);
+    child.stdin.write(`${JSON.stringify({ command: 'forget-sessions' })}\n`);
+    const event = await done;
+    return event.event === 'forgot' ? event.sessions : 0;
+  };
   let listening: HttpServerEvent;
   try {
     listening = await waitFor((e) => e.event === 'listening');
@@ -129,6 +144,7 @@ export async function spawnHttpServer(
     events,
     exited,
     waitFor,
+    forgetSessions,
     kill,
     close,
     [Symbol.asyncDispose]: close,

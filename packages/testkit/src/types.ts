@@ -99,6 +99,7 @@ export type HttpServerEvent =
   | { readonly event: 'listening'; readonly port: number; readonly pid: number }
   | { readonly event: 'session'; readonly session: string }
   | { readonly event: 'unknown-session'; readonly session: string }
+  | { readonly event: 'forgot'; readonly sessions: number }
   | {
       readonly event: 'message';
       readonly session: string | null;

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { realpathSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isJSONRPCNotification, isJSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
@@ -37,7 +38,8 @@ function authorized(req: IncomingMessage, required: Readonly<Record<string, stri
  * SIGTERM: every `initialize` without a session id opens a new session with its own scripted
  * server (like most real servers). A request naming a session this process does not know gets
  * `options.unknownSession` (404 by default, as the specification says). Events go to stdout as JSON
- * lines ({@link HttpServerEvent}); the first is `listening`.
+ * lines ({@link HttpServerEvent}); the first is `listening`. A stdin line
+ * `{"command":"forget-sessions"}` makes it forget every session while it keeps running.
  *
  * @param argv the arguments after the script: `--options <ScriptedServerOptions JSON>` and
  *   optionally `--http <HttpServerOptions JSON>`.
@@ -53,6 +55,8 @@ export async function runHttpServer(argv: readonly string[]): Promise<void> {
   // Fail early on a bad scripted configuration rather than on the first initialize.
   await createScriptedServer(options).close();
   const sessions = new Map<string, Session>();
+  // Sessions dropped by a `forget-sessions` command: unknown to requests, closed at shutdown.
+  const forgotten: Session[] = [];
 
   const openSession = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const scripted = createScriptedServer(options, { exit: (code) => process.exit(code) });
@@ -142,13 +146,28 @@ export async function runHttpServer(argv: readonly string[]): Promise<void> {
     });
   });
   const shutdown = (): void => {
-    const closing = [...sessions.values()].map((s) => s.scripted.close());
+    const closing = [...sessions.values(), ...forgotten].map((s) => s.scripted.close());
     server.closeAllConnections();
     server.close();
     void Promise.allSettled(closing).then(() => process.exit(0));
   };
   process.stdin.once('end', shutdown);
-  process.stdin.resume();
+  createInterface({ input: process.stdin }).on('line', (line) => {
+    let command: unknown;
+    try {
+      command = (JSON.parse(line) as { command?: unknown }).command;
+    } catch {
+      return;
+    }
+    if (command === 'forget-sessions') {
+      // What a restart behind a load balancer or a session expiry looks like to the client: the
+      // session's streams stay open, but every new request naming it is unknown.
+      forgotten.push(...sessions.values());
+      const count = sessions.size;
+      sessions.clear();
+      emit({ event: 'forgot', sessions: count });
+    }
+  });
   process.once('SIGTERM', shutdown);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
