@@ -269,3 +269,14 @@ function errorCode(error: unknown): string {
   }
   return '';
 }
+
+/**
+ * What an HTTP transport failure says about itself: the HTTP status of an SDK
+ * `StreamableHTTPError` (its numeric `code`), or the system code of a network failure.
+ */
+export function httpFailure(error: unknown): { httpStatus?: number; code?: string } {
+  const status = (error as { code?: unknown } | null)?.code;
+  if (typeof status === 'number' && status >= 100 && status <= 599) return { httpStatus: status };
+  const code = errorCode(error);
+  return code === '' ? {} : { code };
+}

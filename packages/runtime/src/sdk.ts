@@ -21,7 +21,12 @@ import {
   type ToolListSource,
 } from '@stepbind/binding';
 import { assertNoUrlCredentials, type ServerConfig } from './config.js';
-import { HttpSessionWatch, type SessionLoss, type TrackedRequest } from './http-session.js';
+import {
+  httpFailure,
+  HttpSessionWatch,
+  type SessionLoss,
+  type TrackedRequest,
+} from './http-session.js';
 import { createRedactor, NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 
 export { Client };
@@ -552,15 +557,23 @@ export async function connectServer(
     const tail = stderrTail.join('\n').trim();
     const what =
       config.transport === 'stdio' ? `command "${config.command}"` : `URL ${redactUrl(config.url)}`;
+    const failure = config.transport === 'http' ? httpFailure(error.cause) : {};
     const advice =
       config.transport === 'stdio'
         ? 'Check the command, its arguments and environment in the configuration.'
-        : 'Check the URL, the headers and that the server is running.';
+        : failure.httpStatus === 401 || failure.httpStatus === 403
+          ? 'The server refused the credentials: check the values sent in "headers".'
+          : 'Check the URL, the headers and that the server is running.';
+    const why = [
+      failure.httpStatus === undefined ? '' : `HTTP ${failure.httpStatus}: `,
+      error.message,
+      failure.code === undefined ? '' : ` (${failure.code})`,
+    ].join('');
     throw redactor.error(
       new RuntimeError(
         ErrorCode.SERVER_START_FAILED,
-        `Server "${name}" could not be started (${what}): ${error.message}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\n${advice}`,
-        { detail: { server: name, stderr: tail }, cause: error.cause },
+        `Server "${name}" could not be started (${what}): ${why}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\n${advice}`,
+        { detail: { server: name, stderr: tail, ...failure }, cause: error.cause },
       ),
     );
   }

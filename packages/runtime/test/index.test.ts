@@ -11,6 +11,7 @@ describe('@stepbind/runtime public surface', () => {
       'catalogReportJson',
       'connectServer',
       'connectTransport',
+      'createRedactor',
       'discoverCatalogs',
       'discoverSnapshot',
       'enumerateTools',
@@ -18,6 +19,8 @@ describe('@stepbind/runtime public surface', () => {
       'loadConfigFile',
       'mapSdkError',
       'parseConfig',
+      'redactHeaders',
+      'redactUrl',
       'runCli',
     ]);
   });
