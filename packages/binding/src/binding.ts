@@ -401,15 +401,6 @@ export class PreparedCall {
           },
         );
       }
-      // A closed connection is refused before admission, so no approval is asked for a call
-      // that cannot be sent.
-      if (this.#bound.server.caller.closed) {
-        throw new CallError(
-          ErrorCode.CONNECTION_CLOSED,
-          `The connection of server "${this.server}" captured by this step is closed; "${this.modelName}" was not run and is never re-routed. Call again from the next step.`,
-          { detail: this.#detail({ delivery: 'not-sent' }) },
-        );
-      }
       const approvalRequired = this.#admit(options);
       let callArgs = this.#checkArgs(args);
       if (options.prepare !== undefined) {
@@ -438,6 +429,13 @@ export class PreparedCall {
       }
       const tPrepared = performance.now();
       const caller = this.#bound.server.caller;
+      if (caller.closed) {
+        throw new CallError(
+          ErrorCode.CONNECTION_CLOSED,
+          `The connection of server "${this.server}" captured by this step is closed; "${this.modelName}" was not run and is never re-routed. Call again from the next step.`,
+          { detail: this.#detail({}) },
+        );
+      }
       phase = 'call';
       const result = await caller.callTool(this.tool, callArgs, {
         timeoutMs: options.timeoutMs ?? this.#bound.server.callTimeoutMs,
