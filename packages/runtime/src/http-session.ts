@@ -158,6 +158,12 @@ export class HttpSessionWatch {
       throw error;
     }
     if (hasSession && (await isSessionAnswer(response))) {
+      // Some servers answer a GET they do not support with 404 instead of 405: only a POST's
+      // answer ends the session; a GET's asks the probe (a POSTed ping) to find out.
+      if (method !== 'POST') {
+        if (this.#established && this.#lost === undefined) this.#onBreak?.();
+        return response;
+      }
       this.#mark(ids, 'refused');
       this.#lose({
         reason: 'session-ended',

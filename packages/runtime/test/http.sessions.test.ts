@@ -188,13 +188,7 @@ describe('a Streamable HTTP server that is killed and restarted on the same port
     const lost = log.next('session-lost');
     await first.kill();
     await lost;
-    const failures = [
-      await log.next('reconnect-failed'),
-      await log.next('reconnect-failed'),
-      await log.next('reconnect-failed'),
-      await log.next('reconnect-failed'),
-      await log.next('reconnect-failed'),
-    ];
+    const failures = await log.first('reconnect-failed', 5);
     expect(failures.map((f) => f.nextDelayMs)).toEqual([5, 10, 20, 40, 40]);
     expect(failures.every((f) => f.error.code === 'SERVER_START_FAILED')).toBe(true);
     const down = web(runtime);
@@ -219,8 +213,8 @@ describe('a Streamable HTTP server that is killed and restarted on the same port
     const lost = log.next('session-lost');
     await first.kill();
     await lost;
-    const last = await log.next('reconnect-failed', (e) => e.nextDelayMs === undefined);
-    expect(last.attempt).toBe(2);
+    const [last] = await log.first('reconnect-failed', 1, (e) => e.nextDelayMs === undefined);
+    expect(last?.attempt).toBe(2);
     expect(web(runtime)).toMatchObject({ state: 'failed', reconnectAttempts: 2 });
     expect(web(runtime).error?.message).toMatch(/Gave up after 2 attempts/);
     expect(runtime.dirty).toBe(true);
@@ -243,7 +237,8 @@ describe('a Streamable HTTP server that is killed and restarted on the same port
     await first.kill();
     await lost;
     // The next attempt is a minute away: its timer is pending now and must go with close().
-    expect((await log.next('reconnect-failed')).nextDelayMs).toBe(60_000);
+    const [failed] = await log.first('reconnect-failed', 1);
+    expect(failed?.nextDelayMs).toBe(60_000);
     expect(timers()).toBeGreaterThan(before);
     await runtime.close();
     expect(runtime.status()).toMatchObject({ closed: true, liveConnections: 0 });
@@ -277,6 +272,18 @@ describe('a Streamable HTTP server that forgets the session while it keeps runni
     await after.prepareCall('web__alpha').run({});
     expect(calls(server)).toEqual(['alpha']);
     expect(web(runtime)).toMatchObject({ state: 'ready', revision: 1, generation: 1 });
+  });
+
+  it('does not mistake a 404 for an unsupported GET stream for a lost session', async () => {
+    const server = await serve({ scenario: 'single' }, { getNotFound: true });
+    const { runtime, log } = await open(server.url);
+    // The GET's 404 makes the runtime ask with a ping, which the live session answers.
+    await server.waitFor((e) => e.event === 'message' && e.method === 'ping');
+    await using step = await runtime.captureBinding();
+    await step.prepareCall('web__alpha').run({});
+    expect(calls(server)).toEqual(['alpha']);
+    expect(log.events.some((e) => e.type === 'session-lost')).toBe(false);
+    expect(web(runtime)).toMatchObject({ state: 'ready', revision: 1 });
   });
 
   it('answers 400 "No valid session ID provided": hardRefresh reopens the session instead of failing', async () => {

@@ -85,6 +85,11 @@ export interface HttpServerOptions {
    * as several real servers (server-everything among them) do. @default 404
    */
   readonly unknownSession?: 404 | 400;
+  /**
+   * Answer every GET (the optional server-to-client stream) with 404 instead of the 405 the
+   * specification asks of a server without one, as some real servers do. @default false
+   */
+  readonly getNotFound?: boolean;
   /** Headers every request must carry with exactly these values; otherwise HTTP 401. */
   readonly requireHeaders?: Readonly<Record<string, string>>;
   /**

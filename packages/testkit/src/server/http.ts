@@ -104,6 +104,10 @@ export async function runHttpServer(argv: readonly string[]): Promise<void> {
       );
       return;
     }
+    if (http.getNotFound === true && req.method === 'GET') {
+      answer(res, 404, { error: 'not found' });
+      return;
+    }
     const id = req.headers['mcp-session-id'];
     if (typeof id === 'string') {
       const session = sessions.get(id);
