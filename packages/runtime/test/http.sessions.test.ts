@@ -225,6 +225,42 @@ describe('a Streamable HTTP server that is killed and restarted on the same port
     expect(web(runtime)).toMatchObject({ state: 'ready', revision: 1 });
   });
 
+  it('leaves an optional server out of new steps, saying why, while it reconnects', async () => {
+    const main = await serve({ scenario: 'single' });
+    const extra = await serve({ scenario: 'normal' });
+    const log = eventLog();
+    const runtime = await McpRuntime.open(
+      { mcpServers: { main: { url: main.url }, extra: { url: extra.url, required: false } } },
+      { onEvent: log.onEvent, optionalGraceMs: 20_000, reconnect: QUICK },
+    );
+    runtimes.push(runtime);
+    await using before = await runtime.captureBinding();
+    expect(before.servers.map((s) => [s.name, s.bound])).toEqual([
+      ['main', true],
+      ['extra', true],
+    ]);
+    const lost = log.next('session-lost', (e) => e.server === 'extra');
+    await extra.kill();
+    await lost;
+
+    await using during = await runtime.captureBinding();
+    expect(during.servers.find((s) => s.name === 'extra')).toMatchObject({
+      bound: false,
+      reason: 'closed',
+    });
+    expect(during.tools.map((t) => t.name)).toEqual(['main__alpha', 'main__beta']);
+    await during.prepareCall('main__alpha').run({});
+    const state = runtime.status().servers.find((s) => s.name === 'extra')?.state;
+    expect(state).toBe('reconnecting');
+
+    const reconnected = log.next('server-reconnected', (e) => e.server === 'extra');
+    await serve({ scenario: 'normal' }, { port: extra.port });
+    await reconnected;
+    await using after = await runtime.captureBinding();
+    expect(after.servers.every((s) => s.bound)).toBe(true);
+    expect(after.tools.map((t) => t.name)).toContain('extra__gamma');
+  });
+
   it('leaves no process, session or timer behind when closed while reconnecting', async () => {
     const timers = (): number =>
       process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
