@@ -1063,6 +1063,9 @@ export class McpRuntime {
       });
     }
     this.#emitReconnected(session, changed);
+    // The loss marked the runtime dirty; with the session back, nothing else may be pending.
+    this.#dirtyReasons = this.#dirtyReasons.filter((r) => r !== `session-lost:${session.name}`);
+    if (this.#dirtyReasons.length === 0) this.#dirty = false;
     return changed;
   }
 
@@ -1420,39 +1423,37 @@ export class McpRuntime {
     signal: AbortSignal | undefined,
     combined: AbortSignal,
   ): Promise<boolean> {
-    {
-      const expectedGeneration = slot.catalog.generation;
-      const { snapshot: candidate, listingKey } = await this.#discover(
-        session,
-        session.config,
-        combined,
-      );
-      if (candidate === undefined || this.#unchanged(session, candidate)) {
-        // The published catalog is this listing: remember its key so the next re-list can skip.
-        if (listingKey !== undefined) session.listingKey = listingKey;
-        return false;
-      }
-      const writeRelease = await slot.lock.acquireWrite(signal === undefined ? {} : { signal });
-      let revision: number;
-      let generation: number;
-      try {
-        if (this.#closed) throw closedError();
-        const published = this.#registry.publish(candidate, { expectedGeneration });
-        generation = published.generation;
-        revision = slot.installLocked(published);
-        session.listingKey = listingKey;
-      } finally {
-        writeRelease();
-      }
-      this.#emit({
-        type: 'catalog-swapped',
-        server: session.name,
-        generation,
-        revision,
-        cause: 'hard-refresh',
-      });
-      return true;
+    const expectedGeneration = slot.catalog.generation;
+    const { snapshot: candidate, listingKey } = await this.#discover(
+      session,
+      session.config,
+      combined,
+    );
+    if (candidate === undefined || this.#unchanged(session, candidate)) {
+      // The published catalog is this listing: remember its key so the next re-list can skip.
+      if (listingKey !== undefined) session.listingKey = listingKey;
+      return false;
     }
+    const writeRelease = await slot.lock.acquireWrite(signal === undefined ? {} : { signal });
+    let revision: number;
+    let generation: number;
+    try {
+      if (this.#closed) throw closedError();
+      const published = this.#registry.publish(candidate, { expectedGeneration });
+      generation = published.generation;
+      revision = slot.installLocked(published);
+      session.listingKey = listingKey;
+    } finally {
+      writeRelease();
+    }
+    this.#emit({
+      type: 'catalog-swapped',
+      server: session.name,
+      generation,
+      revision,
+      cause: 'hard-refresh',
+    });
+    return true;
   }
 
   #watch(session: ServerSession): void {

@@ -94,6 +94,9 @@ describe('a Streamable HTTP server that is killed and restarted on the same port
     expect(web(runtime)).toMatchObject({ state: 'ready', generation: 1, revision: 1 });
     expect(web(runtime).error).toBeUndefined();
     expect(log.events.some((e) => e.type === 'catalog-swapped')).toBe(false);
+    // Reconnected in the background: nothing is left for the next capture to rebuild.
+    expect(runtime.dirty).toBe(false);
+    const rebuilds = runtime.rebuilds;
 
     // The step captured on the lost session is refused and never re-routed to the new one.
     const stale = await failure(before.prepareCall('web__beta').run({}));
@@ -103,6 +106,7 @@ describe('a Streamable HTTP server that is killed and restarted on the same port
     await using after = await runtime.captureBinding();
     const { receipt } = await after.prepareCall('web__beta').run({});
     expect(receipt).toMatchObject({ server: 'web', revision: 1, outcome: 'ok' });
+    expect(runtime.rebuilds).toBe(rebuilds);
     expect(calls(second)).toEqual(['beta']);
     expect(runtime.status()).toMatchObject({ liveConnections: 1, dirty: false });
   });
