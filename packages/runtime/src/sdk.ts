@@ -276,8 +276,20 @@ export class SdkConnection {
     const page = this.#source.listTools(request);
     if (this.#http === undefined) return page;
     return page.catch((error: unknown) => {
-      if (this.#lost !== undefined && request.signal?.aborted !== true) {
-        throw this.#closedError(`tools/list on server "${this.name}"`, { server: this.name });
+      const loss = this.#lost;
+      if (loss !== undefined && request.signal?.aborted !== true) {
+        // A listing is never used in part, so one whose session ended is simply dropped.
+        throw new RuntimeError(
+          ErrorCode.CONNECTION_CLOSED,
+          `tools/list on server "${this.name}" failed: ${loss.message}. Nothing from this listing is used; a new session is being opened.`,
+          {
+            detail: {
+              server: this.name,
+              reason: loss.reason,
+              ...(loss.httpStatus === undefined ? {} : { httpStatus: loss.httpStatus }),
+            },
+          },
+        );
       }
       throw this.#redactor.error(error as Error);
     });
