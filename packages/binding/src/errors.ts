@@ -55,6 +55,8 @@ export const ErrorCode = {
   // configKey). MALFORMED_MESSAGE: a response that is not valid JSON-RPC (detail: reason).
   MESSAGE_TOO_LARGE: 'MESSAGE_TOO_LARGE',
   MALFORMED_MESSAGE: 'MALFORMED_MESSAGE',
+  // delivery: a call was sent but its connection was lost before the answer (it may have run)
+  OUTCOME_UNKNOWN: 'OUTCOME_UNKNOWN',
 } as const;
 
 /** One of the stable error codes in {@link ErrorCode}. */

@@ -277,6 +277,7 @@ function parseServer(
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
     fail(`${path}.url`, 'must be an http or https URL');
   }
+  assertNoUrlCredentials(parsed, `${path}.url`);
   const config: HttpServerConfig = {
     ...common,
     transport: 'http',
@@ -315,6 +316,26 @@ function parseToolFilter(value: unknown, path: string): ToolFilterConfig {
     ...(obj['allow'] === undefined ? {} : { allow: stringList(obj['allow'], `${path}.allow`) }),
     ...(obj['deny'] === undefined ? {} : { deny: stringList(obj['deny'], `${path}.deny`) }),
   });
+}
+
+/**
+ * Refuses a URL with a user name or password in it (`https://user:secret@host/mcp`): credentials
+ * in a URL end up in logs, proxies and error messages. The message never repeats the URL.
+ *
+ * @throws ConfigError `INVALID_CONFIG` with `detail.path` = `path`.
+ */
+export function assertNoUrlCredentials(url: string | URL, path: string): void {
+  let parsed: URL;
+  try {
+    parsed = typeof url === 'string' ? new URL(url) : url;
+  } catch {
+    fail(path, 'is not a valid URL');
+  }
+  if (parsed.username === '' && parsed.password === '') return;
+  fail(
+    path,
+    'must not contain credentials ("user:password@"); send them in "headers" instead, for example "Authorization": "Bearer <token>" with the token read from an environment variable by your program',
+  );
 }
 
 function parseLimits(value: unknown, path: string): ServerLimits {

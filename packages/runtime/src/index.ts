@@ -65,6 +65,9 @@ export type {
   StdioServerConfig,
 } from './config.js';
 export { CLIENT_INFO, connectServer, mapSdkError, SdkConnection } from './sdk.js';
+export { createRedactor, redactHeaders, redactUrl } from './redact.js';
+export type { Redactor } from './redact.js';
+export type { SessionLoss } from './http-session.js';
 export type { CallRequestOptions, ConnectOptions, RawCallResult, ServerHello } from './sdk.js';
 export {
   catalogReportJson,
@@ -89,6 +92,7 @@ export { McpRuntime } from './runtime.js';
 export type {
   CaptureOptions,
   McpRuntimeOptions,
+  ReconnectOptions,
   RuntimeEvent,
   RuntimeStatus,
   ServerConnector,

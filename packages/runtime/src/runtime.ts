@@ -30,6 +30,7 @@ import { discoverSnapshot, type DiscoveryProgress } from './discover.js';
 import { createDebug } from './log.js';
 import { identityKeyOf, identityOf } from './identity.js';
 import { connectServer, type SdkConnection } from './sdk.js';
+import type { SessionLoss } from './http-session.js';
 
 /** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
 export type ServerConnector = (
@@ -60,12 +61,50 @@ export type RuntimeEvent =
       readonly server: string;
       readonly generation: number;
       readonly revision: number;
-      readonly cause: 'hard-refresh' | 'refresh';
+      readonly cause: 'hard-refresh' | 'refresh' | 'reconnect';
     }
   | { readonly type: 'hard-refresh-failed'; readonly server: string; readonly error: StepbindError }
   | { readonly type: 'connection-closed'; readonly server: string; readonly expected: boolean }
   | { readonly type: 'connection-error'; readonly server: string; readonly error: Error }
-  | ({ readonly type: 'discovery-page' } & DiscoveryProgress);
+  | ({ readonly type: 'discovery-page' } & DiscoveryProgress)
+  | {
+      /** A Streamable HTTP session ended (see {@link SessionLoss}); a reconnect follows. */
+      readonly type: 'session-lost';
+      readonly server: string;
+      readonly reason: SessionLoss['reason'];
+      readonly httpStatus?: number;
+      readonly message: string;
+    }
+  | {
+      /** A new session replaced a lost one; `changed` says whether the catalog (and revision) moved. */
+      readonly type: 'server-reconnected';
+      readonly server: string;
+      readonly attempt: number;
+      readonly generation: number;
+      readonly revision: number;
+      readonly changed: boolean;
+    }
+  | {
+      /** A reconnect attempt failed; `nextDelayMs` is absent when the runtime stopped trying. */
+      readonly type: 'reconnect-failed';
+      readonly server: string;
+      readonly attempt: number;
+      readonly error: StepbindError;
+      readonly nextDelayMs?: number;
+    };
+
+/** Bounded exponential backoff of the reconnects after a lost HTTP session. */
+export interface ReconnectOptions {
+  /** Delay after the first failed attempt (the first attempt runs at once); doubles each time. @default 250 */
+  readonly initialDelayMs?: number;
+  /** Upper bound of one delay. @default 10000 */
+  readonly maxDelayMs?: number;
+  /**
+   * Attempts before the runtime stops trying on its own (the next refresh, capture or hard refresh
+   * tries again). `0` turns background reconnects off. @default 10
+   */
+  readonly maxAttempts?: number;
+}
 
 /** Options of {@link McpRuntime.open}. */
 export interface McpRuntimeOptions {
@@ -84,6 +123,8 @@ export interface McpRuntimeOptions {
   readonly validation?: Omit<ValidationOptions, 'server' | 'validatorCache' | 'pageIndex'>;
   /** Starts connections. @default stdio child processes / Streamable HTTP through the SDK */
   readonly connect?: ServerConnector;
+  /** Backoff of the background reconnects after a Streamable HTTP session was lost. */
+  readonly reconnect?: ReconnectOptions;
   /** Receives every {@link RuntimeEvent}. */
   readonly onEvent?: (event: RuntimeEvent) => void;
   /**
@@ -111,13 +152,19 @@ export interface CaptureOptions {
 export interface ServerStatus {
   readonly name: string;
   readonly required: boolean;
-  readonly state: 'ready' | 'starting' | 'failed' | 'closed';
+  /**
+   * `reconnecting`: its HTTP session was lost and a new one is being opened (`error` says why);
+   * `failed` is also used once the background reconnects gave up.
+   */
+  readonly state: 'ready' | 'starting' | 'reconnecting' | 'failed' | 'closed';
   readonly generation?: number;
   readonly revision?: number;
   readonly catalogState?: string;
   readonly tools?: number;
   readonly pid?: number;
   readonly error?: { readonly code: string; readonly message: string };
+  /** Reconnect attempts made since the session was lost. */
+  readonly reconnectAttempts?: number;
 }
 
 /** A snapshot of the runtime's state, for dashboards and tests. */
@@ -136,8 +183,9 @@ class ServerSession {
   /** The configuration in force; a refresh that reuses the connection carries the new one over. */
   config: ServerConfig;
   readonly identityKey: string;
-  readonly connection: SdkConnection;
-  readonly identity: ServerIdentity;
+  /** The live connection; replaced in place when a lost HTTP session is reconnected. */
+  connection: SdkConnection;
+  identity: ServerIdentity;
   /** Serializes re-listings (hard refresh, refresh re-list) of this connection. */
   readonly listMutex = new Mutex();
   slot: CatalogSlot | undefined;
@@ -155,6 +203,14 @@ class ServerSession {
   idle: { promise: Promise<void>; resolve: () => void } | undefined;
   unsubscribe: (() => void)[] = [];
   closing: Promise<void> | undefined;
+  /** Background reconnects after the connection's HTTP session was lost. */
+  readonly recovery: Recovery = {
+    attempts: 0,
+    timer: undefined,
+    running: false,
+    lastError: undefined,
+    gaveUp: false,
+  };
 
   constructor(name: string, config: ServerConfig, identityKey: string, connection: SdkConnection) {
     this.name = name;
@@ -168,6 +224,24 @@ class ServerSession {
     if (this.slot === undefined) throw new Error(`session ${this.name} has no published catalog`);
     return this.slot.catalog;
   }
+}
+
+interface Recovery {
+  attempts: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  running: boolean;
+  lastError: StepbindError | undefined;
+  gaveUp: boolean;
+}
+
+/** A new connection for a lost session, listed and validated, not installed yet. */
+interface Reconnected {
+  readonly connection: SdkConnection;
+  readonly identity: ServerIdentity;
+  readonly snapshot: CatalogSnapshot | undefined;
+  readonly listingKey: string | undefined;
+  /** serverInfo or protocol version differ from the lost session's: publish (the registry decides). */
+  readonly identityChanged: boolean;
 }
 
 type Entry =
@@ -316,6 +390,8 @@ interface Candidate {
   readonly expectedGeneration: number;
   /** For a reused session: releases its list mutex, held from the re-list until publication. */
   readonly release: () => void;
+  /** For a reused session whose HTTP session was lost: the new connection to install. */
+  readonly reconnect?: Reconnected;
 }
 
 /**
@@ -552,9 +628,13 @@ export class McpRuntime {
    * revision write lock, swaps the catalog and increments the revision, so bindings captured before
    * are stale. An unchanged catalog changes nothing.
    *
+   * When the server's HTTP session was lost, it opens a new session first and re-lists on that
+   * (the revision moves only if the catalog changed).
+   *
    * @returns true when the catalog changed.
    * @throws CatalogError from discovery or publication (nothing changes); RuntimeError
-   *   `SERVER_NOT_READY` when the server has no live connection.
+   *   `SERVER_NOT_READY` when the server has no live connection, `SERVER_START_FAILED` when a lost
+   *   session could not be reopened.
    */
   async hardRefresh(
     server: string,
@@ -562,7 +642,10 @@ export class McpRuntime {
   ): Promise<boolean> {
     this.#ensureOpen();
     const entry = this.#current?.entries.get(server);
-    if (entry?.kind !== 'ready' || entry.session.connection.closed) {
+    if (
+      entry?.kind !== 'ready' ||
+      (entry.session.connection.closed && entry.session.connection.lost === undefined)
+    ) {
       throw new RuntimeError(
         ErrorCode.SERVER_NOT_READY,
         `Server "${server}" has no live connection to re-list; refresh first.`,
@@ -597,15 +680,32 @@ export class McpRuntime {
         servers.push({ name, required: cfg.required, state: 'starting' });
       } else if (entry.kind === 'ready') {
         const s = entry.session;
+        const loss = s.connection.lost;
         servers.push({
           name,
           required: cfg.required,
-          state: s.connection.closed ? 'closed' : 'ready',
+          state:
+            loss !== undefined
+              ? s.recovery.gaveUp
+                ? 'failed'
+                : 'reconnecting'
+              : s.connection.closed
+                ? 'closed'
+                : 'ready',
           generation: s.slot?.catalog.generation ?? 0,
           revision: s.slot?.revision ?? 0,
           catalogState: s.slot?.catalog.state ?? 'DISCOVERING',
           tools: s.slot?.catalog.tools.length ?? 0,
           ...(s.connection.pid === undefined ? {} : { pid: s.connection.pid }),
+          ...(loss === undefined
+            ? {}
+            : {
+                error: {
+                  code: ErrorCode.CONNECTION_CLOSED,
+                  message: lossMessage(loss, s.recovery),
+                },
+                reconnectAttempts: s.recovery.attempts,
+              }),
         });
       } else if (entry.kind === 'starting') {
         servers.push({ name, required: cfg.required, state: 'starting' });
@@ -655,6 +755,7 @@ export class McpRuntime {
     for (const set of this.#liveSets) set.detach();
     this.#liveSets.clear();
     this.#current = undefined;
+    for (const session of this.#sessions) stopRecovery(session);
     await this.#refreshMutex.waitForUnlock();
     await Promise.allSettled([...this.#background]);
     await Promise.all([...this.#sessions].map((s) => this.#closeSession(s)));
@@ -733,7 +834,8 @@ export class McpRuntime {
           const reusable =
             prior?.kind === 'ready' &&
             prior.session.identityKey === key &&
-            !prior.session.connection.closed &&
+            // A lost HTTP session is reused too: the re-list reconnects it in place.
+            (!prior.session.connection.closed || prior.session.connection.lost !== undefined) &&
             !this.#forceRestart.has(name)
               ? prior.session
               : undefined;
@@ -811,6 +913,9 @@ export class McpRuntime {
       startBackground();
       for (const c of candidates) c.release();
       for (const c of candidates) if (c.fresh) await this.#closeSession(c.session);
+      // A reconnect that was not installed leaves the session lost; its new connection goes.
+      for (const c of candidates)
+        if (c.reconnect !== undefined) await c.reconnect.connection.close();
       throw error;
     } finally {
       signal?.removeEventListener('abort', abort);
@@ -855,10 +960,257 @@ export class McpRuntime {
     const release = await acquireMutex(session.listMutex, signal);
     try {
       const expectedGeneration = session.catalog.generation;
-      const { snapshot, listingKey } = await this.#discover(session, config, signal);
-      return { session, config, snapshot, listingKey, fresh: false, expectedGeneration, release };
+      if (!session.connection.closed) {
+        try {
+          const { snapshot, listingKey } = await this.#discover(session, config, signal);
+          return {
+            session,
+            config,
+            snapshot,
+            listingKey,
+            fresh: false,
+            expectedGeneration,
+            release,
+          };
+        } catch (error) {
+          // A session that ended during the re-list is reopened below; anything else fails.
+          if (session.connection.lost === undefined || signal.aborted) throw error;
+        }
+      }
+      let reconnect: Reconnected;
+      try {
+        reconnect = await this.#reconnectLocked(session, config, signal);
+      } catch (error) {
+        if (config.required || signal.aborted) throw error;
+        // An optional server stays in the set, still reconnecting in the background.
+        this.#emit({
+          type: 'reconnect-failed',
+          server: session.name,
+          attempt: session.recovery.attempts,
+          error: toStepbindError(error),
+        });
+        const carried = { snapshot: undefined, listingKey: undefined };
+        return { session, config, ...carried, fresh: false, expectedGeneration, release };
+      }
+      return {
+        session,
+        config,
+        snapshot: reconnect.snapshot,
+        listingKey: reconnect.listingKey,
+        fresh: false,
+        expectedGeneration,
+        release,
+        reconnect,
+      };
     } catch (error) {
       release();
+      throw error;
+    }
+  }
+
+  /**
+   * Opens a new connection for `session` (whose HTTP session was lost) and lists it, holding the
+   * session's list mutex. Nothing is installed; the connection is closed again on failure.
+   */
+  async #reconnectLocked(
+    session: ServerSession,
+    config: ServerConfig,
+    signal: AbortSignal,
+  ): Promise<Reconnected> {
+    const connection = await this.#connect(session.name, config, { signal });
+    try {
+      const identity = identityOf(session.name, config, connection);
+      const identityChanged = !sameServer(identity, session.identity);
+      const { snapshot, listingKey } = await this.#discover(session, config, signal, {
+        connection,
+        identity,
+        compare: !identityChanged,
+      });
+      return { connection, identity, snapshot, listingKey, identityChanged };
+    } catch (error) {
+      await connection.close();
+      throw error;
+    }
+  }
+
+  /**
+   * Installs a reconnected session: if its catalog changed, publishes it and swaps it in under
+   * the write lock (the revision moves, so steps captured before are stale); then the new
+   * connection replaces the lost one. Holds the list mutex (the caller does).
+   *
+   * @returns true when the catalog changed.
+   */
+  async #installReconnected(
+    session: ServerSession,
+    r: Reconnected,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const slot = session.slot;
+    if (slot === undefined) throw new Error(`session ${session.name} has no published catalog`);
+    const snapshot = r.snapshot;
+    const changed =
+      snapshot !== undefined && (r.identityChanged || !this.#unchanged(session, snapshot));
+    const writeRelease = changed ? await slot.lock.acquireWrite({ signal }) : undefined;
+    try {
+      if (this.#closed) throw closedError();
+      if (changed) {
+        const candidate: Candidate = {
+          session,
+          config: session.config,
+          snapshot,
+          listingKey: r.listingKey,
+          fresh: false,
+          expectedGeneration: slot.catalog.generation,
+          release: () => undefined,
+        };
+        this.#checkPublishable(candidate, snapshot);
+        slot.installLocked(
+          this.#registry.publish(snapshot, publishOptions(this.#registry, candidate, snapshot)),
+        );
+      }
+      this.#adopt(session, r);
+    } finally {
+      writeRelease?.();
+    }
+    if (changed) {
+      this.#emit({
+        type: 'catalog-swapped',
+        server: session.name,
+        generation: slot.catalog.generation,
+        revision: slot.revision,
+        cause: 'reconnect',
+      });
+    }
+    this.#emitReconnected(session, changed);
+    // The loss marked the runtime dirty; with the session back, nothing else may be pending.
+    this.#dirtyReasons = this.#dirtyReasons.filter((r) => r !== `session-lost:${session.name}`);
+    if (this.#dirtyReasons.length === 0) this.#dirty = false;
+    return changed;
+  }
+
+  /** The new connection replaces the lost one; views are rebuilt so new steps bind it. */
+  #adopt(session: ServerSession, r: Reconnected): void {
+    const lost = session.connection;
+    for (const off of session.unsubscribe) off();
+    session.unsubscribe = [];
+    session.connection = r.connection;
+    session.identity = r.identity;
+    if (r.listingKey !== undefined) session.listingKey = r.listingKey;
+    session.recovery.lastError = undefined;
+    session.recovery.gaveUp = false;
+    if (session.recovery.timer !== undefined) clearTimeout(session.recovery.timer);
+    session.recovery.timer = undefined;
+    this.#watch(session);
+    this.#invalidateViews();
+    void lost.close();
+  }
+
+  #emitReconnected(session: ServerSession, changed: boolean): void {
+    const attempt = session.recovery.attempts;
+    session.recovery.attempts = 0;
+    this.#emit({
+      type: 'server-reconnected',
+      server: session.name,
+      attempt,
+      generation: session.catalog.generation,
+      revision: session.slot?.revision ?? 0,
+      changed,
+    });
+  }
+
+  #invalidateViews(): void {
+    for (const set of this.#liveSets) set.invalidate();
+    this.#current?.invalidate();
+  }
+
+  /** Starts the background reconnects of a session whose HTTP session was lost. */
+  #startRecovery(session: ServerSession): void {
+    const recovery = session.recovery;
+    if (recovery.timer !== undefined || recovery.running) return;
+    recovery.attempts = 0;
+    recovery.lastError = undefined;
+    // With background reconnects off, status says so: only a refresh, capture or hardRefresh reopens.
+    recovery.gaveUp = (this.#options.reconnect?.maxAttempts ?? 10) <= 0;
+    if (recovery.gaveUp) return;
+    this.#scheduleRecovery(session, 0);
+  }
+
+  #scheduleRecovery(session: ServerSession, delayMs: number): void {
+    if (this.#closed || session.closing !== undefined) return;
+    session.recovery.timer = setTimeout(() => {
+      session.recovery.timer = undefined;
+      this.#attemptRecovery(session);
+    }, delayMs);
+  }
+
+  #attemptRecovery(session: ServerSession): void {
+    const recovery = session.recovery;
+    // Only the current set's sessions are reconnected; one a refresh dropped is closing anyway.
+    const inCurrent = [...(this.#current?.entries.values() ?? [])].some(
+      (e) => e.kind === 'ready' && e.session === session,
+    );
+    if (this.#closed || session.closing !== undefined || !inCurrent) return;
+    if (session.connection.lost === undefined) return;
+    recovery.attempts++;
+    recovery.running = true;
+    const attempt = recovery.attempts;
+    const run = this.#reconnectSession(session, this.#closeController.signal).then(
+      () => {
+        recovery.running = false;
+      },
+      (error: unknown) => {
+        recovery.running = false;
+        if (this.#closed || session.closing !== undefined) return;
+        if (session.connection.lost === undefined) return;
+        const mapped = toStepbindError(error);
+        recovery.lastError = mapped;
+        const {
+          initialDelayMs = 250,
+          maxDelayMs = 10_000,
+          maxAttempts = 10,
+        } = this.#options.reconnect ?? {};
+        // A catalog or identity the registry refuses will not change by retrying.
+        const nextDelayMs =
+          attempt < maxAttempts && !(mapped instanceof CatalogError)
+            ? Math.min(maxDelayMs, initialDelayMs * 2 ** Math.min(attempt - 1, 30))
+            : undefined;
+        if (nextDelayMs === undefined) recovery.gaveUp = true;
+        this.#emit({
+          type: 'reconnect-failed',
+          server: session.name,
+          attempt,
+          error: mapped,
+          ...(nextDelayMs === undefined ? {} : { nextDelayMs }),
+        });
+        if (nextDelayMs !== undefined) this.#scheduleRecovery(session, nextDelayMs);
+      },
+    );
+    this.#background.add(run);
+    void run.finally(() => this.#background.delete(run));
+  }
+
+  /**
+   * Reconnects a lost session in place (new initialize, re-list, publish if changed).
+   * @returns false when another path reconnected it first.
+   */
+  async #reconnectSession(session: ServerSession, signal: AbortSignal): Promise<boolean> {
+    const release = await acquireMutex(session.listMutex, signal);
+    try {
+      if (!session.connection.closed) return false;
+      await this.#reopen(session, signal);
+      return true;
+    } finally {
+      release();
+    }
+  }
+
+  /** Reconnect + install, holding the list mutex. @returns true when the catalog changed. */
+  async #reopen(session: ServerSession, signal: AbortSignal): Promise<boolean> {
+    const r = await this.#reconnectLocked(session, session.config, signal);
+    try {
+      return await this.#installReconnected(session, r, signal);
+    } catch (error) {
+      await r.connection.close();
       throw error;
     }
   }
@@ -867,20 +1219,28 @@ export class McpRuntime {
     session: ServerSession,
     config: ServerConfig,
     signal: AbortSignal,
+    via?: {
+      readonly connection: SdkConnection;
+      readonly identity: ServerIdentity;
+      /** Whether an unchanged listing may skip validation (not when the identity changed). */
+      readonly compare: boolean;
+    },
   ): Promise<{ snapshot: CatalogSnapshot | undefined; listingKey: string | undefined }> {
     // An unchanged listing may skip validation only while the published catalog's epoch holds.
     const current = session.slot?.catalog;
     const previousListingKey =
-      current !== undefined && current.policyEpoch === this.#registry.policyEpoch
+      current !== undefined &&
+      current.policyEpoch === this.#registry.policyEpoch &&
+      via?.compare !== false
         ? session.listingKey
         : undefined;
-    return discoverSnapshot(session.connection, {
+    return discoverSnapshot(via?.connection ?? session.connection, {
       ...(previousListingKey === undefined ? {} : { previousListingKey }),
       // The first listing of a new connection has nothing to compare with; re-lists key theirs.
       keyListing: current !== undefined,
       name: session.name,
       config,
-      identity: session.identity,
+      identity: via?.identity ?? session.identity,
       policyEpoch: this.#registry.policyEpoch,
       ...(this.#options.validation === undefined ? {} : { validation: this.#options.validation }),
       validatorCache: this.#validatorCache,
@@ -914,7 +1274,10 @@ export class McpRuntime {
   ): Promise<void> {
     const changed = candidates.filter(
       (c): c is Candidate & { snapshot: CatalogSnapshot } =>
-        c.snapshot !== undefined && (c.fresh || !this.#unchanged(c.session, c.snapshot)),
+        c.snapshot !== undefined &&
+        (c.fresh ||
+          c.reconnect?.identityChanged === true ||
+          !this.#unchanged(c.session, c.snapshot)),
     );
     const reusedChanged = changed.filter((c) => !c.fresh);
     const releases: (() => void)[] = [];
@@ -946,7 +1309,7 @@ export class McpRuntime {
             server: c.session.name,
             generation: published.generation,
             revision: c.session.slot?.revision ?? 0,
-            cause: 'refresh',
+            cause: c.reconnect === undefined ? 'refresh' : 'reconnect',
           });
         }
       }
@@ -957,6 +1320,7 @@ export class McpRuntime {
         c.session.refs++;
         // Timeouts and limits are not part of the identity: a reused connection takes the new ones.
         c.session.config = c.config;
+        if (c.reconnect !== undefined) this.#adopt(c.session, c.reconnect);
         if (c.fresh) this.#forceRestart.delete(c.session.name);
         set.watch(c.session);
       }
@@ -975,6 +1339,10 @@ export class McpRuntime {
     } finally {
       for (const release of releases) release();
       for (const c of candidates) c.release();
+    }
+    for (const c of candidates) {
+      if (c.reconnect !== undefined)
+        this.#emitReconnected(c.session, (changed as readonly Candidate[]).includes(c));
     }
     for (const c of changed) {
       if (c.fresh) {
@@ -1046,44 +1414,70 @@ export class McpRuntime {
     try {
       const slot = session.slot;
       if (slot === undefined) return false;
-      const expectedGeneration = slot.catalog.generation;
       const combined = combineSignals(signal, this.#closeController.signal);
-      const { snapshot: candidate, listingKey } = await this.#discover(
-        session,
-        session.config,
-        combined,
-      );
-      if (candidate === undefined || this.#unchanged(session, candidate)) {
-        // The published catalog is this listing: remember its key so the next re-list can skip.
-        if (listingKey !== undefined) session.listingKey = listingKey;
-        return false;
+      if (!session.connection.closed) {
+        try {
+          return await this.#relistLocked(session, slot, signal, combined);
+        } catch (error) {
+          // A session that ended during the re-list is reopened below; anything else fails.
+          if (session.connection.lost === undefined || combined.aborted) throw error;
+        }
       }
-      const writeRelease = await slot.lock.acquireWrite(signal === undefined ? {} : { signal });
-      let revision: number;
-      let generation: number;
-      try {
-        if (this.#closed) throw closedError();
-        const published = this.#registry.publish(candidate, { expectedGeneration });
-        generation = published.generation;
-        revision = slot.installLocked(published);
-        session.listingKey = listingKey;
-      } finally {
-        writeRelease();
+      if (session.connection.lost === undefined) {
+        throw new RuntimeError(
+          ErrorCode.SERVER_NOT_READY,
+          `Server "${session.name}" has no live connection to re-list; refresh first.`,
+          { detail: { server: session.name } },
+        );
       }
-      this.#emit({
-        type: 'catalog-swapped',
-        server: session.name,
-        generation,
-        revision,
-        cause: 'hard-refresh',
-      });
-      return true;
+      return await this.#reopen(session, combined);
     } finally {
       release();
     }
   }
 
+  /** The hard refresh proper on a live connection, holding the list mutex. */
+  async #relistLocked(
+    session: ServerSession,
+    slot: CatalogSlot,
+    signal: AbortSignal | undefined,
+    combined: AbortSignal,
+  ): Promise<boolean> {
+    const expectedGeneration = slot.catalog.generation;
+    const { snapshot: candidate, listingKey } = await this.#discover(
+      session,
+      session.config,
+      combined,
+    );
+    if (candidate === undefined || this.#unchanged(session, candidate)) {
+      // The published catalog is this listing: remember its key so the next re-list can skip.
+      if (listingKey !== undefined) session.listingKey = listingKey;
+      return false;
+    }
+    const writeRelease = await slot.lock.acquireWrite(signal === undefined ? {} : { signal });
+    let revision: number;
+    let generation: number;
+    try {
+      if (this.#closed) throw closedError();
+      const published = this.#registry.publish(candidate, { expectedGeneration });
+      generation = published.generation;
+      revision = slot.installLocked(published);
+      session.listingKey = listingKey;
+    } finally {
+      writeRelease();
+    }
+    this.#emit({
+      type: 'catalog-swapped',
+      server: session.name,
+      generation,
+      revision,
+      cause: 'hard-refresh',
+    });
+    return true;
+  }
+
   #watch(session: ServerSession): void {
+    const connection = session.connection;
     const debounceMs = this.#options.listChangedDebounceMs ?? 100;
     const settle = (): void => {
       if (
@@ -1132,7 +1526,7 @@ export class McpRuntime {
         });
     };
     session.unsubscribe.push(
-      session.connection.onListChanged(() => {
+      connection.onListChanged(() => {
         if (this.#closed || session.closing !== undefined) return;
         this.#emit({ type: 'list-changed', server: session.name });
         if (session.idle === undefined) {
@@ -1147,18 +1541,31 @@ export class McpRuntime {
       }),
     );
     session.unsubscribe.push(
-      session.connection.onError((error) => {
+      connection.onError((error) => {
         this.#emit({ type: 'connection-error', server: session.name, error });
       }),
     );
     session.unsubscribe.push(
-      session.connection.onClose(() => {
+      connection.onClose(() => {
         const expected = this.#closed || session.closing !== undefined;
         this.#emit({ type: 'connection-closed', server: session.name, expected });
-        if (!expected) {
-          this.#current?.invalidate();
+        if (expected) return;
+        this.#invalidateViews();
+        const loss = connection.lost;
+        if (loss === undefined) {
           this.markDirty(`connection-closed:${session.name}`);
+          return;
         }
+        this.#emit({
+          type: 'session-lost',
+          server: session.name,
+          reason: loss.reason,
+          ...(loss.httpStatus === undefined ? {} : { httpStatus: loss.httpStatus }),
+          message: loss.message,
+        });
+        // The next capture reconnects at once; meanwhile the background tries with backoff.
+        this.markDirty(`session-lost:${session.name}`);
+        this.#startRecovery(session);
       }),
     );
   }
@@ -1177,6 +1584,7 @@ export class McpRuntime {
     session.closing ??= (async () => {
       if (session.debounce !== undefined) clearTimeout(session.debounce);
       session.debounce = undefined;
+      stopRecovery(session);
       session.idle?.resolve();
       session.idle = undefined;
       for (const off of session.unsubscribe) off();
@@ -1186,6 +1594,34 @@ export class McpRuntime {
     })();
     return session.closing;
   }
+}
+
+/** Clears a session's scheduled reconnect (a running attempt stops on the close signal). */
+function stopRecovery(session: ServerSession): void {
+  if (session.recovery.timer !== undefined) clearTimeout(session.recovery.timer);
+  session.recovery.timer = undefined;
+}
+
+/** Same serverInfo and protocol version: a reconnect may keep an unchanged catalog. */
+function sameServer(a: ServerIdentity, b: ServerIdentity): boolean {
+  return (
+    a.transportDigest === b.transportDigest &&
+    a.protocolVersion === b.protocolVersion &&
+    a.serverInfo?.name === b.serverInfo?.name &&
+    a.serverInfo?.version === b.serverInfo?.version
+  );
+}
+
+/** The status message of a lost session: why, the last attempt, and what happens next. */
+function lossMessage(loss: SessionLoss, recovery: Recovery): string {
+  const last =
+    recovery.lastError === undefined
+      ? ''
+      : ` Last reconnect attempt: ${recovery.lastError.code}: ${recovery.lastError.message.split('\n')[0] ?? ''}`;
+  const next = recovery.gaveUp
+    ? ` Gave up after ${recovery.attempts} attempts; the next refresh, capture or hardRefresh tries again.`
+    : ' Reconnecting.';
+  return `The HTTP session ended: ${loss.message}.${last}${next}`;
 }
 
 function publishOptions(

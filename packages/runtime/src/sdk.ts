@@ -27,7 +27,14 @@ import {
   rootsOf,
   type ClientHandlers,
 } from './client-capabilities.js';
-import type { ServerConfig } from './config.js';
+import { assertNoUrlCredentials, type ServerConfig } from './config.js';
+import {
+  httpFailure,
+  HttpSessionWatch,
+  type SessionLoss,
+  type TrackedRequest,
+} from './http-session.js';
+import { createRedactor, NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 import { guardErrorOf, type FaultError } from './transports/guard.js';
 import { GuardedHttpTransport } from './transports/http.js';
 import { StdioProcessTransport } from './transports/stdio.js';
@@ -163,6 +170,10 @@ export class SdkConnection {
   #stderrTail: string[];
   #source: ToolListSource;
   readonly #fault: () => FaultError | undefined;
+  readonly #http: HttpSessionWatch | undefined;
+  readonly #redactor: Redactor;
+  #lost: SessionLoss | undefined;
+  #probing = false;
 
   /** @internal use {@link connectServer}. */
   constructor(
@@ -172,6 +183,7 @@ export class SdkConnection {
     stderrTail: string[],
     protocolVersion: string | undefined,
     fault: () => FaultError | undefined = () => undefined,
+    http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor },
   ) {
     this.name = name;
     this.client = client;
@@ -179,6 +191,8 @@ export class SdkConnection {
     this.#stderrTail = stderrTail;
     this.#fault = fault;
     this.#source = clientListSource(client, name, fault);
+    this.#http = http?.watch;
+    this.#redactor = http?.redactor ?? NO_REDACTION;
     const version = client.getServerVersion();
     this.hello = Object.freeze({
       serverInfo:
@@ -198,8 +212,41 @@ export class SdkConnection {
       this.#closeListeners.clear();
     };
     client.onerror = (error) => {
-      for (const listener of this.#errorListeners) listener(error);
+      const safe = this.#redactor.error(error);
+      for (const listener of this.#errorListeners) listener(safe);
     };
+    this.#http?.established(
+      (loss) => this.#loseSession(loss),
+      () => this.#probe(),
+    );
+  }
+
+  /**
+   * Why the Streamable HTTP session ended, once it did (the server forgot it, or it could not be
+   * reached). A lost connection is {@link closed}: nothing more is sent on it; the runtime opens a
+   * new session. Always `undefined` for stdio and in-memory connections.
+   */
+  get lost(): SessionLoss | undefined {
+    return this.#lost;
+  }
+
+  #loseSession(loss: SessionLoss): void {
+    if (this.#closed || this.#lost !== undefined) return;
+    this.#lost = loss;
+    // Closing rejects every request still waiting; callTool tells which ones may have run.
+    void this.close();
+  }
+
+  /** A response stream broke: ask the server whether the session is still there. */
+  #probe(): void {
+    if (this.#probing || this.closed) return;
+    this.#probing = true;
+    this.client
+      .ping({ timeout: PROBE_TIMEOUT_MS })
+      .catch(() => undefined)
+      .finally(() => {
+        this.#probing = false;
+      });
   }
 
   /**
@@ -212,9 +259,9 @@ export class SdkConnection {
     return () => this.#errorListeners.delete(listener);
   }
 
-  /** True once the transport closed, by us or because the server went away. */
+  /** True once the transport closed, by us or because the server went away (or the session was lost). */
   get closed(): boolean {
-    return this.#closed;
+    return this.#closed || this.#lost !== undefined;
   }
 
   /** Number of `notifications/tools/list_changed` received so far (a {@link ChangeFeed}). */
@@ -258,14 +305,51 @@ export class SdkConnection {
 
   /** Sends one raw `tools/list` request (the SDK's own result validation and caches are bypassed). */
   listPage(request: ListPageRequest): Promise<unknown> {
-    if (this.#closed) {
+    if (this.closed) {
       const where = `tools/list on server "${this.name}"`;
       return Promise.reject(
         this.#fault()?.({ id: -1, method: 'tools/list' }) ??
-          connectionClosed(where, { server: this.name }, undefined),
+          this.#closedError(where, { server: this.name }),
       );
     }
-    return this.#source.listTools(request);
+    const page = this.#source.listTools(request);
+    if (this.#http === undefined) return page;
+    return page.catch((error: unknown) => {
+      const loss = this.#lost;
+      if (loss !== undefined && request.signal?.aborted !== true) {
+        // A listing is never used in part, so one whose session ended is simply dropped.
+        throw new RuntimeError(
+          ErrorCode.CONNECTION_CLOSED,
+          `tools/list on server "${this.name}" failed: ${loss.message}. Nothing from this listing is used; a new session is being opened.`,
+          {
+            detail: {
+              server: this.name,
+              reason: loss.reason,
+              ...(loss.httpStatus === undefined ? {} : { httpStatus: loss.httpStatus }),
+            },
+          },
+        );
+      }
+      throw this.#redactor.error(error as Error);
+    });
+  }
+
+  /** `CONNECTION_CLOSED` for a request that was not sent, saying why when the session was lost. */
+  #closedError(where: string, detail: Record<string, string>): StepbindError {
+    const loss = this.#lost;
+    if (loss === undefined) return connectionClosed(where, detail, undefined);
+    return new RuntimeError(
+      ErrorCode.CONNECTION_CLOSED,
+      `${where} was not sent: ${loss.message}. Nothing ran and nothing is re-routed; a new session is being opened, so call again from a new step.`,
+      {
+        detail: {
+          ...detail,
+          delivery: 'not-sent',
+          reason: loss.reason,
+          ...(loss.httpStatus === undefined ? {} : { httpStatus: loss.httpStatus }),
+        },
+      },
+    );
   }
 
   /**
@@ -277,21 +361,21 @@ export class SdkConnection {
     args: Readonly<Record<string, unknown>>,
     options: CallRequestOptions,
   ): Promise<RawCallResult> {
-    if (this.#closed) {
+    if (this.closed) {
       throw (
         this.#fault()?.({ id: -1, method: 'tools/call', tool }) ??
-        connectionClosed(
-          `tools/call on server "${this.name}" (tool "${tool}")`,
-          { server: this.name, tool },
-          undefined,
-        )
+        this.#closedError(`tools/call on server "${this.name}" (tool "${tool}")`, {
+          server: this.name,
+          tool,
+        })
       );
     }
     // The SDK never removes its abort listener: give it a per-call signal linked to the caller's,
     // so a long-lived signal neither leaks listeners nor cancels requests that already finished.
-    const link = linkSignal(options.signal);
-    try {
-      return await this.client.request(
+    // Over HTTP there always is one: the session watch aborts a call whose response was lost.
+    const link = linkSignal(options.signal, this.#http !== undefined);
+    const send = (): Promise<RawCallResult> =>
+      this.client.request(
         {
           method: 'tools/call',
           params: { name: tool, arguments: args as Record<string, unknown> },
@@ -299,18 +383,61 @@ export class SdkConnection {
         CallToolResultSchema,
         { timeout: options.timeoutMs, ...(link === undefined ? {} : { signal: link.signal }) },
       );
+    let tracked: TrackedRequest | undefined;
+    let pending: Promise<RawCallResult>;
+    if (this.#http === undefined) {
+      pending = send();
+    } else {
+      ({ tracked, result: pending } = this.#http.track(() => link?.abort(RESPONSE_LOST), send));
+    }
+    try {
+      return await pending;
     } catch (error) {
-      throw mapSdkError(error, {
-        server: this.name,
-        tool,
-        operation: 'tools/call',
-        timeoutMs: options.timeoutMs,
-        ...(options.signal === undefined ? {} : { signal: options.signal }),
-        fault: this.#fault(),
-      });
+      if (tracked !== undefined && options.signal?.aborted !== true) {
+        const lostError = this.#lostCallError(tool, tracked);
+        if (lostError !== undefined) throw lostError;
+      }
+      throw this.#redactor.error(
+        mapSdkError(error, {
+          server: this.name,
+          tool,
+          operation: 'tools/call',
+          timeoutMs: options.timeoutMs,
+          ...(options.signal === undefined ? {} : { signal: options.signal }),
+          fault: this.#fault(),
+        }),
+      );
     } finally {
+      if (tracked !== undefined) this.#http?.untrack(tracked);
       link?.dispose();
     }
+  }
+
+  /**
+   * The error of an HTTP call that failed because its answer was lost or its session ended:
+   * `CONNECTION_CLOSED` when it provably did not run, `OUTCOME_UNKNOWN` when it was delivered and
+   * may have run. `undefined` for any other failure (timeout, server error...).
+   */
+  #lostCallError(tool: string, tracked: TrackedRequest): StepbindError | undefined {
+    const where = `tools/call on server "${this.name}" (tool "${tool}")`;
+    const detail = { server: this.name, tool };
+    const delivery = tracked.delivery;
+    if (delivery === 'refused' || delivery === 'not-sent') return this.#closedError(where, detail);
+    if (delivery === 'pending') return this.closed ? this.#closedError(where, detail) : undefined;
+    if (delivery === 'sent' && this.#lost === undefined) return undefined;
+    const why = this.#lost?.message ?? 'the response stream broke before the answer arrived';
+    return new RuntimeError(
+      ErrorCode.OUTCOME_UNKNOWN,
+      `${where}: the request was delivered but its answer was lost (${why}). The tool may or may not have run; it was not sent again. Check its effect before calling it again from a new step.`,
+      {
+        detail: {
+          ...detail,
+          delivery: 'unknown',
+          reason: this.#lost?.reason ?? 'response-lost',
+          ...(this.#lost?.httpStatus === undefined ? {} : { httpStatus: this.#lost.httpStatus }),
+        },
+      },
+    );
   }
 
   /** Closes the session; for stdio, waits until the server's process group is gone. Idempotent. */
@@ -321,6 +448,7 @@ export class SdkConnection {
 
   async #doClose(): Promise<void> {
     this.#listChangedListeners.clear();
+    this.#http?.closing();
     try {
       await this.client.close();
     } catch {
@@ -338,17 +466,25 @@ export class SdkConnection {
 /** A per-request signal that follows `outer`; `dispose()` detaches it. */
 function linkSignal(
   outer: AbortSignal | undefined,
-): { readonly signal: AbortSignal; dispose(): void } | undefined {
-  if (outer === undefined) return undefined;
+  always = false,
+): { readonly signal: AbortSignal; abort(reason: unknown): void; dispose(): void } | undefined {
+  if (outer === undefined && !always) return undefined;
   const controller = new AbortController();
+  const abort = (reason: unknown): void => controller.abort(reason);
+  if (outer === undefined) return { signal: controller.signal, abort, dispose: () => undefined };
   if (outer.aborted) {
     controller.abort(outer.reason);
-    return { signal: controller.signal, dispose: () => undefined };
+    return { signal: controller.signal, abort, dispose: () => undefined };
   }
   // One listener on the caller's signal however many calls share it (see onAbort).
   const dispose = onAbort(outer, () => controller.abort(outer.reason));
-  return { signal: controller.signal, dispose };
+  return { signal: controller.signal, abort, dispose };
 }
+
+/** Budget of the `ping` that checks a session after one of its response streams broke. */
+const PROBE_TIMEOUT_MS = 5_000;
+/** The reason a call is aborted with when the session watch saw its response stream break. */
+const RESPONSE_LOST = 'the response stream broke before the answer arrived';
 
 /** Options for {@link connectServer}. */
 export interface ConnectOptions {
@@ -391,6 +527,7 @@ export async function connectServer(
   let transport: Transport;
   let pid: () => number | undefined = () => undefined;
   let fault: () => FaultError | undefined = () => undefined;
+  let http: { readonly watch: HttpSessionWatch; readonly redactor: Redactor } | undefined;
   if (config.transport === 'stdio') {
     const env: Record<string, string> = {};
     for (const key of config.envPassthrough) {
@@ -421,13 +558,22 @@ export async function connectServer(
     fault = () => stdio.fault;
     transport = stdio;
   } else {
-    transport = new GuardedHttpTransport({
+    assertNoUrlCredentials(config.url, `$.mcpServers.${name}.url`);
+    const redactor = createRedactor(config.url, config.headers);
+    const watch = new HttpSessionWatch(redactor);
+    const guarded = new GuardedHttpTransport({
       server: name,
       url: config.url,
       headers: config.headers,
       maxMessageBytes: config.maxMessageBytes,
+      // The session watch sees every HTTP status below the guard, which bounds the bodies.
+      fetch: watch.fetch,
     });
+    watch.attach(guarded);
+    http = { watch, redactor };
+    transport = guarded;
   }
+  const redactor = http?.redactor ?? NO_REDACTION;
   try {
     return await openSession(name, transport, {
       timeoutMs,
@@ -436,18 +582,34 @@ export async function connectServer(
       fault,
       stderrTail,
       handlers: { roots: rootsOf(config.roots), ...options.handlers },
+      ...(http === undefined ? {} : { http }),
     });
   } catch (error) {
     if (!(error instanceof StepbindError) || error.code !== ErrorCode.SERVER_START_FAILED)
-      throw error;
+      throw redactor.error(error as Error);
     // A start error that names its config key (cwd, command) already says what to fix.
     if (error.detail['configPath'] !== undefined) throw error;
     const tail = stderrTail.join('\n').trim();
-    const what = config.transport === 'stdio' ? `command "${config.command}"` : `URL ${config.url}`;
-    throw new RuntimeError(
-      ErrorCode.SERVER_START_FAILED,
-      `Server "${name}" could not be started (${what}): ${error.message}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\nCheck the command, its arguments and environment in the configuration.`,
-      { detail: { server: name, stderr: tail }, cause: error.cause },
+    const what =
+      config.transport === 'stdio' ? `command "${config.command}"` : `URL ${redactUrl(config.url)}`;
+    const failure = config.transport === 'http' ? httpFailure(error.cause) : {};
+    const advice =
+      config.transport === 'stdio'
+        ? 'Check the command, its arguments and environment in the configuration.'
+        : failure.httpStatus === 401 || failure.httpStatus === 403
+          ? 'The server refused the credentials: check the values sent in "headers".'
+          : 'Check the URL, the headers and that the server is running.';
+    const why = [
+      failure.httpStatus === undefined ? '' : `HTTP ${failure.httpStatus}: `,
+      error.message,
+      failure.code === undefined ? '' : ` (${failure.code})`,
+    ].join('');
+    throw redactor.error(
+      new RuntimeError(
+        ErrorCode.SERVER_START_FAILED,
+        `Server "${name}" could not be started (${what}): ${why}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\n${advice}`,
+        { detail: { server: name, stderr: tail, ...failure }, cause: error.cause },
+      ),
     );
   }
 }
@@ -501,6 +663,7 @@ async function openSession(
     readonly fault: () => FaultError | undefined;
     readonly stderrTail: string[];
     readonly handlers?: ClientHandlers;
+    readonly http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor };
   },
 ): Promise<SdkConnection> {
   const client = new Client({ ...CLIENT_INFO }, { capabilities: CLIENT_CAPABILITIES });
@@ -556,6 +719,7 @@ async function openSession(
     options.stderrTail,
     protocolVersion,
     options.fault,
+    options.http,
   );
 }
 

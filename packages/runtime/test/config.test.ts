@@ -36,6 +36,32 @@ describe('parseConfig', () => {
     expect(config.concurrency).toBe(4);
   });
 
+  it.each([
+    'https://user:hunter2-secret@example.test/mcp',
+    'https://only-a-user@example.test/mcp',
+    'https://:hunter2-secret@example.test/mcp?api_key=x',
+  ])('refuses credentials in the URL %s, pointing at headers, without repeating them', (url) => {
+    let error: unknown;
+    try {
+      parseConfig({ mcpServers: { remote: { url } } });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const config = error as ConfigError;
+    expect(config.code).toBe('INVALID_CONFIG');
+    expect(config.detail['path']).toBe('$.mcpServers.remote.url');
+    expect(config.message).toContain('"headers"');
+    expect(config.message).not.toContain('hunter2');
+    expect(config.message).not.toContain('only-a-user');
+    expect(JSON.stringify(config)).not.toContain('hunter2');
+  });
+
+  it('accepts query parameters in the URL (they are redacted wherever the URL is shown)', () => {
+    const config = parseConfig({ mcpServers: { r: { url: 'https://h.test/mcp?api_key=k' } } });
+    expect(config.servers.get('r')).toMatchObject({ url: 'https://h.test/mcp?api_key=k' });
+  });
+
   it('accepts empty-string arguments', () => {
     const config = parseConfig({ mcpServers: { a: { command: 'x', args: ['--prefix', ''] } } });
     expect(config.servers.get('a')).toMatchObject({ args: ['--prefix', ''] });

@@ -20,6 +20,8 @@ export type {
   HostileReply,
   HostileServerOptions,
 } from './hostile.js';
+export { spawnHttpServer } from './http.js';
+export type { HttpServerProcess } from './http.js';
 export { FixtureError, parseServerFixture } from './fixture.js';
 export type {
   FixtureCallResult,
@@ -32,7 +34,13 @@ export type {
 export { CATALOG_REVISION_META_KEY, scriptedTool } from './scenarios.js';
 export { createScriptedServer } from './server/scripted.js';
 export type { ScriptedServer, ScriptedServerHooks } from './server/scripted.js';
-export type { AuditEntry, ScenarioName, ScriptedServerOptions } from './types.js';
+export type {
+  AuditEntry,
+  HttpServerEvent,
+  HttpServerOptions,
+  ScenarioName,
+  ScriptedServerOptions,
+} from './types.js';
 export { createInMemoryFleet } from './fleet.js';
 export type { InMemoryFleet, InMemoryFleetOptions, MessageDirection } from './fleet.js';
 export {

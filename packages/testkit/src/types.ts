@@ -72,3 +72,42 @@ export interface AuditEntry {
   /** The process id of the server. */
   readonly pid: number;
 }
+
+/** How the scripted Streamable HTTP server (`dist/server/http.js`) behaves. Plain JSON. */
+export interface HttpServerOptions {
+  /** TCP port to listen on; `0` picks a free one (reported in the `listening` event). @default 0 */
+  readonly port?: number;
+  /** Interface to listen on. @default "127.0.0.1" */
+  readonly host?: string;
+  /**
+   * The answer to a request naming a session this process does not know (for example after a
+   * restart): `404` as the specification says, or `400` "Bad Request: No valid session ID provided"
+   * as several real servers (server-everything among them) do. @default 404
+   */
+  readonly unknownSession?: 404 | 400;
+  /**
+   * Answer every GET (the optional server-to-client stream) with 404 instead of the 405 the
+   * specification asks of a server without one, as some real servers do. @default false
+   */
+  readonly getNotFound?: boolean;
+  /** Headers every request must carry with exactly these values; otherwise HTTP 401. */
+  readonly requireHeaders?: Readonly<Record<string, string>>;
+  /**
+   * Make the 401 body repeat the request's URL and headers, like a careless server would, so a test
+   * can check that the client never surfaces them. @default false
+   */
+  readonly echoOn401?: boolean;
+}
+
+/** One line the scripted HTTP server writes to stdout (JSON per line). */
+export type HttpServerEvent =
+  | { readonly event: 'listening'; readonly port: number; readonly pid: number }
+  | { readonly event: 'session'; readonly session: string }
+  | { readonly event: 'unknown-session'; readonly session: string }
+  | { readonly event: 'forgot'; readonly sessions: number }
+  | {
+      readonly event: 'message';
+      readonly session: string | null;
+      readonly method: string;
+      readonly tool?: string;
+    };

@@ -41,6 +41,7 @@ describe('@stepbind/testkit public surface', () => {
       'runningProcesses',
       'scriptedTool',
       'sequenceSource',
+      'spawnHttpServer',
       'startHostileHttpServer',
       'stdioServerParams',
       'tempAuditPath',

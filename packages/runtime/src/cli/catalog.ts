@@ -199,13 +199,12 @@ export async function loadConfigFile(path: string): Promise<RuntimeConfig> {
   try {
     json = JSON.parse(text);
   } catch (error) {
+    // V8 quotes the text around the error, which may be a secret: report only where it is.
+    const at = position(text, error);
     throw new RuntimeError(
       ErrorCode.INVALID_CONFIG,
-      `Configuration file ${absolute} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`,
-      {
-        detail: { path: absolute },
-        cause: error,
-      },
+      `Configuration file ${absolute} is not valid JSON${at === undefined ? '' : ` (line ${at.line}, column ${at.column})`}.`,
+      { detail: { path: absolute, ...(at === undefined ? {} : at) } },
     );
   }
   try {
@@ -242,4 +241,13 @@ async function readBounded(path: string, limit: number): Promise<string> {
   } finally {
     await handle.close();
   }
+}
+
+/** Line and column of a `JSON.parse` error, from the position V8 puts in its message. */
+function position(text: string, error: unknown): { line: number; column: number } | undefined {
+  const match = /position (\d+)/.exec(error instanceof Error ? error.message : '');
+  if (match?.[1] === undefined) return undefined;
+  const offset = Math.min(Number(match[1]), text.length);
+  const before = text.slice(0, offset).split('\n');
+  return { line: before.length, column: (before.at(-1)?.length ?? 0) + 1 };
 }

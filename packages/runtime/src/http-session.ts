@@ -1,0 +1,288 @@
+/**
+ * Watches one Streamable HTTP session from below the SDK transport (its `fetch`), because the SDK
+ * reports a session the server forgot (HTTP 404, or the 400 "No valid session ID provided" several
+ * real servers send) only as a failed request and keeps the transport "connected" for ever.
+ *
+ * The watch decides, for every request this connection sent, how far it got: refused by the
+ * server or never delivered (nothing ran), or delivered with its answer lost (the outcome is
+ * unknown). It declares the session lost on a session answer or on a network failure of an
+ * established session, and asks for a probe when a response stream breaks.
+ */
+import type { Redactor } from './redact.js';
+
+/** Why an HTTP session ended, as the watch saw it. Messages are redacted. */
+export interface SessionLoss {
+  /**
+   * `session-ended`: the server answered 404 (or 400 "no valid session") to a request naming the
+   * session; `unreachable`: a request of the established session failed at the network level.
+   */
+  readonly reason: 'session-ended' | 'unreachable';
+  /** The HTTP status of a `session-ended` answer. */
+  readonly httpStatus?: number;
+  /** What happened, for people (no URL query values, no header values). */
+  readonly message: string;
+}
+
+/**
+ * How far one tracked request got: `pending` (not handed to `fetch` yet), `sent`, `refused` (the
+ * server answered it with a session error: it did not run), `not-sent` (the connection was refused
+ * before the request left), `broken` (sent, then the response was lost).
+ */
+export type RequestDelivery = 'pending' | 'sent' | 'refused' | 'not-sent' | 'broken';
+
+/** One request a caller asked the watch to follow (see {@link HttpSessionWatch.track}). */
+export interface TrackedRequest {
+  delivery: RequestDelivery;
+  /** The JSON-RPC id, once the SDK handed the request over. */
+  id?: string | number;
+  /** Aborts the request in the SDK when its response is lost, so the caller learns at once. */
+  readonly abort: () => void;
+}
+
+type RequestId = string | number;
+type Fetch = typeof fetch;
+
+/** Errors a connection attempt raises before a request leaves this machine. */
+const NOT_SENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/** A 400 answer about the session (server-everything: "Bad Request: No valid session ID provided"). */
+const SESSION_BODY = /session/i;
+/** Bytes of a 400 body read to recognise a session answer. */
+const MAX_BODY_PEEK = 4096;
+
+/** See the module comment. One per HTTP connection; not reusable after the session is lost. */
+export class HttpSessionWatch {
+  readonly #base: Fetch;
+  readonly #redactor: Redactor;
+  readonly #tracked = new Map<RequestId, TrackedRequest>();
+  #expecting: TrackedRequest | undefined;
+  #established = false;
+  #closing = false;
+  #lost: SessionLoss | undefined;
+  #onLost: ((loss: SessionLoss) => void) | undefined;
+  #onBreak: (() => void) | undefined;
+
+  constructor(redactor: Redactor, base: Fetch = fetch) {
+    this.#base = base;
+    this.#redactor = redactor;
+  }
+
+  /** The `fetch` to give `StreamableHTTPClientTransport`. */
+  readonly fetch: Fetch = (input, init) => this.#fetch(input, init);
+
+  /** Why the session was lost, once it was. */
+  get lost(): SessionLoss | undefined {
+    return this.#lost;
+  }
+
+  /**
+   * Wraps `transport.send` so the JSON-RPC id of each request is noted as the SDK hands it over
+   * (synchronously inside `Client.request`), which is how {@link track} learns it.
+   */
+  attach(transport: { send: (message: never, options?: never) => Promise<void> }): void {
+    const send = transport.send.bind(transport) as (m: unknown, o?: unknown) => Promise<void>;
+    (transport as { send: (m: unknown, o?: unknown) => Promise<void> }).send = (message, opts) => {
+      const expecting = this.#expecting;
+      if (expecting !== undefined && isRequest(message)) {
+        this.#expecting = undefined;
+        expecting.id = message.id;
+        this.#tracked.set(message.id, expecting);
+      }
+      return send(message, opts);
+    };
+  }
+
+  /**
+   * Runs `start`, which must hand one request to the transport synchronously (as `Client.request`
+   * does), and follows that request until {@link untrack}. `abort` is called when its response is
+   * lost on the way.
+   */
+  track<T>(
+    abort: () => void,
+    start: () => T,
+  ): { readonly tracked: TrackedRequest; readonly result: T } {
+    const tracked: TrackedRequest = { delivery: 'pending', abort };
+    this.#expecting = tracked;
+    try {
+      return { tracked, result: start() };
+    } finally {
+      if (this.#expecting === tracked) this.#expecting = undefined;
+    }
+  }
+
+  /** Stops following `tracked`. */
+  untrack(tracked: TrackedRequest): void {
+    if (tracked.id !== undefined) this.#tracked.delete(tracked.id);
+  }
+
+  /** `initialize` completed: failures from now on concern an established session. */
+  established(onLost: (loss: SessionLoss) => void, onBreak: () => void): void {
+    this.#established = true;
+    this.#onLost = onLost;
+    this.#onBreak = onBreak;
+  }
+
+  /** We are closing the transport: aborted fetches and streams are ours, not a loss. */
+  closing(): void {
+    this.#closing = true;
+  }
+
+  async #fetch(input: Parameters<Fetch>[0], init: Parameters<Fetch>[1]): Promise<Response> {
+    const method = (init?.method ?? 'GET').toUpperCase();
+    const hasSession = new Headers(init?.headers).has('mcp-session-id');
+    const ids = method === 'POST' && this.#tracked.size > 0 ? requestIds(init?.body) : [];
+    // From here on the request may reach the server: its outcome is unknown until answered.
+    this.#mark(ids, 'sent');
+    let response: Response;
+    try {
+      response = await this.#base(input, init);
+    } catch (error) {
+      if (!this.#ours(init)) {
+        const notSent = NOT_SENT_CODES.has(errorCode(error));
+        this.#mark(ids, notSent ? 'not-sent' : 'broken');
+        if (this.#established) {
+          this.#lose({
+            reason: 'unreachable',
+            message: `the server could not be reached (${this.#describe(error)})`,
+          });
+        }
+      }
+      throw error;
+    }
+    if (hasSession && (await isSessionAnswer(response))) {
+      // Some servers answer a GET they do not support with 404 instead of 405: only a POST's
+      // answer ends the session; a GET's asks the probe (a POSTed ping) to find out.
+      if (method !== 'POST') {
+        if (this.#established && this.#lost === undefined) this.#onBreak?.();
+        return response;
+      }
+      this.#mark(ids, 'refused');
+      this.#lose({
+        reason: 'session-ended',
+        httpStatus: response.status,
+        message: `the server no longer knows this MCP session (HTTP ${response.status})`,
+      });
+      return response;
+    }
+    if (!response.ok || response.body === null || [204, 205, 304].includes(response.status)) {
+      return response;
+    }
+    return new Response(this.#watchBody(response.body, ids, init), {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
+  }
+
+  /** Passes the body through, noticing when it breaks before its end. */
+  #watchBody(
+    body: ReadableStream<Uint8Array>,
+    ids: readonly RequestId[],
+    init: Parameters<Fetch>[1],
+  ): ReadableStream<Uint8Array> {
+    const reader = body.getReader();
+    return new ReadableStream<Uint8Array>({
+      pull: async (controller) => {
+        let chunk: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          chunk = await reader.read();
+        } catch (error) {
+          if (!this.#ours(init)) {
+            this.#mark(ids, 'broken');
+            if (this.#established && this.#lost === undefined) this.#onBreak?.();
+          }
+          controller.error(error);
+          return;
+        }
+        if (chunk.done) controller.close();
+        else controller.enqueue(chunk.value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    });
+  }
+
+  #ours(init: Parameters<Fetch>[1]): boolean {
+    return this.#closing || init?.signal?.aborted === true;
+  }
+
+  #mark(ids: readonly RequestId[], delivery: RequestDelivery): void {
+    for (const id of ids) {
+      const tracked = this.#tracked.get(id);
+      if (tracked === undefined) continue;
+      tracked.delivery = delivery;
+      if (delivery === 'broken') tracked.abort();
+    }
+  }
+
+  #lose(loss: SessionLoss): void {
+    if (this.#lost !== undefined || this.#closing) return;
+    this.#lost = Object.freeze(loss);
+    this.#onLost?.(this.#lost);
+  }
+
+  #describe(error: unknown): string {
+    const code = errorCode(error);
+    const message = error instanceof Error ? error.message : String(error);
+    return this.#redactor.text(code === '' ? message : `${message}: ${code}`);
+  }
+}
+
+function isRequest(message: unknown): message is { id: RequestId; method: string } {
+  if (typeof message !== 'object' || message === null) return false;
+  const m = message as { id?: unknown; method?: unknown };
+  return typeof m.method === 'string' && (typeof m.id === 'string' || typeof m.id === 'number');
+}
+
+/** The JSON-RPC request ids in a POST body (a message or a batch). */
+function requestIds(body: unknown): RequestId[] {
+  if (typeof body !== 'string') return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return [];
+  }
+  const messages = Array.isArray(parsed) ? (parsed as unknown[]) : [parsed];
+  return messages.filter(isRequest).map((m) => m.id);
+}
+
+async function isSessionAnswer(response: Response): Promise<boolean> {
+  if (response.status === 404) return true;
+  if (response.status !== 400) return false;
+  try {
+    const text = await response.clone().text();
+    return SESSION_BODY.test(text.slice(0, MAX_BODY_PEEK));
+  } catch {
+    return false;
+  }
+}
+
+/** The system or undici error code of a fetch failure (`fetch failed` keeps it in `cause`). */
+function errorCode(error: unknown): string {
+  let e: unknown = error;
+  for (let depth = 0; typeof e === 'object' && e !== null && depth < 4; depth++) {
+    const { code, cause } = e as { code?: unknown; cause?: unknown };
+    if (typeof code === 'string') return code;
+    e = cause;
+  }
+  return '';
+}
+
+/**
+ * What an HTTP transport failure says about itself: the HTTP status of an SDK
+ * `StreamableHTTPError` (its numeric `code`), or the system code of a network failure.
+ */
+export function httpFailure(error: unknown): { httpStatus?: number; code?: string } {
+  const status = (error as { code?: unknown } | null)?.code;
+  if (typeof status === 'number' && status >= 100 && status <= 599) return { httpStatus: status };
+  const code = errorCode(error);
+  return code === '' ? {} : { code };
+}
