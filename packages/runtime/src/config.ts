@@ -1,12 +1,23 @@
 import { ConfigError, ErrorCode } from '@stepbind/binding';
 
-/** Discovery limits that may be set per server (see DESIGN §4 for the defaults). */
+/**
+ * Discovery limits (DESIGN §4) and call value bounds (`CallLimits` of `@stepbind/binding`: depth
+ * and size of arguments and results) that may be set per server; unset ones take the defaults.
+ */
 export interface ServerLimits {
   readonly maxPages?: number;
   readonly maxTools?: number;
   readonly maxCursorBytes?: number;
   readonly totalTimeoutMs?: number;
   readonly maxRestarts?: number;
+  /** @default 64 */
+  readonly maxArgumentDepth?: number;
+  /** @default 4194304 */
+  readonly maxArgumentBytes?: number;
+  /** @default 128 */
+  readonly maxOutputDepth?: number;
+  /** @default 16777216 */
+  readonly maxOutputBytes?: number;
 }
 
 interface CommonServerConfig {
@@ -88,6 +99,10 @@ const LIMIT_KEYS = [
   'maxCursorBytes',
   'totalTimeoutMs',
   'maxRestarts',
+  'maxArgumentDepth',
+  'maxArgumentBytes',
+  'maxOutputDepth',
+  'maxOutputBytes',
 ] as const;
 
 /**

@@ -20,6 +20,7 @@ import {
   type McpBinding,
   type ModelTool,
   type ServerIdentity,
+  type UnenforcedPattern,
   type ValidationOptions,
 } from '@stepbind/binding';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from './config.js';
@@ -60,6 +61,16 @@ export type RuntimeEvent =
     }
   | { readonly type: 'hard-refresh-failed'; readonly server: string; readonly error: StepbindError }
   | { readonly type: 'connection-closed'; readonly server: string; readonly expected: boolean }
+  | {
+      /**
+       * A catalog was published with schema patterns stepbind cannot run in linear time
+       * (backreferences, lookaround...): calls do not enforce them; the server still should.
+       */
+      readonly type: 'patterns-unenforced';
+      readonly server: string;
+      readonly generation: number;
+      readonly patterns: readonly ({ readonly tool: string } & UnenforcedPattern)[];
+    }
   | { readonly type: 'connection-error'; readonly server: string; readonly error: Error };
 
 /** Options of {@link McpRuntime.open}. */
@@ -230,6 +241,7 @@ function buildView(set: ConnectionSet): BindingView {
           revision: slot.revision,
           caller: session.connection,
           callTimeoutMs: session.config.callTimeoutMs,
+          callLimits: session.config.limits,
         }),
       );
     } else if (entry.kind === 'starting') {
@@ -646,6 +658,17 @@ export class McpRuntime {
     if (this.#closed) throw closedError();
   }
 
+  /** A `patterns-unenforced` event for a published catalog that has any such pattern. */
+  #reportUnenforced(server: string, catalog: CatalogSnapshot): void {
+    let patterns: ({ readonly tool: string } & UnenforcedPattern)[] | undefined;
+    for (const tool of catalog.tools) {
+      for (const p of tool.unenforcedPatterns) (patterns ??= []).push({ tool: tool.name, ...p });
+    }
+    if (patterns !== undefined) {
+      this.#emit({ type: 'patterns-unenforced', server, generation: catalog.generation, patterns });
+    }
+  }
+
   #emit(event: RuntimeEvent): void {
     try {
       this.#options.onEvent?.(event);
@@ -919,6 +942,7 @@ export class McpRuntime {
         } else {
           slot.installLocked(published);
         }
+        this.#reportUnenforced(c.session.name, published);
         c.session.listingKey = c.listingKey;
         if (!c.fresh) {
           this.#emit({
@@ -998,6 +1022,7 @@ export class McpRuntime {
         this.#registry.publish(snapshot, publishOptions(this.#registry, candidate, snapshot)),
       );
       session.listingKey = candidate.listingKey;
+      this.#reportUnenforced(name, session.slot.catalog);
     } catch (error) {
       const mapped = toStepbindError(error);
       set.entries.set(name, { kind: 'failed', error: mapped });
@@ -1047,6 +1072,7 @@ export class McpRuntime {
         generation = published.generation;
         revision = slot.installLocked(published);
         session.listingKey = listingKey;
+        this.#reportUnenforced(session.name, published);
       } finally {
         writeRelease();
       }
