@@ -116,7 +116,9 @@ export function checkJsonValue(
         }
         break;
       }
-      default:
+      case 'bigint':
+      case 'function':
+      case 'symbol':
         return notJson(value);
     }
     if (bytes > maxBytes) return { kind: 'bytes', limit: maxBytes };

@@ -496,6 +496,7 @@ class Translator {
         this.#pos = close + 1;
         return propertyItems(body, c === 'P');
       }
+      case undefined:
       default:
         return undefined;
     }
