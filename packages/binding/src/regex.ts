@@ -9,10 +9,10 @@
  * matches in time linear in the input. A pattern that has no RE2 equivalent (backreferences,
  * lookaround, some Unicode properties) or that is too large is not enforced: its plan says why.
  *
- * Even a linear engine costs input length × program size, so every validation runs under a regex
- * budget ({@link withRegexBudget}): each pattern is charged once per validation for its compilation
- * and then for every string it tests; a validation that would exceed the budget is refused
- * ({@link PatternRefusedError}) instead of stalling the event loop.
+ * Even a linear engine costs time per character that grows with the program, so every validation
+ * runs under a regex budget ({@link withRegexBudget}): each pattern is charged once per validation
+ * for its compilation and then for every string it tests; a validation that would exceed the
+ * budget is refused ({@link PatternRefusedError}) instead of stalling the event loop.
  *
  * @packageDocumentation
  */
@@ -25,20 +25,29 @@ export const MAX_PATTERN_LENGTH = 4096;
 export const MAX_PATTERN_NESTING = 100;
 
 /** Largest estimated RE2 program (instructions) stepbind enforces. */
-export const MAX_PATTERN_SIZE = 20_000;
+export const MAX_PATTERN_SIZE = 10_000;
 
 /**
- * Regex work allowed in one validation, in steps: a pattern's first test in a validation costs
- * {@link COMPILE_BASE_COST} plus {@link COMPILE_UNIT_COST} per instruction of its program, and each
- * test costs (input length + 1) × program size. 2^22 steps take at most about 150 ms on a
- * small shared server for the slowest patterns (large Unicode classes under counted repetition,
- * where RE2 falls back to its NFA); ordinary patterns run on RE2's DFA far below that.
+ * Regex work allowed in one validation, in steps. A pattern's first test in a validation costs
+ * {@link COMPILE_BASE_COST} plus {@link COMPILE_UNIT_COST} per program instruction (its
+ * compilation), and every test costs (input length + 1) × {@link stepsPerCharacter}. Measured on
+ * a small shared server at the budget's edge, the slowest patterns (large counted repetitions,
+ * where RE2's lazy DFA keeps rebuilding states, and half a million characters against a small
+ * pattern) take about 100 ms; ordinary values stay far below the budget.
  */
-export const REGEX_BUDGET = 4_194_304;
+export const REGEX_BUDGET = 2_097_152;
 /** Fixed cost charged for a pattern's first test in a validation (its compilation). */
-export const COMPILE_BASE_COST = 4_096;
+export const COMPILE_BASE_COST = 8_192;
 /** Cost per estimated program instruction of a pattern's compilation. */
-export const COMPILE_UNIT_COST = 32;
+export const COMPILE_UNIT_COST = 48;
+
+/**
+ * Steps charged per input character for a program of `size` instructions: RE2's time per character
+ * grows with the program, and faster than linearly once its DFA cannot keep every state.
+ */
+export function stepsPerCharacter(size: number): number {
+  return Math.max(8, size + Math.floor((size * size) / 128));
+}
 
 /** RE2's own limit on a counted repetition, nested counts multiplied (`(a{10}){100}` is 1000). */
 const MAX_REPEAT = 1000;
@@ -80,7 +89,7 @@ function budgetError(pattern: string): PatternRefusedError {
   return new PatternRefusedError(
     pattern,
     `checking pattern ${JSON.stringify(truncate(pattern))} would exceed the per-validation regex ` +
-      `budget of ${REGEX_BUDGET} steps (string length × pattern size); the value is too large to check`,
+      `budget of ${REGEX_BUDGET} steps; the value is too large to check against it`,
   );
 }
 
@@ -632,19 +641,21 @@ interface PatternMatcher {
 class Re2Matcher implements PatternMatcher {
   readonly #plan: Extract<PatternPlan, { enforced: true }>;
   readonly #compileCost: number;
+  readonly #perCharacter: number;
   #re: RE2JS | undefined;
   #chargedEpoch = -1;
 
   constructor(plan: Extract<PatternPlan, { enforced: true }>) {
     this.#plan = plan;
     this.#compileCost = COMPILE_BASE_COST + COMPILE_UNIT_COST * plan.size;
+    this.#perCharacter = stepsPerCharacter(plan.size);
   }
 
   test(input: string): boolean {
     const budget = current;
-    // Charged once per validation whether compiled already or not, so a verdict never depends on
-    // which validations ran before.
-    let cost = (input.length + 1) * this.#plan.size;
+    // Compilation is charged once per validation whether compiled already or not, so a verdict
+    // never depends on which validations ran before.
+    let cost = (input.length + 1) * this.#perCharacter;
     if (this.#chargedEpoch !== budget.epoch) cost += this.#compileCost;
     if (cost > budget.remaining) throw budgetError(this.#plan.source);
     budget.remaining -= cost;

@@ -14,9 +14,14 @@ type Leaf = Readonly<Record<string, unknown>>;
 const leaf = fc.constantFrom<Leaf>({ type: 'number' }, { type: 'string' }, {});
 const names = fc.subarray(NAMES, { maxLength: 5 });
 /** An object whose own keys are exactly the entries' (`Object.fromEntries` defines `__proto__`). */
-const map = <T>(keys: fc.Arbitrary<readonly string[]>, value: fc.Arbitrary<T>) =>
+const map = <T>(
+  keys: fc.Arbitrary<readonly string[]>,
+  value: fc.Arbitrary<T>,
+): fc.Arbitrary<Record<string, T>> =>
   keys.chain((ks) =>
-    fc.tuple(...ks.map(() => value)).map((vs) => Object.fromEntries(ks.map((k, i) => [k, vs[i]]))),
+    fc
+      .array(value, { minLength: ks.length, maxLength: ks.length })
+      .map((vs) => Object.fromEntries(ks.map((k, i) => [k, vs[i] as T]))),
   );
 
 type Mode = 'additional' | 'unevaluated';
