@@ -197,6 +197,7 @@ const GENERAL_CATEGORIES: ReadonlyMap<string, string> = (() => {
   // Alias names ECMAScript accepts for the same categories.
   map.set('digit', 'Nd');
   map.set('punct', 'P');
+  map.set('cntrl', 'Cc');
   map.set('Combining_Mark', 'M');
   return map;
 })();

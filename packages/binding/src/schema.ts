@@ -143,7 +143,7 @@ function nullPrototypeEvaluated(code: string): string {
   );
 }
 
-const EVALUATED_SET = /"(?:[^"\\]|\\.)*"|\b(props\d+) = (\1 \|\| )?\{\}/g;
+const EVALUATED_SET = /"(?:[^"\\]|\\.)*"|(?<![.$\w])(props\d+) = (\1 \|\| )?\{\}/g;
 
 /**
  * Compiled validators and check results, cached by schema digest: identical schemas are checked
@@ -212,7 +212,7 @@ export class SchemaValidatorCache {
         return {
           code: 'SCHEMA_INVALID',
           path: pointerSegments(meta.errors?.[0]?.instancePath ?? ''),
-          message: `does not match the JSON Schema ${dialect} meta-schema: ${metaErrorsText(meta.errors)}`,
+          message: `does not match the JSON Schema ${dialect} meta-schema: ${errorsText(meta.errors)}`,
         };
       }
       isolated = walked.hasIds;
@@ -333,12 +333,8 @@ function metaValidator(dialect: SchemaDialect): ValidateFunction {
   return fn;
 }
 
-function metaErrorsText(errors: ErrorObject[] | null | undefined): string {
-  return errorsText(errors);
-}
-
 /**
- * Ajv errors as text: each error's instance path (`(root)` for the value itself) and message,
+ * @internal Ajv errors as text: each error's instance path (`(root)` for the value itself) and message,
  * `; `-separated, for example `(root) must have required property 'a'` or `/b/0 must be string`.
  */
 export function errorsText(errors: ErrorObject[] | null | undefined): string {

@@ -135,3 +135,27 @@ describe('own properties only (property)', () => {
     expect(invalid).toBeGreaterThan(20);
   });
 });
+
+describe('evaluated-property sets without a prototype', () => {
+  it('leave schema text that looks like the rewritten code alone', () => {
+    // The rewrite of `propsN = {}` must skip string literals, where property names appear.
+    const name = 'x";var props0 = {};"';
+    const cache = new SchemaValidatorCache();
+    const tool = validateTool(
+      {
+        name: 't',
+        inputSchema: {
+          type: 'object',
+          allOf: [{ properties: { [name]: { type: 'number' } }, patternProperties: { '^y': {} } }],
+          unevaluatedProperties: false,
+        },
+      },
+      { server: 's', validatorCache: cache },
+    );
+    const validator = cache.getValidator(tool.inputSchema.digest);
+    expect(validator.validate({ [name]: 1, y: 2 })).toEqual({ ok: true });
+    expect(validator.validate({ [name]: 'one' }).ok).toBe(false);
+    expect(validator.validate({ constructor: 1 }).ok).toBe(false);
+    expect(validator.validate(JSON.parse('{"__proto__":1}')).ok).toBe(false);
+  });
+});
