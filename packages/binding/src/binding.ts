@@ -1,3 +1,9 @@
+import {
+  DEFAULT_CALL_LIMITS,
+  checkJsonValue,
+  describeValueProblem,
+  type CallLimits,
+} from './bounds.js';
 import { CallError, ErrorCode, StepbindError, type ErrorCode as Code } from './errors.js';
 import { RevisionLock, type Release } from './lock.js';
 import type { McpContentBlock } from './tools/content.js';
@@ -96,6 +102,8 @@ export interface BoundServer {
   readonly approval: ApprovalMode;
   /** Raw tool names of this server that never need an approval. @default none */
   readonly autoApprove?: ReadonlySet<string>;
+  /** Depth and size bounds of this server's call arguments and results (positive integers). */
+  readonly callLimits?: Partial<CallLimits>;
 }
 
 /**
@@ -563,6 +571,8 @@ export class PreparedCall {
         { detail: this.#detail({}) },
       );
     }
+    // Bounded before anything recurses over them: validation, then serialisation by the transport.
+    this.#checkBounds(args, 'Argument');
     const verdict = this.descriptor.inputValidator().validate(args);
     if (!verdict.ok) {
       throw new CallError(
@@ -575,6 +585,8 @@ export class PreparedCall {
   }
 
   #checkOutput(result: ToolCallResult): void {
+    // Every result, with or without an output schema: the caller serialises it next.
+    this.#checkBounds(result, 'Output');
     const validator = this.descriptor.outputValidator();
     if (validator === undefined || result.isError === true) return;
     const structured = result.structuredContent;
@@ -592,6 +604,44 @@ export class PreparedCall {
         { detail: this.#detail({ errors: verdict.errors }) },
       );
     }
+  }
+
+  /**
+   * `INVALID_ARGUMENTS` (nothing sent) or `INVALID_TOOL_OUTPUT` (the call ran) when `value` is
+   * deeper or larger than this server's {@link CallLimits}, or not plain JSON.
+   */
+  #checkBounds(value: unknown, which: 'Argument' | 'Output'): void {
+    const limits = this.#bound.server.callLimits;
+    const depthKey = `max${which}Depth` as const;
+    const bytesKey = `max${which}Bytes` as const;
+    const problem = checkJsonValue(
+      value,
+      limits?.[depthKey] ?? DEFAULT_CALL_LIMITS[depthKey],
+      limits?.[bytesKey] ?? DEFAULT_CALL_LIMITS[bytesKey],
+    );
+    if (problem === undefined) return;
+    const errors = describeValueProblem(problem, depthKey, bytesKey);
+    const limit =
+      problem.kind === 'depth' ? depthKey : problem.kind === 'bytes' ? bytesKey : undefined;
+    const detail = this.#detail({
+      errors,
+      ...(limit === undefined
+        ? { path: problem.kind === 'not-json' ? problem.path : '' }
+        : { limit }),
+      ...(problem.kind === 'not-json' ? {} : { max: problem.limit }),
+    });
+    if (which === 'Argument') {
+      throw new CallError(
+        ErrorCode.INVALID_ARGUMENTS,
+        `Arguments for "${this.modelName}" are ${errors}. Nothing was sent; ${limit === undefined ? 'pass plain JSON' : `shrink the arguments or raise ${limit} in the limits of server "${this.server}"`} and call again.`,
+        { detail },
+      );
+    }
+    throw new CallError(
+      ErrorCode.INVALID_TOOL_OUTPUT,
+      `The result of tool ${this.tool} of server "${this.server}" is ${errors}. The call did run; its result was discarded.${limit === undefined ? '' : ` Raise ${limit} in the limits of server "${this.server}" if this server is trusted.`}`,
+      { detail },
+    );
   }
 
   #detail(extra: Record<string, unknown>): Record<string, unknown> {

@@ -48,9 +48,12 @@ export type {
   McpToolDefinition,
   ObjectSchema,
   ToolAnnotations,
+  UnenforcedPattern,
   ValidatedTool,
   ValidationOptions,
 } from './validation.js';
+export { DEFAULT_CALL_LIMITS } from './bounds.js';
+export type { CallLimits } from './bounds.js';
 export {
   CATALOG_SNAPSHOT_SCHEMA,
   DEFAULT_SNAPSHOT_TTL_MS,

@@ -8,6 +8,7 @@
 import { Ajv, MissingRefError } from 'ajv';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { PatternRefusedError, planPattern, re2Engine, withRegexBudget } from './regex.js';
 
 /** The JSON Schema dialects stepbind can validate: 2020-12 (the MCP default) and draft-07. */
 export type SchemaDialect = '2020-12' | 'draft-07';
@@ -73,6 +74,19 @@ export interface SchemaCacheStats {
   readonly hits: number;
 }
 
+/**
+ * @internal A pattern of a checked schema that stepbind does not enforce (see `planPattern`):
+ * where it is, relative to the schema root, and why.
+ */
+export interface UnenforcedSchemaPattern {
+  /** JSON pointer segments to the `pattern` keyword, or to the `patternProperties` key. */
+  readonly path: readonly string[];
+  readonly pattern: string;
+  readonly reason: string;
+}
+
+const NO_PATTERNS: readonly UnenforcedSchemaPattern[] = Object.freeze([]);
+
 /** A failed schema check: what went wrong and where, relative to the schema root. */
 export interface SchemaProblem {
   readonly code: 'REMOTE_REF' | 'UNRESOLVED_REF' | 'SCHEMA_INVALID';
@@ -87,19 +101,49 @@ interface Entry {
   readonly digest: string;
   readonly dialect: SchemaDialect;
   readonly schema: object;
+  /**
+   * What Ajv compiles: `schema`, or a copy rewritten where Ajv ignores own properties named
+   * `__proto__` (see {@link ownPropertySafe}).
+   */
+  readonly compiled: object;
   /** Schemas with `$id`s compile in a private Ajv instance so ids never clash across schemas. */
   readonly isolated: boolean;
+  readonly unenforced: readonly UnenforcedSchemaPattern[];
   fn: ValidateFunction | undefined;
   handle: SchemaValidator | undefined;
 }
 
+/**
+ * Every Ajv instance of stepbind. `ownProperties`: `required`, `properties`, `dependentRequired`...
+ * and the property loops judge own properties only. `code.regExp`: patterns run on RE2
+ * (`regex.ts`), never on `RegExp`. `code.process`: evaluated-property sets without a prototype.
+ * `strict: false` also keeps Ajv from testing `patternProperties` against `properties` names
+ * with `RegExp` at compile time. Formats are not validated at all.
+ */
 const AJV_OPTIONS = {
   strict: false,
   validateSchema: false,
   validateFormats: false,
   allErrors: false,
   logger: false,
+  ownProperties: true,
+  code: { regExp: re2Engine, process: nullPrototypeEvaluated },
 } as const;
+
+/**
+ * Ajv tracks the properties an `unevaluatedProperties` keyword has seen in `{}` objects: a data
+ * property named `constructor`, `toString` or `__proto__` then reads as seen (it is on
+ * `Object.prototype`), and `props["__proto__"] = true` sets nothing. This rewrites the two forms
+ * that create those sets (`propsN = {}` and `propsN = propsN || {}`) to `Object.create(null)`,
+ * outside string literals (the only place schema text appears in generated code).
+ */
+function nullPrototypeEvaluated(code: string): string {
+  return code.replace(EVALUATED_SET, (match: string, name?: string, fallback?: string) =>
+    name === undefined ? match : `${name} = ${fallback ?? ''}Object.create(null)`,
+  );
+}
+
+const EVALUATED_SET = /"(?:[^"\\]|\\.)*"|(?<![.$\w])(props\d+) = (\1 \|\| )?\{\}/g;
 
 /**
  * Compiled validators and check results, cached by schema digest: identical schemas are checked
@@ -154,6 +198,8 @@ export class SchemaValidatorCache {
     }
     let isolated = false;
     let needsCompile = false;
+    let unenforced = NO_PATTERNS;
+    let compiled = schema;
     if (isPlainSchema(schema, dialect, true, 0)) {
       // Proven valid without Ajv: the common shape of tool schemas (see isPlainSchema).
       this.#metaValidations++;
@@ -166,10 +212,12 @@ export class SchemaValidatorCache {
         return {
           code: 'SCHEMA_INVALID',
           path: pointerSegments(meta.errors?.[0]?.instancePath ?? ''),
-          message: `does not match the JSON Schema ${dialect} meta-schema: ${metaErrorsText(dialect, meta.errors)}`,
+          message: `does not match the JSON Schema ${dialect} meta-schema: ${errorsText(meta.errors)}`,
         };
       }
       isolated = walked.hasIds;
+      if (walked.unenforced.length > 0) unenforced = Object.freeze(walked.unenforced);
+      if (walked.protoKeys) compiled = ownPropertySafe(schema, dialect);
       // Outside the proven plain shape, a meta-valid schema can still fail to compile (Ajv refuses
       // an empty `enum`, for one): compile now, so such a catalog is never published.
       needsCompile = true;
@@ -178,7 +226,9 @@ export class SchemaValidatorCache {
       digest,
       dialect,
       schema,
+      compiled,
       isolated,
+      unenforced,
       fn: undefined,
       handle: undefined,
     };
@@ -199,14 +249,20 @@ export class SchemaValidatorCache {
     const entry = this.#entries.get(digest);
     if (entry === undefined) throw new Error(`stepbind: no checked schema with digest ${digest}`);
     if (entry.handle !== undefined) return entry.handle;
-    const handle = new LazyValidator(entry, (e) => this.#ensureCompiled(e), this);
+    const handle = new LazyValidator(entry, (e) => this.#ensureCompiled(e));
     entry.handle = handle;
     return handle;
   }
 
-  /** @internal */
-  errorsText(dialect: SchemaDialect, errors: ErrorObject[] | null | undefined): string {
-    return this.#text(dialect, errors);
+  /**
+   * @internal The patterns of a checked schema that stepbind does not enforce (usually none).
+   *
+   * @throws Error when no schema with this digest passed {@link SchemaValidatorCache.check}.
+   */
+  unenforcedPatterns(digest: string): readonly UnenforcedSchemaPattern[] {
+    const entry = this.#entries.get(digest);
+    if (entry === undefined) throw new Error(`stepbind: no checked schema with digest ${digest}`);
+    return entry.unenforced;
   }
 
   #ensureCompiled(entry: Entry): ValidateFunction {
@@ -225,7 +281,7 @@ export class SchemaValidatorCache {
     this.#compiles++;
     try {
       const ajv = entry.isolated ? createInstance(entry.dialect) : this.#instance(entry.dialect);
-      entry.fn = ajv.compile(entry.schema);
+      entry.fn = ajv.compile(entry.compiled);
       return undefined;
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
@@ -255,10 +311,6 @@ export class SchemaValidatorCache {
     this.#ajv07 ??= configure(new Ajv(AJV_OPTIONS));
     return this.#ajv07;
   }
-
-  #text(dialect: SchemaDialect, errors: ErrorObject[] | null | undefined): string {
-    return this.#instance(dialect).errorsText(errors, { dataVar: '' }) || 'invalid';
-  }
 }
 
 /**
@@ -281,8 +333,18 @@ function metaValidator(dialect: SchemaDialect): ValidateFunction {
   return fn;
 }
 
-function metaErrorsText(dialect: SchemaDialect, errors: ErrorObject[] | null | undefined): string {
-  return metaInstance(dialect).errorsText(errors, { dataVar: '' }) || 'invalid';
+/**
+ * @internal Ajv errors as text: each error's instance path (`(root)` for the value itself) and message,
+ * `; `-separated, for example `(root) must have required property 'a'` or `/b/0 must be string`.
+ */
+export function errorsText(errors: ErrorObject[] | null | undefined): string {
+  if (errors === null || errors === undefined || errors.length === 0) return 'invalid';
+  let out = '';
+  for (const e of errors) {
+    if (out !== '') out += '; ';
+    out += `${e.instancePath === '' ? '(root)' : e.instancePath} ${e.message ?? 'is invalid'}`;
+  }
+  return out;
 }
 
 function createInstance(dialect: SchemaDialect): Ajv | Ajv2020 {
@@ -301,16 +363,10 @@ function configure<T extends Ajv | Ajv2020>(ajv: T): T {
 class LazyValidator implements SchemaValidator {
   readonly #entry: Entry;
   readonly #compile: (entry: Entry) => ValidateFunction;
-  readonly #cache: SchemaValidatorCache;
 
-  constructor(
-    entry: Entry,
-    compile: (entry: Entry) => ValidateFunction,
-    cache: SchemaValidatorCache,
-  ) {
+  constructor(entry: Entry, compile: (entry: Entry) => ValidateFunction) {
     this.#entry = entry;
     this.#compile = compile;
-    this.#cache = cache;
   }
 
   get digest(): string {
@@ -329,8 +385,10 @@ class LazyValidator implements SchemaValidator {
     const fn = this.#entry.fn ?? this.#compile(this.#entry);
     let valid: boolean;
     try {
-      valid = fn(value) === true;
+      valid = withRegexBudget(() => fn(value) === true);
     } catch (error) {
+      // Patterns that would cost more than the regex budget refuse the value (see regex.ts).
+      if (error instanceof PatternRefusedError) return { ok: false, errors: error.message };
       // Only a value nested deeper than the stack allows gets here; refuse it rather than crash.
       if (error instanceof RangeError) {
         return { ok: false, errors: 'value is nested too deeply to validate' };
@@ -338,7 +396,7 @@ class LazyValidator implements SchemaValidator {
       throw error;
     }
     if (valid) return OK;
-    return { ok: false, errors: this.#cache.errorsText(this.#entry.dialect, fn.errors) };
+    return { ok: false, errors: errorsText(fn.errors) };
   }
 }
 
@@ -363,7 +421,7 @@ const PLAIN_MAX_DEPTH = 64;
 /**
  * @internal True only when `node` certainly passes both the structural walk (no `$ref`, `$id`,
  * anchors, nested `$schema`, `$async` or `nullable`; every `pattern` compiles as a `u` regular
- * expression) and the meta-schema of `dialect`, so Ajv's meta-validation can be skipped. The
+ * expression and is enforced on RE2; no property named `__proto__`) and the meta-schema of `dialect`, so Ajv's meta-validation can be skipped. The
  * keyword set is a whitelist whose value rules are those of the 2020-12 and draft-07 meta-schemas,
  * taking the stricter rule where they differ (draft-07 `enum` must be non-empty with unique items).
  * Anything else (another keyword, an unusual value, deep nesting) returns false and takes the full
@@ -435,7 +493,10 @@ export function isPlainSchema(
         if (typeof v !== 'boolean') return false;
         break;
       case 'pattern':
-        if (typeof v !== 'string' || !compilesAsUnicode(v)) return false;
+        // An unenforced pattern takes the full path, which records where it is.
+        if (typeof v !== 'string' || !compilesAsUnicode(v) || !planPattern(v).enforced) {
+          return false;
+        }
         break;
       case 'items':
       case 'additionalProperties':
@@ -477,7 +538,8 @@ function isSchemaMap(v: unknown, dialect: SchemaDialect, depth: number): boolean
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
   const map = v as Record<string, unknown>;
   for (const key of Object.keys(map)) {
-    if (!isPlainSchema(map[key], dialect, false, depth + 1)) return false;
+    // Ajv ignores a property named __proto__: the full path rewrites the schema for it.
+    if (key === '__proto__' || !isPlainSchema(map[key], dialect, false, depth + 1)) return false;
   }
   return true;
 }
@@ -574,7 +636,15 @@ const IN_PLACE = new Set([
 
 /** @internal */
 export type WalkResult =
-  | { readonly ok: true; readonly needsCompile: boolean; readonly hasIds: boolean }
+  | {
+      readonly ok: true;
+      readonly needsCompile: boolean;
+      readonly hasIds: boolean;
+      /** Patterns RE2 cannot run, in walk order. */
+      readonly unenforced: UnenforcedSchemaPattern[];
+      /** True when a property map has an own `__proto__` key that Ajv would skip. */
+      readonly protoKeys: boolean;
+    }
   | { readonly ok: false; readonly problem: SchemaProblem };
 
 class Fail extends Error {
@@ -586,7 +656,9 @@ class Fail extends Error {
 /**
  * @internal Walk every subschema in a schema position: reject remote and unresolvable `$ref`s,
  * invalid regular expressions and the `nullable`/`$async` forms Ajv cannot compile; report whether
- * the schema needs eager compilation to prove its references.
+ * the schema needs eager compilation to prove its references, which patterns RE2 cannot run, and
+ * whether a property map has a `__proto__` key. A `$ref` target outside every schema position is
+ * walked too, since Ajv compiles it as a schema.
  */
 export function inspectSchema(root: object, dialect: SchemaDialect): WalkResult {
   const anchors = new Map<object, Map<string, unknown>>();
@@ -599,6 +671,13 @@ export function inspectSchema(root: object, dialect: SchemaDialect): WalkResult 
   const refAncestors = new Set<object>();
   let needsCompile = false;
   let hasIds = false;
+  let protoKeys = false;
+  const unenforced: UnenforcedSchemaPattern[] = [];
+
+  const notePattern = (source: string): void => {
+    const plan = planPattern(source);
+    if (!plan.enforced) unenforced.push({ path: [...path], pattern: source, reason: plan.reason });
+  };
 
   const fail = (code: SchemaProblem['code'], message: string, ref?: string): never => {
     throw new Fail({ code, path: [...path], message, ...(ref === undefined ? {} : { ref }) });
@@ -664,6 +743,7 @@ export function inspectSchema(root: object, dialect: SchemaDialect): WalkResult 
     if (typeof s.pattern === 'string') {
       path.push('pattern');
       checkRegExp(s.pattern, fail);
+      notePattern(s.pattern);
       path.pop();
     }
     stack.push(node);
@@ -684,7 +764,11 @@ export function inspectSchema(root: object, dialect: SchemaDialect): WalkResult 
         if (key === '$defs' && dialect === 'draft-07') needsCompile = true;
         for (const member of Object.keys(value)) {
           path.push(member);
-          if (key === 'patternProperties') checkRegExp(member, fail);
+          if (member === '__proto__' && PROTO_SKIPPED.has(key)) protoKeys = true;
+          if (key === 'patternProperties') {
+            checkRegExp(member, fail);
+            notePattern(member);
+          }
           visit((value as Record<string, unknown>)[member], scope, false, from);
           path.pop();
         }
@@ -698,6 +782,7 @@ export function inspectSchema(root: object, dialect: SchemaDialect): WalkResult 
 
   try {
     visit(root, root, true);
+    // Visiting an outside target can add references: the loop sees them as they are pushed.
     for (const { ref, site, resource, path: refPath } of pending) {
       const target = resolveLocal(ref, resource, anchors);
       if (target === NOT_FOUND) {
@@ -710,6 +795,13 @@ export function inspectSchema(root: object, dialect: SchemaDialect): WalkResult 
         // can loop forever in Ajv: let Ajv prove both.
         if (!schemaNodes.has(target) || refAncestors.has(target)) needsCompile = true;
         addEdge(site, target);
+        if (!schemaNodes.has(target)) {
+          // Ajv compiles it as a schema: walk it for its patterns (and the other checks), at its
+          // own pointer when it is one into the root resource.
+          path.length = 0;
+          path.push(...(resource === root ? (refPointer(ref) ?? refPath) : refPath));
+          visit(target, resource, false);
+        }
       } else if (typeof target !== 'boolean') {
         path.length = 0;
         path.push(...refPath);
@@ -733,7 +825,86 @@ export function inspectSchema(root: object, dialect: SchemaDialect): WalkResult 
     if (error instanceof Fail) return { ok: false, problem: error.problem };
     throw error;
   }
-  return { ok: true, needsCompile, hasIds };
+  return { ok: true, needsCompile, hasIds, unenforced, protoKeys };
+}
+
+/** Property maps in which Ajv skips a member named `__proto__` (it filters that name out). */
+const PROTO_SKIPPED = new Set(['properties', 'patternProperties', 'dependencies']);
+
+/** The JSON pointer segments of a `#/...` reference, or `undefined` for an anchor. */
+function refPointer(ref: string): string[] | undefined {
+  let fragment: string;
+  try {
+    fragment = decodeURIComponent(ref.slice(1));
+  } catch {
+    return undefined;
+  }
+  return fragment.startsWith('/') || fragment === '' ? pointerSegments(fragment) : undefined;
+}
+
+/**
+ * @internal A copy of `schema` that Ajv validates by own properties even where a property map has
+ * a member named `__proto__`, which Ajv skips: `properties.__proto__: S` gains the equivalent
+ * `patternProperties["^__proto__$"]: S`, a `patternProperties` key `__proto__` gains the
+ * equivalent key `(?:__proto__)`, and a draft-07 `dependencies.__proto__: D` gains an `allOf`
+ * member `{ if: { required: ["__proto__"] }, then: D }`. Nothing is removed and every addition
+ * goes at the end, so every JSON pointer of the original still resolves to the same subschema.
+ */
+export function ownPropertySafe(schema: object, dialect: SchemaDialect): object {
+  const copy = structuredClone(schema);
+  const seen = new Set<object>();
+  const stack: unknown[] = [copy];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (typeof node !== 'object' || node === null || Array.isArray(node) || seen.has(node)) {
+      continue;
+    }
+    seen.add(node);
+    const s = node as Record<string, unknown>;
+    for (const key of Object.keys(s)) {
+      const value = s[key];
+      if (typeof value !== 'object' || value === null) continue;
+      if (Array.isArray(value)) {
+        if (SCHEMA_ARRAYS.has(key)) stack.push(...(value as unknown[]));
+      } else if (SCHEMA_MAPS.has(key)) {
+        for (const member of Object.keys(value))
+          stack.push((value as Record<string, unknown>)[member]);
+      } else if (SCHEMA_VALUED.has(key)) {
+        stack.push(value);
+      }
+    }
+    const props = ownMember(s, 'properties');
+    if (props !== undefined && Object.hasOwn(props, '__proto__')) {
+      addPatternProperty(s, '^__proto__$', props['__proto__']);
+    }
+    const patterns = ownMember(s, 'patternProperties');
+    if (patterns !== undefined && Object.hasOwn(patterns, '__proto__')) {
+      addPatternProperty(s, '(?:__proto__)', patterns['__proto__']);
+    }
+    const deps = ownMember(s, 'dependencies');
+    if (dialect === 'draft-07' && deps !== undefined && Object.hasOwn(deps, '__proto__')) {
+      const dep = deps['__proto__'];
+      const then = Array.isArray(dep) ? { required: dep } : dep;
+      const allOf = Array.isArray(s.allOf) ? [...(s.allOf as unknown[])] : [];
+      allOf.push({ if: { required: ['__proto__'] }, then });
+      s.allOf = allOf;
+    }
+  }
+  return copy;
+}
+
+function ownMember(s: Record<string, unknown>, key: string): Record<string, unknown> | undefined {
+  const v = Object.hasOwn(s, key) ? s[key] : undefined;
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+    ? (v as Record<string, unknown>)
+    : undefined;
+}
+
+function addPatternProperty(s: Record<string, unknown>, pattern: string, schema: unknown): void {
+  const map = ownMember(s, 'patternProperties') ?? {};
+  const existing = Object.hasOwn(map, pattern) ? map[pattern] : undefined;
+  map[pattern] = existing === undefined ? schema : { allOf: [existing, schema] };
+  s.patternProperties = map;
 }
 
 /** The nodes of one cycle in a directed graph, or `undefined` when it is acyclic. */

@@ -13,6 +13,7 @@ import {
   checkSnapshotTool,
   resolveValidationOptions,
   type McpToolDefinition,
+  type UnenforcedPattern,
   type ValidationOptions,
 } from './validation.js';
 
@@ -75,6 +76,11 @@ export interface ToolDescriptor {
   readonly inputSchemaDigest: string;
   readonly outputSchemaDigest: string | undefined;
   readonly effectClass: EffectClass;
+  /**
+   * Patterns of the input or output schema that stepbind does not enforce (no RE2 equivalent);
+   * usually empty. The runtime reports a catalog that has any with a `patterns-unenforced` event.
+   */
+  readonly unenforcedPatterns: readonly UnenforcedPattern[];
   /** Validator for call arguments; compiles on its first `validate`. */
   inputValidator(): SchemaValidator;
   /** Validator for `structuredContent`, or `undefined` when the tool has no `outputSchema`. */
@@ -145,6 +151,7 @@ class Descriptor implements ToolDescriptor {
   readonly inputSchemaDigest: string;
   readonly outputSchemaDigest: string | undefined;
   readonly effectClass: EffectClass;
+  readonly unenforcedPatterns: readonly UnenforcedPattern[];
   readonly #cache: SchemaValidatorCache;
 
   constructor(
@@ -153,6 +160,7 @@ class Descriptor implements ToolDescriptor {
     descriptorDigest: string,
     inputSchemaDigest: string,
     outputSchemaDigest: string | undefined,
+    unenforcedPatterns: readonly UnenforcedPattern[],
     cache: SchemaValidatorCache,
   ) {
     this.raw = raw;
@@ -162,6 +170,7 @@ class Descriptor implements ToolDescriptor {
     this.inputSchemaDigest = inputSchemaDigest;
     this.outputSchemaDigest = outputSchemaDigest;
     this.effectClass = effectClassOf(raw);
+    this.unenforcedPatterns = unenforcedPatterns;
     this.#cache = cache;
     Object.freeze(this);
   }
@@ -184,6 +193,9 @@ class Descriptor implements ToolDescriptor {
       inputSchemaDigest: this.inputSchemaDigest,
       outputSchemaDigest: this.outputSchemaDigest,
       effectClass: this.effectClass,
+      ...(this.unenforcedPatterns.length === 0
+        ? {}
+        : { unenforcedPatterns: this.unenforcedPatterns }),
       raw: this.raw,
     };
   }
@@ -305,6 +317,7 @@ class Builder implements SnapshotBuilder {
   #digests: string[] = [];
   #inputDigests: string[] = [];
   #outputDigests: (string | undefined)[] = [];
+  #unenforced: (readonly UnenforcedPattern[])[] = [];
   #index = new ToolNameIndex();
   #pageDigests: string[] = [];
   #pageSizes: number[] = [];
@@ -359,6 +372,7 @@ class Builder implements SnapshotBuilder {
         this.#digests.push(tool.digest);
         this.#inputDigests.push(tool.inputSchemaDigest);
         this.#outputDigests.push(tool.outputSchemaDigest);
+        this.#unenforced.push(tool.unenforcedPatterns);
       }
       this.#pageDigests.push(sha256Hex(pageText + ']'));
       this.#pageSizes.push(page.length);
@@ -373,6 +387,7 @@ class Builder implements SnapshotBuilder {
     this.#digests = [];
     this.#inputDigests = [];
     this.#outputDigests = [];
+    this.#unenforced = [];
     this.#index = new ToolNameIndex();
     this.#pageDigests = [];
     this.#pageSizes = [];
@@ -398,6 +413,7 @@ class Builder implements SnapshotBuilder {
         this.#digests[i] as string,
         this.#inputDigests[i] as string,
         this.#outputDigests[i],
+        this.#unenforced[i] as readonly UnenforcedPattern[],
         cache,
       );
     }

@@ -15,6 +15,7 @@ import {
   toPointer,
   type SchemaDialect,
   type SchemaProblem,
+  type UnenforcedSchemaPattern,
 } from './schema.js';
 
 /** The pattern every raw MCP tool name must match. */
@@ -89,12 +90,32 @@ export interface CheckedSchema {
   readonly bytes: number;
 }
 
+/**
+ * A schema pattern (`pattern`, a `patternProperties` key, a `propertyNames` pattern) that stepbind
+ * does not enforce because it has no linear-time (RE2) equivalent: backreferences, lookaround,
+ * some Unicode properties, counted repetitions over 1000, or a pattern too large. Validation
+ * treats it as matching every string; the server is expected to enforce it itself.
+ */
+export interface UnenforcedPattern {
+  /**
+   * JSON pointer into the tool definition: to the `pattern` keyword
+   * (`/inputSchema/properties/id/pattern`) or to the `patternProperties` key.
+   */
+  readonly pointer: string;
+  /** The pattern as served. */
+  readonly pattern: string;
+  /** Why RE2 cannot run it. */
+  readonly reason: string;
+}
+
 /** A tool that passed validation, with its checked schemas. */
 export interface ValidatedTool {
   readonly raw: McpToolDefinition;
   readonly name: string;
   readonly inputSchema: CheckedSchema;
   readonly outputSchema: CheckedSchema | undefined;
+  /** Patterns of either schema that stepbind does not enforce; usually empty. */
+  readonly unenforcedPatterns: readonly UnenforcedPattern[];
 }
 
 /** @internal A validated tool plus the canonical JSON of its schemas, for digest composition. */
@@ -241,9 +262,39 @@ export function checkTool(
     name,
     inputSchema: input,
     outputSchema: output,
+    unenforcedPatterns: unenforcedOf(o.cache, input.digest, output?.digest),
     inputCanonical: input.canonical,
     outputCanonical: output?.canonical,
   };
+}
+
+const NO_UNENFORCED: readonly UnenforcedPattern[] = Object.freeze([]);
+
+/** @internal The unenforced patterns of a tool's checked schemas, as pointers into the tool. */
+export function unenforcedOf(
+  cache: SchemaValidatorCache,
+  inputDigest: string,
+  outputDigest: string | undefined,
+): readonly UnenforcedPattern[] {
+  const input = cache.unenforcedPatterns(inputDigest);
+  const output: readonly UnenforcedSchemaPattern[] =
+    outputDigest === undefined ? [] : cache.unenforcedPatterns(outputDigest);
+  if (input.length === 0 && output.length === 0) return NO_UNENFORCED;
+  const out: UnenforcedPattern[] = [];
+  const add = (field: string, list: readonly UnenforcedSchemaPattern[]): void => {
+    for (const p of list) {
+      out.push(
+        Object.freeze({
+          pointer: `/${field}${toPointer(p.path)}`,
+          pattern: p.pattern,
+          reason: p.reason,
+        }),
+      );
+    }
+  };
+  add('inputSchema', input);
+  add('outputSchema', output);
+  return Object.freeze(out);
 }
 
 /** The error detail of a tool check; built only when something is thrown. */
@@ -461,6 +512,7 @@ export interface SnapshotTool {
   readonly text: string;
   readonly inputSchemaDigest: string;
   readonly outputSchemaDigest: string | undefined;
+  readonly unenforcedPatterns: readonly UnenforcedPattern[];
 }
 
 /**
@@ -498,7 +550,15 @@ export function checkSnapshotTool(
     }
   }
   names.add(tool.name, o);
-  return { raw: tool, name: tool.name, digest, text, inputSchemaDigest, outputSchemaDigest };
+  return {
+    raw: tool,
+    name: tool.name,
+    digest,
+    text,
+    inputSchemaDigest,
+    outputSchemaDigest,
+    unenforcedPatterns: unenforcedOf(o.cache, inputSchemaDigest, outputSchemaDigest),
+  };
 }
 
 /** The original order: checkTool, then the duplicate check, then the descriptor's text. */
@@ -518,6 +578,7 @@ function checkToolInOrder(
     text,
     inputSchemaDigest: tool.inputSchema.digest,
     outputSchemaDigest: tool.outputSchema?.digest,
+    unenforcedPatterns: tool.unenforcedPatterns,
   };
 }
 

@@ -13,6 +13,7 @@ describe('@stepbind/binding public surface', () => {
       'CatalogSlot',
       'CatalogState',
       'ConfigError',
+      'DEFAULT_CALL_LIMITS',
       'DEFAULT_ENUMERATE_LIMITS',
       'DEFAULT_MAX_SCHEMA_BYTES',
       'DEFAULT_SCHEMA_DIALECTS',

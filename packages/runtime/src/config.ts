@@ -2,13 +2,24 @@ import { ConfigError, ErrorCode, type ApprovalMode } from '@stepbind/binding';
 import { interpolate, type EnvironmentSource } from './interpolate.js';
 import type { ToolFilterConfig } from './tool-filter.js';
 
-/** Discovery limits that may be set per server (see DESIGN §4 for the defaults). */
+/**
+ * Discovery limits (DESIGN §4) and call value bounds (`CallLimits` of `@stepbind/binding`: depth
+ * and size of arguments and results) that may be set per server; unset ones take the defaults.
+ */
 export interface ServerLimits {
   readonly maxPages?: number;
   readonly maxTools?: number;
   readonly maxCursorBytes?: number;
   readonly totalTimeoutMs?: number;
   readonly maxRestarts?: number;
+  /** @default 64 */
+  readonly maxArgumentDepth?: number;
+  /** @default 4194304 */
+  readonly maxArgumentBytes?: number;
+  /** @default 128 */
+  readonly maxOutputDepth?: number;
+  /** @default 16777216 */
+  readonly maxOutputBytes?: number;
 }
 
 interface CommonServerConfig {
@@ -126,6 +137,10 @@ const LIMIT_KEYS = [
   'maxCursorBytes',
   'totalTimeoutMs',
   'maxRestarts',
+  'maxArgumentDepth',
+  'maxArgumentBytes',
+  'maxOutputDepth',
+  'maxOutputBytes',
 ] as const;
 const TOOLS_KEYS = ['allow', 'deny'] as const;
 

@@ -22,6 +22,7 @@ import {
   type McpBinding,
   type ModelTool,
   type ServerIdentity,
+  type UnenforcedPattern,
   type ValidationOptions,
 } from '@stepbind/binding';
 import type { ClientHandlers } from './client-capabilities.js';
@@ -66,6 +67,16 @@ export type RuntimeEvent =
   | { readonly type: 'hard-refresh-failed'; readonly server: string; readonly error: StepbindError }
   | { readonly type: 'connection-closed'; readonly server: string; readonly expected: boolean }
   | { readonly type: 'connection-error'; readonly server: string; readonly error: Error }
+  | {
+      /**
+       * A catalog was published with schema patterns stepbind cannot run in linear time
+       * (backreferences, lookaround...): calls do not enforce them; the server still should.
+       */
+      readonly type: 'patterns-unenforced';
+      readonly server: string;
+      readonly generation: number;
+      readonly patterns: readonly ({ readonly tool: string } & UnenforcedPattern)[];
+    }
   | ({ readonly type: 'discovery-page' } & DiscoveryProgress)
   | {
       /** A Streamable HTTP session ended (see {@link SessionLoss}); a reconnect follows. */
@@ -325,6 +336,7 @@ function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
           ...(session.config.autoApprove.length === 0
             ? {}
             : { autoApprove: new Set(session.config.autoApprove) }),
+          callLimits: session.config.limits,
         }),
       );
     } else if (entry.kind === 'starting') {
@@ -765,6 +777,17 @@ export class McpRuntime {
     if (this.#closed) throw closedError();
   }
 
+  /** A `patterns-unenforced` event for a published catalog that has any such pattern. */
+  #reportUnenforced(server: string, catalog: CatalogSnapshot): void {
+    let patterns: ({ readonly tool: string } & UnenforcedPattern)[] | undefined;
+    for (const tool of catalog.tools) {
+      for (const p of tool.unenforcedPatterns) (patterns ??= []).push({ tool: tool.name, ...p });
+    }
+    if (patterns !== undefined) {
+      this.#emit({ type: 'patterns-unenforced', server, generation: catalog.generation, patterns });
+    }
+  }
+
   #emit(event: RuntimeEvent): void {
     if (debugEvents.enabled) debugEvents(describeEvent(event));
     try {
@@ -1080,6 +1103,7 @@ export class McpRuntime {
         revision: slot.revision,
         cause: 'reconnect',
       });
+      this.#reportUnenforced(session.name, slot.catalog);
     }
     this.#emitReconnected(session, changed);
     // The loss marked the runtime dirty; with the session back, nothing else may be pending.
@@ -1302,6 +1326,7 @@ export class McpRuntime {
         } else {
           slot.installLocked(published);
         }
+        this.#reportUnenforced(c.session.name, published);
         c.session.listingKey = c.listingKey;
         if (!c.fresh) {
           this.#emit({
@@ -1386,6 +1411,7 @@ export class McpRuntime {
         this.#registry.publish(snapshot, publishOptions(this.#registry, candidate, snapshot)),
       );
       session.listingKey = candidate.listingKey;
+      this.#reportUnenforced(name, session.slot.catalog);
     } catch (error) {
       const mapped = toStepbindError(error);
       set.entries.set(name, { kind: 'failed', error: mapped });
@@ -1463,6 +1489,7 @@ export class McpRuntime {
       generation = published.generation;
       revision = slot.installLocked(published);
       session.listingKey = listingKey;
+      this.#reportUnenforced(session.name, published);
     } finally {
       writeRelease();
     }

@@ -116,3 +116,25 @@ describe('parseConfig', () => {
     expect(config.servers.get('big')?.maxMessageBytes).toBe(2 ** 28);
   });
 });
+
+describe('parseConfig: call value bounds', () => {
+  it('accepts depth and size bounds for arguments and results in limits', () => {
+    const limits = {
+      maxArgumentDepth: 8,
+      maxArgumentBytes: 1024,
+      maxOutputDepth: 16,
+      maxOutputBytes: 4096,
+    };
+    const config = parseConfig({ mcpServers: { a: { command: 'x', limits } } });
+    expect(config.servers.get('a')?.limits).toEqual(limits);
+  });
+
+  it.each(['maxArgumentDepth', 'maxArgumentBytes', 'maxOutputDepth', 'maxOutputBytes'])(
+    'rejects a %s of 0 with its path',
+    (key) => {
+      expect(pathOf({ mcpServers: { a: { command: 'x', limits: { [key]: 0 } } } })).toBe(
+        `$.mcpServers.a.limits.${key}`,
+      );
+    },
+  );
+});
