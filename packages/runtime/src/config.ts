@@ -64,6 +64,11 @@ export interface StdioServerConfig extends CommonServerConfig {
   /** Names of variables copied from this process's environment when they are set. */
   readonly envPassthrough: readonly string[];
   readonly cwd?: string;
+  /**
+   * The server's stderr: `pipe` keeps the last lines for start errors and delivers every line as a
+   * `server-stderr` event; `inherit` shares this process's stderr; `ignore` drops it. @default "pipe"
+   */
+  readonly stderr: 'pipe' | 'inherit' | 'ignore';
 }
 
 /** A server reached over Streamable HTTP. */
@@ -128,6 +133,7 @@ const STDIO_KEYS: readonly string[] = [
   'env',
   'envPassthrough',
   'cwd',
+  'stderr',
   ...COMMON_KEYS,
 ];
 const HTTP_KEYS: readonly string[] = ['url', 'headers', ...COMMON_KEYS];
@@ -279,6 +285,10 @@ function parseServer(
         }),
       ),
       ...(obj['cwd'] === undefined ? {} : { cwd: text(obj['cwd'], `${path}.cwd`) }),
+      stderr:
+        obj['stderr'] === undefined
+          ? 'pipe'
+          : expectOneOf(obj['stderr'], `${path}.stderr`, ['pipe', 'inherit', 'ignore'] as const),
     };
     return Object.freeze(config);
   }

@@ -68,7 +68,13 @@ export { CLIENT_INFO, connectServer, mapSdkError, SdkConnection } from './sdk.js
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';
 export type { Redactor } from './redact.js';
 export type { SessionLoss } from './http-session.js';
-export type { CallRequestOptions, ConnectOptions, RawCallResult, ServerHello } from './sdk.js';
+export type {
+  CallRequestOptions,
+  ConnectOptions,
+  RawCallResult,
+  ServerHello,
+  ServerLogMessage,
+} from './sdk.js';
 export {
   catalogReportJson,
   discoverCatalogs,

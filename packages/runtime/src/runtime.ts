@@ -30,7 +30,7 @@ import { parseConfig, type RuntimeConfig, type ServerConfig } from './config.js'
 import { discoverSnapshot, type DiscoveryProgress } from './discover.js';
 import { createDebug } from './log.js';
 import { identityKeyOf, identityOf } from './identity.js';
-import { connectServer, type SdkConnection } from './sdk.js';
+import { connectServer, type SdkConnection, type ServerLogMessage } from './sdk.js';
 import type { SessionLoss } from './http-session.js';
 
 /** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
@@ -78,6 +78,8 @@ export type RuntimeEvent =
       readonly patterns: readonly ({ readonly tool: string } & UnenforcedPattern)[];
     }
   | ({ readonly type: 'discovery-page' } & DiscoveryProgress)
+  | { readonly type: 'server-stderr'; readonly server: string; readonly line: string }
+  | ({ readonly type: 'server-log'; readonly server: string } & ServerLogMessage)
   | {
       /** A Streamable HTTP session ended (see {@link SessionLoss}); a reconnect follows. */
       readonly type: 'session-lost';
@@ -1570,6 +1572,12 @@ export class McpRuntime {
     session.unsubscribe.push(
       connection.onError((error) => {
         this.#emit({ type: 'connection-error', server: session.name, error });
+      }),
+      connection.onStderr((line) => {
+        this.#emit({ type: 'server-stderr', server: session.name, line });
+      }),
+      connection.onLog((message) => {
+        this.#emit({ type: 'server-log', server: session.name, ...message });
       }),
     );
     session.unsubscribe.push(

@@ -10,6 +10,7 @@ import {
   ErrorCode as RpcErrorCode,
   McpError,
   ResultSchema,
+  LoggingMessageNotificationSchema,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import {
@@ -167,7 +168,8 @@ export class SdkConnection {
   #listChangedListeners = new Set<Listener>();
   #closeListeners = new Set<Listener>();
   #errorListeners = new Set<(error: Error) => void>();
-  #stderrTail: string[];
+  #stderr: StderrTail;
+  #logListeners = new Set<(message: ServerLogMessage) => void>();
   #source: ToolListSource;
   readonly #fault: () => FaultError | undefined;
   readonly #http: HttpSessionWatch | undefined;
@@ -180,7 +182,7 @@ export class SdkConnection {
     name: string,
     client: Client,
     pid: number | undefined,
-    stderrTail: string[],
+    stderr: StderrTail,
     protocolVersion: string | undefined,
     fault: () => FaultError | undefined = () => undefined,
     http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor },
@@ -188,7 +190,7 @@ export class SdkConnection {
     this.name = name;
     this.client = client;
     this.pid = pid;
-    this.#stderrTail = stderrTail;
+    this.#stderr = stderr;
     this.#fault = fault;
     this.#source = clientListSource(client, name, fault);
     this.#http = http?.watch;
@@ -201,6 +203,15 @@ export class SdkConnection {
           : Object.freeze({ name: version.name, version: version.version }),
       protocolVersion,
       listChanged: client.getServerCapabilities()?.tools?.listChanged === true,
+    });
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+      const { level, logger, data } = notification.params;
+      const message: ServerLogMessage = {
+        level,
+        ...(logger === undefined ? {} : { logger }),
+        data,
+      };
+      for (const listener of this.#logListeners) listener(message);
     });
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       this.#listChangedVersion++;
@@ -277,9 +288,23 @@ export class SdkConnection {
     return this.#fault()?.(undefined);
   }
 
+  /**
+   * Calls `listener` with every line a stdio server writes to stderr from now on (with the config's
+   * `stderr: "pipe"`, the default). Returns an unsubscribe function.
+   */
+  onStderr(listener: (line: string) => void): () => void {
+    return this.#stderr.onLine(listener);
+  }
+
+  /** Calls `listener` with every MCP `notifications/message` (server log). Returns an unsubscribe function. */
+  onLog(listener: (message: ServerLogMessage) => void): () => void {
+    this.#logListeners.add(listener);
+    return () => this.#logListeners.delete(listener);
+  }
+
   /** The last lines the server wrote to stderr (stdio only), for error messages. */
   get stderrTail(): string {
-    return this.#stderrTail.join('\n');
+    return this.#stderr.text;
   }
 
   /** Calls `listener` on every `list_changed`; returns an unsubscribe function. */
@@ -506,6 +531,44 @@ export interface ConnectOptions {
 }
 
 const STDERR_TAIL_LINES = 20;
+
+/** An MCP `notifications/message` from a server (its log), as delivered to `onLog`. */
+export interface ServerLogMessage {
+  /** `debug` | `info` | `notice` | `warning` | `error` | `critical` | `alert` | `emergency`. */
+  readonly level: string;
+  readonly logger?: string;
+  readonly data: unknown;
+}
+
+/** The last stderr lines of a stdio server (for start errors) and a feed of every line. */
+class StderrTail {
+  readonly #lines: string[] = [];
+  readonly #listeners = new Set<(line: string) => void>();
+  readonly #mode: 'pipe' | 'inherit' | 'ignore';
+
+  constructor(mode: 'pipe' | 'inherit' | 'ignore') {
+    this.#mode = mode;
+  }
+
+  push(line: string): void {
+    this.#lines.push(line);
+    if (this.#lines.length > STDERR_TAIL_LINES) this.#lines.shift();
+    if (this.#mode !== 'pipe') return;
+    for (const listener of this.#listeners) listener(line);
+  }
+
+  /** The first listener also gets the lines written before it came (the start-up tail). */
+  onLine(listener: (line: string) => void): () => void {
+    if (this.#listeners.size === 0 && this.#mode === 'pipe')
+      for (const line of this.#lines) listener(line);
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  get text(): string {
+    return this.#lines.join('\n');
+  }
+}
 const EARLY_ERRORS = 3;
 
 /**
@@ -523,7 +586,7 @@ export async function connectServer(
   options: ConnectOptions = {},
 ): Promise<SdkConnection> {
   const timeoutMs = options.timeoutMs ?? config.startupTimeoutMs;
-  const stderrTail: string[] = [];
+  const stderrTail = new StderrTail(config.transport === 'stdio' ? config.stderr : 'pipe');
   let transport: Transport;
   let pid: () => number | undefined = () => undefined;
   let fault: () => FaultError | undefined = () => undefined;
@@ -542,14 +605,16 @@ export async function connectServer(
       args: config.args,
       env,
       ...(config.cwd === undefined ? {} : { cwd: config.cwd }),
-      stderr: options.stderr === 'inherit' ? 'inherit' : 'pipe',
+      stderr:
+        options.stderr === 'inherit' || config.stderr === 'inherit'
+          ? 'inherit'
+          : config.stderr === 'ignore'
+            ? 'ignore'
+            : 'pipe',
       onStderr: (chunk) => {
         const lines = (partial + chunk.toString('utf8')).split('\n');
         partial = (lines.pop() ?? '').slice(-4096);
-        for (const line of lines) {
-          stderrTail.push(line);
-          if (stderrTail.length > STDERR_TAIL_LINES) stderrTail.shift();
-        }
+        for (const line of lines) stderrTail.push(line.slice(0, 4096));
       },
       maxMessageBytes: config.maxMessageBytes,
       closeGraceMs: options.closeGraceMs ?? 2_000,
@@ -589,7 +654,7 @@ export async function connectServer(
       throw redactor.error(error as Error);
     // A start error that names its config key (cwd, command) already says what to fix.
     if (error.detail['configPath'] !== undefined) throw error;
-    const tail = stderrTail.join('\n').trim();
+    const tail = stderrTail.text.trim();
     const what =
       config.transport === 'stdio' ? `command "${config.command}"` : `URL ${redactUrl(config.url)}`;
     const failure = config.transport === 'http' ? httpFailure(error.cause) : {};
@@ -639,7 +704,7 @@ export function connectTransport(
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     pid: () => undefined,
     fault: () => undefined,
-    stderrTail: [],
+    stderrTail: new StderrTail('pipe'),
     ...(options.handlers === undefined ? {} : { handlers: options.handlers }),
   });
 }
@@ -661,7 +726,7 @@ async function openSession(
     readonly signal?: AbortSignal;
     readonly pid: () => number | undefined;
     readonly fault: () => FaultError | undefined;
-    readonly stderrTail: string[];
+    readonly stderrTail: StderrTail;
     readonly handlers?: ClientHandlers;
     readonly http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor };
   },

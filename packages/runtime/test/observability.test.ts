@@ -9,6 +9,8 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { McpRuntime, runCli, type RuntimeEvent } from '@stepbind/runtime';
 import { createInMemoryFleet, scriptedTool, stdioServerParams } from '@stepbind/testkit';
+import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { debugEnabled, setDebugSink } from '../src/log.js';
 
@@ -87,5 +89,52 @@ describe('observability', () => {
     expect(progress).toContain('discovering: normal page 3 (3 tools)');
     expect(progress.at(-1)).toBe('');
     expect(out).toContain('normal: 3 tools');
+  });
+
+  it('delivers server stderr lines and MCP log notifications as events (real stdio servers)', async () => {
+    const scripted = stdioServerParams({ scenario: 'single' });
+    const require = createRequire(import.meta.url);
+    const everything = join(
+      dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')),
+      'dist',
+      'index.js',
+    );
+    let gotLine: (line: string) => void = () => undefined;
+    const line = new Promise<string>((resolve) => (gotLine = resolve));
+    let gotLog: (event: RuntimeEvent) => void = () => undefined;
+    const log = new Promise<RuntimeEvent>((resolve) => (gotLog = resolve));
+    await using runtime = await McpRuntime.open(
+      {
+        mcpServers: {
+          // A wrapper that says something on stderr before it becomes the server.
+          noisy: {
+            command: 'sh',
+            args: [
+              '-c',
+              'echo "warming up the cache" >&2; exec "$@"',
+              'sh',
+              scripted.command,
+              ...scripted.args,
+            ],
+          },
+          everything: { command: process.execPath, args: [everything, 'stdio'], approval: 'none' },
+          quiet: { ...stdioServerParams({ scenario: 'single' }), stderr: 'ignore' },
+        },
+      },
+      {
+        onEvent: (e) => {
+          if (e.type === 'server-stderr' && e.server === 'noisy') gotLine(e.line);
+          if (e.type === 'server-log') gotLog(e);
+        },
+      },
+    );
+    expect(await line).toBe('warming up the cache');
+    await using step = await runtime.captureBinding();
+    await step.prepareCall('everything__toggle-simulated-logging').run({});
+    expect(await log).toMatchObject({
+      type: 'server-log',
+      server: 'everything',
+      level: expect.any(String),
+    });
   });
 });

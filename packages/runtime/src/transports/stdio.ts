@@ -24,8 +24,8 @@ export interface StdioTransportOptions {
   /** Variables set on top of the SDK's default safe environment (PATH, HOME, ...). */
   readonly env: Readonly<Record<string, string>>;
   readonly cwd?: string;
-  /** `pipe` hands stderr to `onStderr`; `inherit` shares this process's stderr. */
-  readonly stderr: 'pipe' | 'inherit';
+  /** `pipe` hands stderr to `onStderr`; `inherit` shares this process's stderr; `ignore` drops it. */
+  readonly stderr: 'pipe' | 'inherit' | 'ignore';
   readonly onStderr?: (chunk: Buffer) => void;
   /** The longest line (one JSON-RPC message) the server may write, in bytes. */
   readonly maxMessageBytes: number;
