@@ -22,6 +22,11 @@ interface CommonServerConfig {
   readonly callTimeoutMs: number;
   /** Discovery limits for this server. */
   readonly limits: ServerLimits;
+  /**
+   * Under an idempotency key whose outcome is unknown, this server's `read` tools may be sent
+   * again (tools of other effect classes never are). @default false
+   */
+  readonly retryReads: boolean;
 }
 
 /** A server started as a child process speaking MCP over stdio. */
@@ -46,12 +51,26 @@ export interface HttpServerConfig extends CommonServerConfig {
 /** One validated server entry. */
 export type ServerConfig = StdioServerConfig | HttpServerConfig;
 
+/** The durable execution journal (DESIGN §13), the `journal` key of a configuration file. */
+export interface JournalConfig {
+  /** The SQLite file (created when missing). Relative paths resolve against the config file's directory when loaded with `loadConfigFile`, else the working directory. */
+  readonly path: string;
+  /** Durability of the write before each send (see `SqliteJournalOptions`). @default 'full' */
+  readonly synchronous?: 'full' | 'normal';
+  /** How long completed and not-sent records and receipts are kept. @default 86400000 (24 h) */
+  readonly retentionMs?: number;
+  /** In-progress expiry of a key whose holder went silent. @default 600000 (10 min) */
+  readonly inProgressTtlMs?: number;
+}
+
 /** A validated `mcpServers` configuration, with defaults applied. */
 export interface RuntimeConfig {
   /** Servers by configured name, in file order. */
   readonly servers: ReadonlyMap<string, ServerConfig>;
   /** How many servers may be starting or enumerating at once. @default 4 */
   readonly concurrency: number;
+  /** The durable journal; absent: keys and receipts are kept in memory. */
+  readonly journal?: JournalConfig;
 }
 
 /** Configured server names become model-name prefixes: keep them short and plain. */
@@ -70,6 +89,7 @@ const STDIO_KEYS = new Set([
   'requestTimeoutMs',
   'callTimeoutMs',
   'limits',
+  'retryReads',
 ]);
 const HTTP_KEYS = new Set([
   'url',
@@ -81,6 +101,7 @@ const HTTP_KEYS = new Set([
   'requestTimeoutMs',
   'callTimeoutMs',
   'limits',
+  'retryReads',
 ]);
 const LIMIT_KEYS = [
   'maxPages',
@@ -92,8 +113,8 @@ const LIMIT_KEYS = [
 
 /**
  * Validates an `mcpServers` configuration (the JSON format of Claude Desktop, Cursor and VS Code,
- * extended per server with `required`, `audience`, timeouts and `limits`; top level may carry
- * `concurrency`). Unknown keys and bad values are rejected.
+ * extended per server with `required`, `audience`, timeouts, `limits` and `retryReads`; top level
+ * may carry `concurrency` and `journal`). Unknown keys and bad values are rejected.
  *
  * @throws ConfigError `INVALID_CONFIG` whose `detail.path` is the JSON path of the problem
  *   (for example `$.mcpServers.files.args[2]`).
@@ -101,10 +122,13 @@ const LIMIT_KEYS = [
 export function parseConfig(input: unknown): RuntimeConfig {
   const root = expectObject(input, '$');
   for (const key of Object.keys(root)) {
-    if (key !== 'mcpServers' && key !== 'concurrency') fail(`$.${key}`, 'unknown key');
+    if (key !== 'mcpServers' && key !== 'concurrency' && key !== 'journal') {
+      fail(`$.${key}`, 'unknown key');
+    }
   }
   const concurrency =
     root['concurrency'] === undefined ? 4 : expectInt(root['concurrency'], '$.concurrency', 1, 64);
+  const journal = root['journal'] === undefined ? undefined : parseJournal(root['journal']);
   const serversObj = expectObject(root['mcpServers'], '$.mcpServers');
   const servers = new Map<string, ServerConfig>();
   for (const [name, value] of Object.entries(serversObj)) {
@@ -114,7 +138,37 @@ export function parseConfig(input: unknown): RuntimeConfig {
     }
     servers.set(name, parseServer(value, path));
   }
-  return Object.freeze({ servers, concurrency });
+  return Object.freeze({ servers, concurrency, ...(journal === undefined ? {} : { journal }) });
+}
+
+const JOURNAL_KEYS = new Set(['path', 'synchronous', 'retentionMs', 'inProgressTtlMs']);
+
+function parseJournal(value: unknown): JournalConfig {
+  const obj = expectObject(value, '$.journal');
+  for (const key of Object.keys(obj)) {
+    if (!JOURNAL_KEYS.has(key)) fail(`$.journal${pathKey(key)}`, 'unknown key');
+  }
+  const synchronous = obj['synchronous'];
+  if (synchronous !== undefined && synchronous !== 'full' && synchronous !== 'normal') {
+    fail('$.journal.synchronous', 'expected "full" or "normal"');
+  }
+  return Object.freeze({
+    path: expectString(obj['path'], '$.journal.path'),
+    ...(synchronous === undefined ? {} : { synchronous }),
+    ...(obj['retentionMs'] === undefined
+      ? {}
+      : { retentionMs: expectInt(obj['retentionMs'], '$.journal.retentionMs', 1, Number.MAX_SAFE_INTEGER) }),
+    ...(obj['inProgressTtlMs'] === undefined
+      ? {}
+      : {
+          inProgressTtlMs: expectInt(
+            obj['inProgressTtlMs'],
+            '$.journal.inProgressTtlMs',
+            1,
+            Number.MAX_SAFE_INTEGER,
+          ),
+        }),
+  });
 }
 
 function parseServer(value: unknown, path: string): ServerConfig {
@@ -146,6 +200,8 @@ function parseServer(value: unknown, path: string): ServerConfig {
     requestTimeoutMs: optInt(obj['requestTimeoutMs'], `${path}.requestTimeoutMs`, 30_000),
     callTimeoutMs: optInt(obj['callTimeoutMs'], `${path}.callTimeoutMs`, 60_000),
     limits: parseLimits(obj['limits'], `${path}.limits`),
+    retryReads:
+      obj['retryReads'] === undefined ? false : expectBool(obj['retryReads'], `${path}.retryReads`),
   };
   if (hasCommand) {
     const args = obj['args'] === undefined ? [] : expectArray(obj['args'], `${path}.args`);

@@ -1,13 +1,17 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { Mutex } from 'async-mutex';
 import PQueue from 'p-queue';
 import {
   acquireMutex,
   assignModelNames,
+  CallJournal,
   CatalogError,
   CatalogRegistry,
   CatalogSlot,
   createBinding,
   ErrorCode,
+  MemoryJournalStore,
   RuntimeError,
   SchemaValidatorCache,
   StepbindError,
@@ -16,15 +20,19 @@ import {
   type BoundTool,
   type CallPolicy,
   type CatalogSnapshot,
+  type JournalRecord,
+  type JournalStore,
   type LeftOutServer,
   type McpBinding,
   type ModelTool,
+  type ResolveInput,
   type ServerIdentity,
   type ValidationOptions,
 } from '@stepbind/binding';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from './config.js';
 import { discoverSnapshot } from './discover.js';
 import { identityKeyOf, identityOf } from './identity.js';
+import { openSqliteJournal } from './journal/sqlite.js';
 import { connectServer, type SdkConnection } from './sdk.js';
 
 /** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
@@ -60,7 +68,42 @@ export type RuntimeEvent =
     }
   | { readonly type: 'hard-refresh-failed'; readonly server: string; readonly error: StepbindError }
   | { readonly type: 'connection-closed'; readonly server: string; readonly expected: boolean }
-  | { readonly type: 'connection-error'; readonly server: string; readonly error: Error };
+  | { readonly type: 'connection-error'; readonly server: string; readonly error: Error }
+  | {
+      /**
+       * Emitted once by `open`: the keys a dead process left `INTENT` (now `NOT_SENT`) or `SENT`
+       * (now `OUTCOME_UNKNOWN`); empty when there were none.
+       */
+      readonly type: 'journal-recovered';
+      readonly location: string;
+      readonly records: readonly JournalRecord[];
+    }
+  | {
+      /** The journal could not record the outcome of a call that was reported anyway. */
+      readonly type: 'journal-error';
+      readonly error: StepbindError;
+    };
+
+/** Tuning shared by every journal kind. */
+export interface JournalTuning {
+  /** How long completed and not-sent records and receipts are kept. @default 86400000 (24 h) */
+  readonly retentionMs?: number;
+  /** In-progress expiry of a key whose holder went silent. @default 600000 (10 min) */
+  readonly inProgressTtlMs?: number;
+}
+
+/** Where {@link McpRuntime} journals idempotency keys and receipts (DESIGN §13). */
+export type RuntimeJournalOptions =
+  | (JournalTuning & {
+      /** The durable SQLite journal file (created when missing). */
+      readonly path: string;
+      /** See `SqliteJournalOptions.synchronous`. @default 'full' */
+      readonly synchronous?: 'full' | 'normal';
+    })
+  | (JournalTuning & {
+      /** Any store (for example a shared database); the runtime closes it on `close()`. */
+      readonly store: JournalStore;
+    });
 
 /** Options of {@link McpRuntime.open}. */
 export interface McpRuntimeOptions {
@@ -78,6 +121,11 @@ export interface McpRuntimeOptions {
   readonly connect?: ServerConnector;
   /** Receives every {@link RuntimeEvent}. */
   readonly onEvent?: (event: RuntimeEvent) => void;
+  /**
+   * The execution journal: `{ path }` opens the durable SQLite journal, `{ store }` uses any
+   * {@link JournalStore}. @default the configuration's `journal`, else an in-memory journal
+   */
+  readonly journal?: RuntimeJournalOptions;
   /** Cancels `open`. */
   readonly signal?: AbortSignal;
 }
@@ -230,6 +278,7 @@ function buildView(set: ConnectionSet): BindingView {
           revision: slot.revision,
           caller: session.connection,
           callTimeoutMs: session.config.callTimeoutMs,
+          retryReads: session.config.retryReads,
         }),
       );
     } else if (entry.kind === 'starting') {
@@ -335,10 +384,12 @@ export class McpRuntime {
   #closed = false;
   #closing: Promise<void> | undefined;
   #rebuilds = 0;
+  readonly #journal: CallJournal;
 
-  private constructor(config: RuntimeConfig, options: McpRuntimeOptions) {
+  private constructor(config: RuntimeConfig, options: McpRuntimeOptions, journal: CallJournal) {
     this.#config = config;
     this.#options = options;
+    this.#journal = journal;
     this.#connect =
       options.connect ?? ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal }));
     this.#registry = new CatalogRegistry({ policyEpoch: options.policyEpoch ?? 0 });
@@ -353,13 +404,27 @@ export class McpRuntime {
    * Starts every configured server (bounded parallelism), enumerates and validates each catalog and
    * publishes the first ConnectionSet. Optional servers may still be starting when it resolves.
    *
-   * @throws ConfigError `INVALID_CONFIG` for a bad configuration; RuntimeError
-   *   `REQUIRED_SERVERS_FAILED` listing every required server that failed and why (all started
-   *   servers are closed again).
+   * Opens the journal first (the configured one, or in memory) and recovers the keys a dead
+   * process left in progress (a `journal-recovered` event lists them).
+   *
+   * @throws ConfigError `INVALID_CONFIG` for a bad configuration; JournalError `JOURNAL_CORRUPT`,
+   *   `JOURNAL_VERSION` or `JOURNAL_UNAVAILABLE` for a journal that cannot be used (nothing was
+   *   started); RuntimeError `REQUIRED_SERVERS_FAILED` listing every required server that failed
+   *   and why (all started servers are closed again).
    */
   static async open(config: unknown, options: McpRuntimeOptions = {}): Promise<McpRuntime> {
     const parsed = isRuntimeConfig(config) ? config : parseConfig(config);
-    const runtime = new McpRuntime(parsed, options);
+    const journal = openJournal(options.journal ?? parsed.journal);
+    let recovered: readonly JournalRecord[];
+    try {
+      recovered = await journal.recover();
+      await journal.prune();
+    } catch (error) {
+      await closeJournal(journal);
+      throw error;
+    }
+    const runtime = new McpRuntime(parsed, options, journal);
+    runtime.#emit({ type: 'journal-recovered', location: journal.store.location, records: recovered });
     runtime.#dirty = true;
     runtime.#dirtyReasons.push('open');
     try {
@@ -374,6 +439,21 @@ export class McpRuntime {
   /** The registry every catalog enters through (read-only use). */
   get registry(): CatalogRegistry {
     return this.#registry;
+  }
+
+  /** The execution journal: records by key (`get`), `verify()` of the receipts chain, `prune()`. */
+  get journal(): CallJournal {
+    return this.#journal;
+  }
+
+  /**
+   * Records a human or application decision about an `OUTCOME_UNKNOWN` idempotency key (see
+   * `CallJournal.resolve`): `ran` makes a repeat return the given result, `not-run` lets it run.
+   *
+   * @throws CallError `IDEMPOTENCY_IN_PROGRESS`, `IDEMPOTENCY_CONFLICT`; JournalError.
+   */
+  resolve(key: string, input: ResolveInput): Promise<JournalRecord> {
+    return this.#journal.resolve(key, input);
   }
 
   /** How many ConnectionSets were built (for tests and benchmarks). */
@@ -521,6 +601,8 @@ export class McpRuntime {
     return createBinding(view, {
       stepId,
       policy: this.#policy,
+      journal: this.#journal,
+      onJournalError: (error) => this.#emit({ type: 'journal-error', error: toStepbindError(error) }),
       onDrained: () => {
         for (const release of holds) release();
         bound.bindings--;
@@ -619,7 +701,8 @@ export class McpRuntime {
 
   /**
    * Closes every connection of every set, cancels refreshes and debounced work, and waits for child
-   * processes to exit. Pending calls fail with `CONNECTION_CLOSED`. Idempotent.
+   * processes to exit. Pending calls fail (`CONNECTION_CLOSED` if not sent yet, `OUTCOME_UNKNOWN`
+   * if sent); once every run has journaled its outcome the journal closes. Idempotent.
    */
   close(): Promise<void> {
     this.#closing ??= this.#doClose();
@@ -640,6 +723,7 @@ export class McpRuntime {
     await this.#refreshMutex.waitForUnlock();
     await Promise.allSettled([...this.#background]);
     await Promise.all([...this.#sessions].map((s) => this.#closeSession(s)));
+    await closeJournal(this.#journal);
   }
 
   #ensureOpen(): void {
@@ -1155,6 +1239,53 @@ export class McpRuntime {
       this.#sessions.delete(session);
     })();
     return session.closing;
+  }
+}
+
+/** Journal owners open in this process: a record of this pid with another owner is dead. */
+const openOwners = new Set<string>();
+
+function openJournal(options: RuntimeJournalOptions | undefined): CallJournal {
+  const host = hostname();
+  const owner = `${host}:${process.pid}:${randomUUID()}`;
+  const store: JournalStore =
+    options === undefined
+      ? new MemoryJournalStore()
+      : 'store' in options
+        ? options.store
+        : openSqliteJournal({
+            path: options.path,
+            ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
+          });
+  openOwners.add(owner);
+  const journal = new CallJournal(store, {
+    owner,
+    ...(options?.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
+    ...(options?.inProgressTtlMs === undefined ? {} : { inProgressTtlMs: options.inProgressTtlMs }),
+    isOwnerAlive: (other) => ownerAlive(other, host),
+  });
+  return journal;
+}
+
+async function closeJournal(journal: CallJournal): Promise<void> {
+  try {
+    await journal.close();
+  } finally {
+    openOwners.delete(journal.owner);
+  }
+}
+
+/** `false` for a holder on this host whose process is gone (or a closed journal of this one). */
+function ownerAlive(owner: string, host: string): boolean | undefined {
+  const match = /^(.*):(\d+):[0-9a-f-]{36}$/.exec(owner);
+  if (match === null || match[1] !== host) return undefined;
+  const pid = Number(match[2]);
+  if (pid === process.pid) return openOwners.has(owner);
+  try {
+    process.kill(pid, 0);
+    return undefined;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM' ? undefined : false;
   }
 }
 
