@@ -795,8 +795,13 @@ export class PreparedCall {
 
 /** Idempotency keys: 1 to 512 characters, no control characters. */
 function checkKey(key: unknown, detail: Record<string, unknown>): void {
-  // eslint-disable-next-line no-control-regex
-  if (typeof key !== 'string' || key.length === 0 || key.length > 512 || /[\u0000-\u001f]/.test(key)) {
+  if (
+    typeof key !== 'string' ||
+    key.length === 0 ||
+    key.length > 512 ||
+    // eslint-disable-next-line no-control-regex
+    /[\u0000-\u001f]/.test(key)
+  ) {
     throw new CallError(
       ErrorCode.INVALID_OPTIONS,
       `The idempotency key must be a string of 1 to 512 characters without control characters; "${String(detail['modelName'])}" was not run.`,
@@ -839,7 +844,9 @@ function isSent(e: StepbindError): boolean {
 
 /** True when the call may have taken effect: it was written and no answer says otherwise. */
 function mayHaveRun(e: StepbindError): boolean {
-  return e.code === ErrorCode.OUTCOME_UNKNOWN || (isSent(e) && e.code !== ErrorCode.CONNECTION_CLOSED);
+  return (
+    e.code === ErrorCode.OUTCOME_UNKNOWN || (isSent(e) && e.code !== ErrorCode.CONNECTION_CLOSED)
+  );
 }
 
 /** An `isError` MCP tool result a model can act on. */

@@ -157,7 +157,14 @@ function parseJournal(value: unknown): JournalConfig {
     ...(synchronous === undefined ? {} : { synchronous }),
     ...(obj['retentionMs'] === undefined
       ? {}
-      : { retentionMs: expectInt(obj['retentionMs'], '$.journal.retentionMs', 1, Number.MAX_SAFE_INTEGER) }),
+      : {
+          retentionMs: expectInt(
+            obj['retentionMs'],
+            '$.journal.retentionMs',
+            1,
+            Number.MAX_SAFE_INTEGER,
+          ),
+        }),
     ...(obj['inProgressTtlMs'] === undefined
       ? {}
       : {

@@ -424,7 +424,11 @@ export class McpRuntime {
       throw error;
     }
     const runtime = new McpRuntime(parsed, options, journal);
-    runtime.#emit({ type: 'journal-recovered', location: journal.store.location, records: recovered });
+    runtime.#emit({
+      type: 'journal-recovered',
+      location: journal.store.location,
+      records: recovered,
+    });
     runtime.#dirty = true;
     runtime.#dirtyReasons.push('open');
     try {
@@ -602,7 +606,8 @@ export class McpRuntime {
       stepId,
       policy: this.#policy,
       journal: this.#journal,
-      onJournalError: (error) => this.#emit({ type: 'journal-error', error: toStepbindError(error) }),
+      onJournalError: (error) =>
+        this.#emit({ type: 'journal-error', error: toStepbindError(error) }),
       onDrained: () => {
         for (const release of holds) release();
         bound.bindings--;

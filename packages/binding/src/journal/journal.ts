@@ -6,8 +6,8 @@ import {
   ConfigError,
   ErrorCode,
   JournalError,
-  StepbindError,
   type Delivery,
+  type StepbindError,
 } from '../errors.js';
 import { verifyChain, type ChainVerification } from './chain.js';
 import type {
@@ -124,7 +124,7 @@ export class CallJournal {
   readonly #inFlight = new Set<string>();
   #active = 0;
   #idle: (() => void) | undefined;
-  #lastPrune = Number.NEGATIVE_INFINITY;
+  #lastPrune: number;
   #closing: Promise<void> | undefined;
 
   constructor(store: JournalStore, options: CallJournalOptions = {}) {
@@ -135,6 +135,7 @@ export class CallJournal {
     this.#pruneIntervalMs = positive(options.pruneIntervalMs ?? 60_000, 'pruneIntervalMs');
     this.#isOwnerAlive = options.isOwnerAlive ?? (() => undefined);
     this.#now = options.now ?? Date.now;
+    this.#lastPrune = this.#now();
   }
 
   /** True once {@link close} was called. */
@@ -186,12 +187,7 @@ export class CallJournal {
       }
       if (existing.expiresAt !== null && existing.expiresAt <= now) {
         // Forgotten: the key starts over, whatever it was used for before.
-        const record = this.#intentRecord(
-          intent,
-          existing.attempt + 1,
-          existing.version + 1,
-          now,
-        );
+        const record = this.#intentRecord(intent, existing.attempt + 1, existing.version + 1, now);
         if ((await this.store.update(record, existing.version)).ok) return claimed(record);
         continue;
       }
@@ -349,7 +345,12 @@ export class CallJournal {
           updatedAt: now,
           leaseExpiresAt: 0,
           expiresAt: now + this.retentionMs,
-          outcome: { kind: 'error', code: error.code, message: error.message, detail: error.detail },
+          outcome: {
+            kind: 'error',
+            code: error.code,
+            message: error.message,
+            detail: error.detail,
+          },
           error: null,
         };
       }
@@ -379,14 +380,16 @@ export class CallJournal {
         key: record.key,
         attempt: record.attempt,
         outcome:
-          outcome === null ? 'COMPLETED' : outcome.kind === 'result' ? outcome.receipt.outcome : outcome.code,
+          outcome === null
+            ? 'COMPLETED'
+            : outcome.kind === 'result'
+              ? outcome.receipt.outcome
+              : outcome.code,
         delivery: 'not-sent',
         replayed: true,
         argsDigest: record.argsDigest,
         resultDigest:
-          outcome?.kind === 'result'
-            ? `sha256:${sha256Hex(JSON.stringify(outcome.result))}`
-            : null,
+          outcome?.kind === 'result' ? `sha256:${sha256Hex(JSON.stringify(outcome.result))}` : null,
       });
     } finally {
       this.#done();
@@ -732,9 +735,13 @@ function claimed(record: JournalRecord): BeginResult {
 
 function positive(value: number, name: string): number {
   if (!Number.isFinite(value) || value <= 0) {
-    throw new ConfigError(ErrorCode.INVALID_OPTIONS, `CallJournal: ${name} must be > 0 (${value}).`, {
-      detail: { path: name },
-    });
+    throw new ConfigError(
+      ErrorCode.INVALID_OPTIONS,
+      `CallJournal: ${name} must be > 0 (${value}).`,
+      {
+        detail: { path: name },
+      },
+    );
   }
   return value;
 }

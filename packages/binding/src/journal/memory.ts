@@ -75,7 +75,9 @@ export class MemoryJournalStore implements JournalStore {
     return this.#append(receipt);
   }
 
-  async listRecords(filter: { readonly states?: readonly JournalState[] } = {}): Promise<JournalRecord[]> {
+  async listRecords(
+    filter: { readonly states?: readonly JournalState[] } = {},
+  ): Promise<JournalRecord[]> {
     this.#open();
     const out: JournalRecord[] = [];
     for (const text of this.#records.values()) {
@@ -92,7 +94,10 @@ export class MemoryJournalStore implements JournalStore {
     const out: StoredReceipt[] = [];
     for (const receipt of this.#receipts) {
       if (receipt.seq <= after) continue;
-      if (options.key !== undefined && (JSON.parse(receipt.text) as ReceiptBody).key !== options.key)
+      if (
+        options.key !== undefined &&
+        (JSON.parse(receipt.text) as ReceiptBody).key !== options.key
+      )
         continue;
       out.push(receipt);
       if (options.limit !== undefined && out.length >= options.limit) break;
@@ -105,7 +110,9 @@ export class MemoryJournalStore implements JournalStore {
     return this.#anchor;
   }
 
-  async prune(options: PruneOptions): Promise<{ readonly records: number; readonly receipts: number }> {
+  async prune(
+    options: PruneOptions,
+  ): Promise<{ readonly records: number; readonly receipts: number }> {
     this.#open();
     let records = 0;
     for (const [key, text] of this.#records) {

@@ -177,7 +177,11 @@ export class SqliteJournalStore implements JournalStore {
     this.#readOnly = options.readOnly === true;
     const existed = existsSync(path);
     if (!existsSync(dirname(path))) {
-      throw journalError(path, 'missing-directory', `its directory ${dirname(path)} does not exist`);
+      throw journalError(
+        path,
+        'missing-directory',
+        `its directory ${dirname(path)} does not exist`,
+      );
     }
     if (existed && statSync(path).isDirectory()) {
       throw journalError(path, 'cannot-open', 'it is a directory');
@@ -197,10 +201,10 @@ export class SqliteJournalStore implements JournalStore {
         db.pragma('synchronous = NORMAL');
         migrate(db);
         // A real write now, so a read-only file or a full disk is reported at open, not mid-call.
-        db.prepare(`INSERT INTO meta (name, value) VALUES ('opened_at', ?)
-                    ON CONFLICT (name) DO UPDATE SET value = excluded.value`).run(
-          String(Date.now()),
-        );
+        db.prepare(
+          `INSERT INTO meta (name, value) VALUES ('opened_at', ?)
+                    ON CONFLICT (name) DO UPDATE SET value = excluded.value`,
+        ).run(String(Date.now()));
       }
     } catch (error) {
       try {
@@ -339,34 +343,39 @@ export class SqliteJournalStore implements JournalStore {
     return this.#run('read', () => this.#stmt.anchor.get()) ?? GENESIS_ANCHOR;
   }
 
-  async prune(options: PruneOptions): Promise<{ readonly records: number; readonly receipts: number }> {
+  async prune(
+    options: PruneOptions,
+  ): Promise<{ readonly records: number; readonly receipts: number }> {
     return this.#write('write', false, () =>
-      this.#db.transaction(() => {
-        const records = this.#db
-          .prepare('DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?')
-          .run(options.now).changes;
-        // Only a prefix of the chain may go, so that what is kept still verifies from the anchor.
-        const firstKept = this.#db
-          .prepare<[number], { seq: number }>(
-            'SELECT seq FROM receipts WHERE at >= ? ORDER BY seq LIMIT 1',
-          )
-          .get(options.receiptsBefore);
-        const last = this.#db
-          .prepare<[number], { seq: number; digest: string }>(
-            'SELECT seq, digest FROM receipts WHERE seq < ? ORDER BY seq DESC LIMIT 1',
-          )
-          .get(firstKept?.seq ?? Number.MAX_SAFE_INTEGER);
-        if (last === undefined) return { records, receipts: 0 };
-        const receipts = this.#db.prepare('DELETE FROM receipts WHERE seq <= ?').run(last.seq)
-          .changes;
-        this.#db
-          .prepare(
-            `INSERT INTO chain_anchor (id, seq, digest) VALUES (1, ?, ?)
+      this.#db
+        .transaction(() => {
+          const records = this.#db
+            .prepare('DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?')
+            .run(options.now).changes;
+          // Only a prefix of the chain may go, so that what is kept still verifies from the anchor.
+          const firstKept = this.#db
+            .prepare<[number], { seq: number }>(
+              'SELECT seq FROM receipts WHERE at >= ? ORDER BY seq LIMIT 1',
+            )
+            .get(options.receiptsBefore);
+          const last = this.#db
+            .prepare<[number], { seq: number; digest: string }>(
+              'SELECT seq, digest FROM receipts WHERE seq < ? ORDER BY seq DESC LIMIT 1',
+            )
+            .get(firstKept?.seq ?? Number.MAX_SAFE_INTEGER);
+          if (last === undefined) return { records, receipts: 0 };
+          const receipts = this.#db
+            .prepare('DELETE FROM receipts WHERE seq <= ?')
+            .run(last.seq).changes;
+          this.#db
+            .prepare(
+              `INSERT INTO chain_anchor (id, seq, digest) VALUES (1, ?, ?)
              ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, digest = excluded.digest`,
-          )
-          .run(last.seq, last.digest);
-        return { records, receipts };
-      }).immediate(),
+            )
+            .run(last.seq, last.digest);
+          return { records, receipts };
+        })
+        .immediate(),
     );
   }
 
