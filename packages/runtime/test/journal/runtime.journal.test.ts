@@ -80,7 +80,7 @@ const FIXTURE: ServerFixture = {
 interface Opened {
   readonly runtime: McpRuntime;
   readonly events: RuntimeEvent[];
-  audit(): Promise<AuditEntry[]>;
+  readonly audit: () => Promise<AuditEntry[]>;
 }
 
 async function open(
@@ -313,7 +313,7 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
     await step.prepareCall('s__send').run({}, approve);
     await step.prepareCall('s__oops').run({}, { ...approve, idempotencyKey: 'oops' });
     await failure(step.prepareCall('s__send').run({}));
-    await failure(step.prepareCall('s__send').run({ input: 7 } as never, approve));
+    await failure(step.prepareCall('s__send').run({ input: 7 }, approve));
     await step.prepareCall('s__lookup').run({ input: 'x' }, { idempotencyKey: 'r' });
     await step.prepareCall('s__lookup').run({ input: 'x' }, { idempotencyKey: 'r' });
     runtime.revokeTool('s', 'lookup');
@@ -444,7 +444,7 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
       throw new Error('expected UNKNOWN_TOOL');
     })();
     expect(unknown.delivery).toBe('not-sent');
-    expect((await failure(step.prepareCall('s__send').run({ input: 1 } as never))).delivery).toBe(
+    expect((await failure(step.prepareCall('s__send').run({ input: 1 }))).delivery).toBe(
       'not-sent',
     );
     const timeout = await failure(step.prepareCall('s__slow_send').run({}, { timeoutMs: 50 }));
