@@ -2,7 +2,7 @@
 // SQLite journal, runs every planned key in order with `idempotencyKey`, and prints one JSON line
 // per event to stdout (synchronous for pipes, so every line written before the kill arrives).
 //
-// argv[2]: JSON { journal, server, keys: [{ key, tool, args }], passes, kill } where server is an
+// stdin: JSON { journal, server, keys: [{ key, tool, args }], passes, kill } where server is an
 // `mcpServers` entry (stdio `{ command, args }` or Streamable HTTP `{ url }`)
 // where kill is null or { point, nth }: die at the nth time `point` is reached in this process.
 // Points: before-intent (the key's first journal read), after-intent (INTENT committed),
@@ -11,7 +11,11 @@
 import process from 'node:process';
 import { connectServer, McpRuntime, openSqliteJournal } from '@stepbind/runtime';
 
-const plan = JSON.parse(process.argv[2]);
+// The plan comes on stdin once the modules are loaded, so a harness can start the next agent while
+// the previous one still runs.
+let input = '';
+for await (const chunk of process.stdin) input += chunk;
+const plan = JSON.parse(input);
 const print = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
 let current;
 let seen = 0;

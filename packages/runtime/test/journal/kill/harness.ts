@@ -77,11 +77,11 @@ export interface KillCampaignOptions {
   readonly seed: number;
   /** Campaigns run side by side. @default 2 */
   readonly lanes?: number;
-  /** One lane in this many talks stdio (the server dies with the agent); the rest Streamable HTTP. @default 4 */
+  /** One batch in this many talks stdio (the server dies with the agent); the rest Streamable HTTP. @default 6 */
   readonly stdioEvery?: number;
-  /** Keys per batch (one journal). @default 6 */
+  /** Keys per batch (one journal). @default 8 */
   readonly keysPerBatch?: number;
-  /** Kills per batch before the batch is finished with a clean run. @default 8 */
+  /** Kills per batch before the batch is finished with a clean run. @default 10 */
   readonly killsPerBatch?: number;
   /** Called with each finished batch. */
   readonly onBatch?: (batch: BatchReport) => void;
@@ -147,31 +147,62 @@ interface PlannedKey {
   readonly args: Readonly<Record<string, unknown>>;
 }
 
-/** Runs one agent child to its end (exit or SIGKILL) and returns what it printed. */
-async function runChild(plan: unknown): Promise<{ events: ChildEvent[]; killed: boolean }> {
-  const child = spawn(process.execPath, [AGENT, JSON.stringify(plan)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/**
+ * An agent child that is loading its modules and waits for its plan on stdin: a lane starts the
+ * next one while the current one runs, so module loading overlaps the previous run.
+ */
+interface WarmAgent {
+  run(plan: unknown): Promise<{ events: ChildEvent[]; killed: boolean }>;
+  discard(): Promise<void>;
+}
+
+function warmAgent(): WarmAgent {
+  const child = spawn(process.execPath, [AGENT], { stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
   child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString('utf8')));
-  const watchdog = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  const { code, signal } = await new Promise<{ code: number | null; signal: string | null }>(
-    (resolve) => child.on('close', (c, s) => resolve({ code: c, signal: s })),
+  // A plan written to an agent that died early must not crash the harness; the exit reports it.
+  child.stdin.on('error', () => undefined);
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.on('close', (code, signal) => resolve({ code, signal })),
   );
-  clearTimeout(watchdog);
-  const events = out
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => JSON.parse(line) as ChildEvent);
-  const killed = signal === 'SIGKILL' && events.some((e) => e.event === 'kill');
-  if (!killed && (code !== 0 || !events.some((e) => e.event === 'done'))) {
-    throw new Error(`agent child failed (code ${code}, signal ${signal}):\n${err}\n${out}`);
+  return {
+    async run(plan) {
+      child.stdin.end(JSON.stringify(plan));
+      const watchdog = setTimeout(() => child.kill('SIGKILL'), 60_000);
+      const { code, signal } = await exited;
+      clearTimeout(watchdog);
+      const events = out
+        .split('\n')
+        .filter((line) => line.trim() !== '')
+        .map((line) => JSON.parse(line) as ChildEvent);
+      const killed = signal === 'SIGKILL' && events.some((e) => e.event === 'kill');
+      if (!killed && (code !== 0 || !events.some((e) => e.event === 'done'))) {
+        throw new Error(`agent child failed (code ${code}, signal ${signal}):\n${err}\n${out}`);
+      }
+      // A stdio server outlives its agent briefly: it reads what was written, then sees EOF.
+      for (const e of events) if (e.event === 'open') for (const pid of e.pids) await gone(pid);
+      return { events, killed };
+    },
+    async discard() {
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** Runs plans one after the other, each in a fresh agent process loaded while the last one ran. */
+class AgentLane {
+  #next: WarmAgent = warmAgent();
+  async run(plan: unknown): Promise<{ events: ChildEvent[]; killed: boolean }> {
+    const agent = this.#next;
+    this.#next = warmAgent();
+    return agent.run(plan);
   }
-  // A stdio server outlives its agent briefly: it reads what was written, then sees EOF.
-  for (const e of events) if (e.event === 'open') for (const pid of e.pids) await gone(pid);
-  return { events, killed };
+  close(): Promise<void> {
+    return this.#next.discard();
+  }
 }
 
 async function gone(pid: number): Promise<void> {
@@ -368,6 +399,7 @@ function same(a: unknown, b: unknown): boolean {
 }
 
 async function runBatch(
+  agents: AgentLane,
   lane: number,
   batch: number,
   transport: 'stdio' | 'http',
@@ -420,17 +452,18 @@ async function runBatch(
       const point = KILL_POINTS[Math.floor(random() * KILL_POINTS.length)] as KillPoint;
       const nth = 1 + Math.floor(random() * 3);
       budget.left--;
-      const { events, killed } = await runChild({ ...base, passes: 1, kill: { point, nth } });
+      const { events, killed } = await agents.run({ ...base, passes: 1, kill: { point, nth } });
       runs++;
+      play(events);
       if (!killed) {
+        // Fewer than `nth` occurrences: the run finished every key, nothing to recover next.
         budget.left++;
         last = undefined;
+        break;
       }
-      play(events);
-      if (!killed) break;
     }
     // A clean run finishes every key that may still run; its second pass replays all of them.
-    const final = await runChild({ ...base, passes: 2, kill: null });
+    const final = await agents.run({ ...base, passes: 2, kill: null });
     runs++;
     play(final.events);
     if (final.killed) oracle.problems.push('the final run was killed');
@@ -489,24 +522,26 @@ async function runBatch(
 export async function runKillCampaign(options: KillCampaignOptions): Promise<CampaignReport> {
   const started = performance.now();
   const lanes = options.lanes ?? 2;
-  const stdioEvery = options.stdioEvery ?? 4;
+  const stdioEvery = options.stdioEvery ?? 6;
   const budget = { left: options.killPoints };
   const reports: BatchReport[] = [];
   const laneRuns = Array.from({ length: lanes }, async (_, lane) => {
     const random = prng(options.seed + lane * 7919);
     const http = await startHttpServer();
+    const agents = new AgentLane();
     try {
       for (let batch = 0; budget.left > 0; batch++) {
         const transport = (batch + lane) % stdioEvery === stdioEvery - 1 ? 'stdio' : 'http';
         const report = await runBatch(
+          agents,
           lane,
           batch,
           transport,
           random,
           budget,
           {
-            keysPerBatch: options.keysPerBatch ?? 6,
-            killsPerBatch: options.killsPerBatch ?? 8,
+            keysPerBatch: options.keysPerBatch ?? 8,
+            killsPerBatch: options.killsPerBatch ?? 10,
           },
           http,
         );
@@ -514,6 +549,7 @@ export async function runKillCampaign(options: KillCampaignOptions): Promise<Cam
         options.onBatch?.(report);
       }
     } finally {
+      await agents.close();
       await http.close();
     }
   });
