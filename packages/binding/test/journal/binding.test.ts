@@ -13,6 +13,7 @@ import {
   toToolResult,
   type BoundServer,
   type BoundTool,
+  type JournalStore,
   type McpBinding,
   type ToolCallResult,
   type ToolCaller,
@@ -44,15 +45,31 @@ interface Setup {
 }
 
 function setup(
-  call: (journal: CallJournal) => Promise<ToolCallResult>,
+  call: (memory: MemoryJournalStore) => Promise<ToolCallResult>,
   options: { readonly closed?: boolean } = {},
 ): Setup {
-  const journal = new CallJournal(new MemoryJournalStore());
+  // A store that answers on a later turn, as a database over the network does.
+  const memory = new MemoryJournalStore();
+  const later = <T>(fn: () => Promise<T>): Promise<T> =>
+    new Promise((resolve) => setImmediate(resolve)).then(fn);
+  const store: JournalStore = {
+    location: 'memory (async)',
+    get: (key) => later(() => memory.get(key)),
+    insert: (record) => later(() => memory.insert(record)),
+    update: (record, version, options) => later(() => memory.update(record, version, options)),
+    appendReceipt: (receipt) => later(() => memory.appendReceipt(receipt)),
+    listRecords: (filter) => memory.listRecords(filter),
+    readReceipts: (options) => memory.readReceipts(options),
+    anchor: () => memory.anchor(),
+    prune: (options) => memory.prune(options),
+    close: () => memory.close(),
+  };
+  const journal = new CallJournal(store);
   const sends: ToolCallResult[] = [];
   const caller: ToolCaller = {
     closed: options.closed ?? false,
     callTool: async () => {
-      const result = await call(journal);
+      const result = await call(memory);
       sends.push(result);
       return result;
     },
@@ -97,8 +114,10 @@ const ok = (text: string): ToolCallResult => ({ content: [{ type: 'text', text }
 describe('PreparedCall.run with a journal', () => {
   it('makes the key SENT before the caller is asked to send, and COMPLETED after the answer', async () => {
     let stateAtSend: string | undefined;
-    const { binding, journal } = setup(async (j) => {
-      stateAtSend = (await j.get('k'))?.state;
+    const { binding, journal } = setup(async (memory) => {
+      // What the store holds the moment the caller is asked to send (read synchronously).
+      const atSend = memory.get('k');
+      stateAtSend = (await atSend)?.state;
       return ok('done');
     });
     const outcome = await binding.prepareCall('s__send').run({ to: 'a' }, { idempotencyKey: 'k' });
