@@ -457,12 +457,12 @@ export class PreparedCall {
           throw this.#noJournal(key);
         }
         checkKey(key, this.#detail({}));
-        const begun = await journal.begin({
-          key,
-          context,
-          argsDigest,
-          retryReads: this.#bound.server.retryReads === true,
-        });
+        // Without a prepare hook nothing long can come between claim and send: the claim is
+        // written once, as SENT, just before sending.
+        const begun = await journal.begin(
+          { key, context, argsDigest, retryReads: this.#bound.server.retryReads === true },
+          { deferWrite: options.prepare === undefined },
+        );
         if (begun.kind === 'refused') throw begun.error;
         if (begun.kind === 'replay') {
           recorded = true;

@@ -128,6 +128,7 @@ export type {
 } from './binding.js';
 export { CallJournal, JournalClaim } from './journal/journal.js';
 export type {
+  BeginOptions,
   BeginResult,
   CallIntent,
   CallJournalOptions,

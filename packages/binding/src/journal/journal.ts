@@ -55,20 +55,45 @@ export interface CallIntent {
   readonly retryReads: boolean;
 }
 
+/** Options of {@link CallJournal.begin}. */
+export interface BeginOptions {
+  /**
+   * Write nothing yet: the claim is checked again and written directly as `SENT` by
+   * {@link CallJournal.markSent} (one durable write instead of two). For runs with nothing between
+   * the claim and the send that could take long or fail on its own (no `prepare` hook); a key
+   * claimed this way is visible to other processes only from its `SENT` write on, and to this
+   * process at once. @default false (an `INTENT` record is written now)
+   */
+  readonly deferWrite?: boolean;
+}
+
 /** A key this journal instance holds for one `run`. Opaque outside the binding. */
 export class JournalClaim {
   readonly key: string;
-  /** @internal */
+  /** @internal the record as last written, or to be written when `pending`. */
   record: JournalRecord;
+  /**
+   * @internal for a deferred claim: the version the stored record must still have when the claim
+   * is written (`null`: there must be no record).
+   */
+  pending: { readonly expectedVersion: number | null } | undefined;
+  /** @internal */
+  readonly intent: CallIntent;
   /** @internal true once the `SENT` record is durable. */
   sent = false;
   /** @internal true when another holder took the key over (nothing more may be written). */
   lost = false;
 
   /** @internal */
-  constructor(record: JournalRecord) {
+  constructor(
+    record: JournalRecord,
+    intent: CallIntent,
+    pending: { readonly expectedVersion: number | null } | undefined,
+  ) {
     this.key = record.key;
     this.record = record;
+    this.intent = intent;
+    this.pending = pending;
   }
 
   /** The attempt (fencing token) of this claim. */
@@ -121,7 +146,10 @@ export class CallJournal {
   readonly #isOwnerAlive: (owner: string) => boolean | undefined;
   readonly #now: () => number;
   readonly #pruneIntervalMs: number;
-  readonly #inFlight = new Set<string>();
+  /** Keys a run of this instance is claiming or holds, with the intent of that run. */
+  readonly #inFlight = new Map<string, Reservation>();
+  /** Keys this instance holds (claimed): its own records of these are in progress. */
+  readonly #running = new Set<string>();
   #active = 0;
   #idle: (() => void) | undefined;
   #lastPrune: number;
@@ -160,7 +188,9 @@ export class CallJournal {
    * argument digest) is compared on every path before anything else: a mismatch is
    * `IDEMPOTENCY_CONFLICT` whatever the key's state.
    *
-   * - no record, an expired one or `NOT_SENT`: claimed (`INTENT`, durable before it returns);
+   * - held by a run of this process: refused at once (`IDEMPOTENCY_CONFLICT` or `_IN_PROGRESS`);
+   * - no record, an expired one or `NOT_SENT`: claimed (an `INTENT` record is written, unless
+   *   `deferWrite`: then {@link markSent} writes the claim directly as `SENT`);
    * - `COMPLETED`: `replay` with the stored outcome;
    * - `INTENT`/`SENT` of a live holder within its expiry: `IDEMPOTENCY_IN_PROGRESS`; of a dead or
    *   expired holder: recovered first (to `NOT_SENT` or `OUTCOME_UNKNOWN`), then decided again;
@@ -169,26 +199,77 @@ export class CallJournal {
    *
    * @throws JournalError when the store fails.
    */
-  async begin(intent: CallIntent): Promise<BeginResult> {
-    const result = await this.#begin(intent);
-    if (result.kind === 'claimed') this.#inFlight.add(intent.key);
-    return result;
+  async begin(intent: CallIntent, options: BeginOptions = {}): Promise<BeginResult> {
+    // Runs of this process decide one at a time per key: a key being claimed is waited for, a key
+    // held is refused (after the payload check against the stored record, as on every path).
+    for (;;) {
+      const local = this.#inFlight.get(intent.key);
+      if (local === undefined) break;
+      if (!local.claimed) {
+        await local.decided;
+        continue;
+      }
+      const stored = await this.store.get(intent.key);
+      const live =
+        stored !== undefined && (stored.expiresAt === null || stored.expiresAt > this.#now());
+      const conflict = live ? conflictOf(stored, intent) : undefined;
+      return { kind: 'refused', error: conflict ?? localRefusal(local.intent, intent) };
+    }
+    let decide: () => void = () => undefined;
+    const reservation: Reservation = {
+      intent,
+      claimed: false,
+      decided: new Promise<void>((resolve) => (decide = resolve)),
+    };
+    this.#inFlight.set(intent.key, reservation);
+    let result: BeginResult | undefined;
+    try {
+      result = await this.#begin(intent, options.deferWrite === true);
+      if (result.kind === 'claimed') {
+        reservation.claimed = true;
+        this.#running.add(intent.key);
+      }
+      return result;
+    } finally {
+      if (result?.kind !== 'claimed') this.#inFlight.delete(intent.key);
+      decide();
+    }
   }
 
-  async #begin(intent: CallIntent): Promise<BeginResult> {
+  async #begin(intent: CallIntent, defer: boolean): Promise<BeginResult> {
     const { key } = intent;
+    // Claims `record` over `expected` (the stored record, if any): written now, or deferred.
+    const claim = async (
+      record: JournalRecord,
+      expected: JournalRecord | undefined,
+    ): Promise<BeginResult | undefined> => {
+      if (defer) {
+        return {
+          kind: 'claimed',
+          claim: new JournalClaim(record, intent, { expectedVersion: expected?.version ?? null }),
+        };
+      }
+      const written =
+        expected === undefined
+          ? await this.store.insert(record)
+          : (await this.store.update(record, expected.version)).ok;
+      return written
+        ? { kind: 'claimed', claim: new JournalClaim(record, intent, undefined) }
+        : undefined;
+    };
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const now = this.#now();
       const existing = await this.store.get(key);
       if (existing === undefined) {
-        const record = this.#intentRecord(intent, 1, 1, now);
-        if (await this.store.insert(record)) return claimed(record);
+        const claimed = await claim(this.#intentRecord(intent, 1, 1, now), undefined);
+        if (claimed !== undefined) return claimed;
         continue;
       }
       if (existing.expiresAt !== null && existing.expiresAt <= now) {
         // Forgotten: the key starts over, whatever it was used for before.
         const record = this.#intentRecord(intent, existing.attempt + 1, existing.version + 1, now);
-        if ((await this.store.update(record, existing.version)).ok) return claimed(record);
+        const claimed = await claim(record, existing);
+        if (claimed !== undefined) return claimed;
         continue;
       }
       const conflict = conflictOf(existing, intent);
@@ -199,8 +280,8 @@ export class CallJournal {
           return { kind: 'replay', record: existing, outcome: existing.outcome };
         }
         case 'NOT_SENT': {
-          const record = this.#reclaim(existing, now);
-          if ((await this.store.update(record, existing.version)).ok) return claimed(record);
+          const claimed = await claim(this.#reclaim(existing, now), existing);
+          if (claimed !== undefined) return claimed;
           continue;
         }
         case 'INTENT':
@@ -213,8 +294,8 @@ export class CallJournal {
         }
         case 'OUTCOME_UNKNOWN': {
           if (intent.context.effectClass === 'read' && intent.retryReads) {
-            const record = this.#reclaim(existing, now);
-            if ((await this.store.update(record, existing.version)).ok) return claimed(record);
+            const claimed = await claim(this.#reclaim(existing, now), existing);
+            if (claimed !== undefined) return claimed;
             continue;
           }
           return { kind: 'refused', error: outcomeUnknownError(existing, intent.context) };
@@ -241,30 +322,44 @@ export class CallJournal {
   async markSent(claim: JournalClaim, timeoutMs: number): Promise<void> {
     const now = this.#now();
     const current = claim.record;
+    const pending = claim.pending;
     const next: JournalRecord = {
       ...current,
       state: 'SENT',
-      version: current.version + 1,
+      version: pending === undefined ? current.version + 1 : current.version,
       updatedAt: now,
       leaseExpiresAt: now + timeoutMs + this.inProgressTtlMs,
     };
-    const written = await this.store.update(next, current.version, { durable: true });
-    if (!written.ok) {
+    let written: boolean;
+    if (pending === undefined) {
+      written = (await this.store.update(next, current.version, { durable: true })).ok;
+    } else if (pending.expectedVersion === null) {
+      written = await this.store.insert(next, { durable: true });
+    } else {
+      written = (await this.store.update(next, pending.expectedVersion, { durable: true })).ok;
+    }
+    if (!written) {
       claim.lost = true;
+      // A deferred claim was overtaken by another holder: say what the key is now.
+      const now2 = await this.store.get(claim.key);
+      const conflict = now2 === undefined ? undefined : conflictOf(now2, claim.intent);
+      if (conflict !== undefined) throw conflict;
       throw new CallError(
         ErrorCode.IDEMPOTENCY_IN_PROGRESS,
-        `Idempotency key "${claim.key}" was taken over by another holder before "${current.context.modelName}" was sent (it was held longer than the in-progress expiry); it was not sent.`,
+        `Idempotency key "${claim.key}" was taken over by another holder before "${current.context.modelName}" was sent; it was not sent. Call again to get that run's outcome.`,
         {
           detail: {
             ...contextDetail(current.context),
             key: claim.key,
             reason: 'claim-lost',
+            ...(now2 === undefined ? {} : { record: recordSummary(now2) }),
             delivery: 'not-sent',
           },
         },
       );
     }
     claim.record = next;
+    claim.pending = undefined;
     claim.sent = true;
   }
 
@@ -564,7 +659,9 @@ export class CallJournal {
     next: (record: JournalRecord, now: number) => JournalRecord,
   ): Promise<ReceiptEntry> {
     try {
-      if (claim === undefined || claim.lost) {
+      // Nothing of this run was written for the key (refused before a deferred claim was written,
+      // or overtaken): only the receipt is recorded.
+      if (claim === undefined || claim.lost || claim.pending !== undefined) {
         const entry = await this.store.appendReceipt(body);
         return entry;
       }
@@ -590,7 +687,10 @@ export class CallJournal {
       }
       return await this.store.appendReceipt(body);
     } finally {
-      if (claim !== undefined) this.#inFlight.delete(claim.key);
+      if (claim !== undefined) {
+        this.#inFlight.delete(claim.key);
+        this.#running.delete(claim.key);
+      }
       this.#done();
       if (this.#now() - this.#lastPrune >= this.#pruneIntervalMs) void this.#pruneQuietly();
     }
@@ -665,7 +765,7 @@ export class CallJournal {
   }
 
   #holderAlive(record: JournalRecord, now: number): boolean {
-    if (record.owner === this.owner) return this.#inFlight.has(record.key);
+    if (record.owner === this.owner) return this.#running.has(record.key);
     if (this.#isOwnerAlive(record.owner) === false) return false;
     return record.leaseExpiresAt > now;
   }
@@ -729,8 +829,48 @@ export class CallJournal {
   }
 }
 
-function claimed(record: JournalRecord): BeginResult {
-  return { kind: 'claimed', claim: new JournalClaim(record) };
+/** A key a run of this process is claiming (`claimed: false`) or holds. */
+interface Reservation {
+  readonly intent: CallIntent;
+  claimed: boolean;
+  /** Resolves once the claiming run's `begin` decided. */
+  readonly decided: Promise<void>;
+}
+
+/** The refusal for a key this process already holds for `held`. */
+function localRefusal(held: CallIntent, intent: CallIntent): CallError {
+  const conflict = conflictOf(
+    {
+      key: held.key,
+      state: 'INTENT',
+      version: 0,
+      attempt: 0,
+      owner: 'this process',
+      context: held.context,
+      argsDigest: held.argsDigest,
+      createdAt: 0,
+      updatedAt: 0,
+      leaseExpiresAt: 0,
+      expiresAt: null,
+      outcome: null,
+      error: null,
+      resolution: null,
+    },
+    intent,
+  );
+  if (conflict !== undefined) return conflict;
+  return new CallError(
+    ErrorCode.IDEMPOTENCY_IN_PROGRESS,
+    `Idempotency key "${intent.key}" is already running in this process; "${intent.context.modelName}" was not run again. Wait for the first run's result.`,
+    {
+      detail: {
+        ...contextDetail(intent.context),
+        key: intent.key,
+        reason: 'in-progress',
+        delivery: 'not-sent',
+      },
+    },
+  );
 }
 
 function positive(value: number, name: string): number {

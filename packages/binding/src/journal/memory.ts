@@ -49,7 +49,7 @@ export class MemoryJournalStore implements JournalStore {
     return text === undefined ? undefined : (JSON.parse(text) as JournalRecord);
   }
 
-  async insert(record: JournalRecord): Promise<boolean> {
+  async insert(record: JournalRecord, _options?: { readonly durable?: boolean }): Promise<boolean> {
     this.#open();
     if (this.#records.has(record.key)) return false;
     this.#records.set(record.key, JSON.stringify(record));

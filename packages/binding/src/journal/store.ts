@@ -184,8 +184,11 @@ export interface JournalStore {
   readonly location: string;
   /** The record of `key`, if any. */
   get(key: string): Promise<JournalRecord | undefined>;
-  /** Inserts a new record. Resolves to `false` (nothing written) when the key exists. */
-  insert(record: JournalRecord): Promise<boolean>;
+  /**
+   * Inserts a new record. Resolves to `false` (nothing written) when the key exists. `durable`
+   * as for {@link update}.
+   */
+  insert(record: JournalRecord, options?: { readonly durable?: boolean }): Promise<boolean>;
   /**
    * Replaces the record of `record.key` if its stored `version` is `expectedVersion`, and appends
    * `receipt` to the chain in the same atomic step. `durable: true` asks the store to make this

@@ -179,8 +179,14 @@ describe('PreparedCall.run with a journal', () => {
     const { binding, journal, sends } = setup(async () => ok('never'), { closed: true });
     const error = await failure(binding.prepareCall('s__send').run({}, { idempotencyKey: 'k' }));
     expect([error.code, error.delivery]).toEqual(['CONNECTION_CLOSED', 'not-sent']);
-    expect((await journal.get('k'))?.state).toBe('NOT_SENT');
+    // Without a prepare hook the claim is written only as SENT, just before sending: nothing here.
+    expect(await journal.get('k')).toBeUndefined();
     expect(sends).toEqual([]);
+    // With one, the INTENT written at the claim is released as NOT_SENT.
+    await failure(
+      binding.prepareCall('s__send').run({}, { idempotencyKey: 'p', prepare: () => undefined }),
+    );
+    expect((await journal.get('p'))?.state).toBe('NOT_SENT');
   });
 
   it('says "check before retrying" for every failure after sending and never for one before', () => {

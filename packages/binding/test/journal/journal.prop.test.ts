@@ -8,6 +8,7 @@
  */
 import fc from 'fast-check';
 import {
+  CallError,
   CallJournal,
   MemoryJournalStore,
   type BeginResult,
@@ -49,12 +50,15 @@ type Command =
       readonly payload: string;
       readonly behaviour: Behaviour;
       readonly death: 'known' | 'silent';
+      /** The claim is written only as SENT (a run without a prepare hook). */
+      readonly defer: boolean;
     }
   | {
       readonly kind: 'concurrent';
       readonly holders: readonly [number, number];
       readonly key: Key;
       readonly payloads: readonly [string, string];
+      readonly defers: readonly [boolean, boolean];
     }
   | { readonly kind: 'advance'; readonly ms: number }
   | {
@@ -89,6 +93,7 @@ const arbCommand: fc.Arbitrary<Command> = fc.oneof(
         'die-after-sent',
       ),
       death: fc.constantFrom<'known' | 'silent'>('known', 'silent'),
+      defer: fc.boolean(),
     }),
   },
   {
@@ -98,6 +103,7 @@ const arbCommand: fc.Arbitrary<Command> = fc.oneof(
       holders: fc.tuple(arbHolder, arbHolder),
       key: arbKey,
       payloads: fc.tuple(arbPayload, arbPayload),
+      defers: fc.tuple(fc.boolean(), fc.boolean()),
     }),
   },
   {
@@ -195,7 +201,18 @@ class Oracle {
     }
   }
 
-  claim(key: Key, payload: string, owner: string): void {
+  /** A claim not written yet (deferred until its SENT write). */
+  #pending: { key: Key; payload: string; owner: string } | undefined;
+
+  claim(key: Key, payload: string, owner: string, defer: boolean): void {
+    if (defer) {
+      this.#pending = { key, payload, owner };
+      return;
+    }
+    this.#write(key, payload, owner);
+  }
+
+  #write(key: Key, payload: string, owner: string): void {
     const r = this.keys.get(key);
     if (r === undefined || this.#expired(r)) this.#newLife(key);
     this.keys.set(key, {
@@ -210,6 +227,17 @@ class Oracle {
 
   /** The claimed run of `key` ended with `behaviour`. */
   finish(key: Key, behaviour: Behaviour, result: ToolCallResult | undefined): void {
+    const pending = this.#pending;
+    this.#pending = undefined;
+    if (pending !== undefined) {
+      // A deferred claim writes nothing unless it gets as far as its SENT write.
+      if (behaviour === 'refused') {
+        this.receipts.push(this.now);
+        return;
+      }
+      if (behaviour === 'die-after-intent') return;
+      this.#write(pending.key, pending.payload, pending.owner);
+    }
     const r = this.keys.get(key);
     if (r === undefined) throw new Error('oracle: finish without a claim');
     const sent = (): void => undefined;
@@ -384,14 +412,13 @@ class System {
     key: Key,
     payload: string,
     behaviour: Behaviour,
-    onClaim: (begun: BeginResult) => void = () => undefined,
+    defer: boolean,
   ): Promise<{ begun: BeginResult; result?: ToolCallResult; replayed?: ToolCallResult | string }> {
     const holder = this.holders[index] as Holder;
     const journal = holder.journal;
     const intent = this.intent(key, payload);
     expect(journal.start()).toBe(true);
-    const begun = await journal.begin(intent);
-    onClaim(begun);
+    const begun = await journal.begin(intent, { deferWrite: defer });
     if (begun.kind === 'refused') {
       await journal.fail(undefined, intent.context, begun.error, {
         argsDigest: intent.argsDigest,
@@ -415,7 +442,14 @@ class System {
         return { begun };
       }
       if (behaviour === 'die-after-intent') return { begun };
-      await journal.markSent(claim, TIMEOUT);
+      try {
+        await journal.markSent(claim, TIMEOUT);
+      } catch (error) {
+        // A deferred claim overtaken by another holder: refused at its SENT write.
+        if (!(error instanceof CallError)) throw error;
+        await journal.fail(claim, intent.context, error, { argsDigest: intent.argsDigest, key });
+        return { begun: { kind: 'refused', error } };
+      }
       if (behaviour === 'unsent') {
         await journal.fail(
           claim,
@@ -507,10 +541,11 @@ describe('CallJournal against an independent oracle (property)', () => {
                   command.key,
                   command.payload,
                   command.behaviour,
+                  command.defer,
                 );
                 expect(decisionOf(outcome.begun), `${JSON.stringify(command)}`).toBe(predicted);
                 if (predicted === 'claimed') {
-                  oracle.claim(command.key, command.payload, self);
+                  oracle.claim(command.key, command.payload, self, command.defer);
                   if (!command.behaviour.startsWith('die')) {
                     oracle.finish(command.key, command.behaviour, outcome.result);
                   } else {
@@ -533,8 +568,8 @@ describe('CallJournal against an independent oracle (property)', () => {
                 const stored = oracle.keys.get(command.key)?.stored;
                 system.store.scheduler = s;
                 const runs = Promise.all([
-                  system.run(a, command.key, command.payloads[0], 'ok'),
-                  system.run(b, command.key, command.payloads[1], 'ok'),
+                  system.run(a, command.key, command.payloads[0], 'ok', command.defers[0]),
+                  system.run(b, command.key, command.payloads[1], 'ok', command.defers[1]),
                 ]);
                 const outcomes = await s.waitFor(runs);
                 system.store.scheduler = undefined;
@@ -563,7 +598,7 @@ describe('CallJournal against an independent oracle (property)', () => {
                 if (winner !== -1) {
                   const owner = (system.holders[command.holders[winner] as number] as Holder)
                     .journal.owner;
-                  oracle.claim(command.key, command.payloads[winner] as string, owner);
+                  oracle.claim(command.key, command.payloads[winner] as string, owner, false);
                   oracle.finish(command.key, 'ok', outcomes[winner]?.result);
                   for (const [i, decision] of decisions.entries()) {
                     if (i !== winner && decision === 'replay') {

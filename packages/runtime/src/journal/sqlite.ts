@@ -50,7 +50,12 @@ export interface SqliteJournalOptions {
   readonly readOnly?: boolean;
 }
 
-/** The versioned, idempotent migrations: entry `i` takes `user_version` from `i` to `i + 1`. */
+/**
+ * The versioned, idempotent migrations: entry `i` takes `user_version` from `i` to `i + 1`. No
+ * secondary indexes: every index page is one more page each commit writes to the WAL (an index on
+ * `records.state` doubles the cost of a claim), and the queries that would use them (recovery at
+ * open, pruning once a minute, `stepbind receipts list --key`) run rarely and scan.
+ */
 const MIGRATIONS: readonly string[] = [
   `CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
    CREATE TABLE IF NOT EXISTS records (
@@ -69,8 +74,6 @@ const MIGRATIONS: readonly string[] = [
      error TEXT,
      resolution TEXT
    ) STRICT;
-   CREATE INDEX IF NOT EXISTS records_in_progress ON records (state) WHERE state IN ('INTENT','SENT');
-   CREATE INDEX IF NOT EXISTS records_expiry ON records (expires_at) WHERE expires_at IS NOT NULL;
    CREATE TABLE IF NOT EXISTS receipts (
      seq INTEGER PRIMARY KEY,
      prev_digest TEXT NOT NULL,
@@ -79,7 +82,6 @@ const MIGRATIONS: readonly string[] = [
      at INTEGER NOT NULL,
      body TEXT NOT NULL
    ) STRICT;
-   CREATE INDEX IF NOT EXISTS receipts_key ON receipts (key) WHERE key IS NOT NULL;
    CREATE TABLE IF NOT EXISTS chain_anchor (
      id INTEGER PRIMARY KEY CHECK (id = 1),
      seq INTEGER NOT NULL,
@@ -276,8 +278,11 @@ export class SqliteJournalStore implements JournalStore {
     return row === undefined ? undefined : this.#toRecord(row);
   }
 
-  async insert(record: JournalRecord): Promise<boolean> {
-    return this.#write('write', false, () => {
+  async insert(
+    record: JournalRecord,
+    options: { readonly durable?: boolean } = {},
+  ): Promise<boolean> {
+    return this.#write('write', options.durable === true && this.synchronous === 'full', () => {
       const info = this.#stmt.insert.run(record.key, ...rowValues(record));
       return info.changes === 1;
     });

@@ -36,9 +36,11 @@ const journal = {
     reach('before-intent', key);
     return store.get(key);
   },
-  async insert(record) {
-    const inserted = await store.insert(record);
-    if (inserted) reach('after-intent', record.key);
+  async insert(record, options) {
+    const inserted = await store.insert(record, options);
+    if (inserted && record.state === 'INTENT') reach('after-intent', record.key);
+    // A run without a prepare hook writes its claim directly as SENT.
+    if (inserted && record.state === 'SENT') reach('before-send', record.key);
     return inserted;
   },
   async update(record, expectedVersion, options) {
@@ -90,7 +92,10 @@ for (let pass = 0; pass < plan.passes; pass++) {
     current = key;
     print({ event: 'start', key, pass });
     try {
-      const outcome = await step.prepareCall(`s__${tool}`).run(args, { idempotencyKey: key });
+      // w2 runs with a prepare hook (an approval): its claim is an INTENT record first.
+      const outcome = await step
+        .prepareCall(`s__${tool}`)
+        .run(args, { idempotencyKey: key, ...(tool === 'w2' ? { prepare: () => undefined } : {}) });
       print({
         event: 'result',
         key,
