@@ -56,7 +56,7 @@ function timed(store: SqliteJournalStore): { store: JournalStore; spent: () => n
     store: {
       location: store.location,
       get: wrap((k: string) => store.get(k)),
-      insert: wrap((r: Parameters<JournalStore['insert']>[0]) => store.insert(r)),
+      insert: wrap((...a: Parameters<JournalStore['insert']>) => store.insert(...a)),
       update: wrap((...a: Parameters<JournalStore['update']>) => store.update(...a)),
       appendReceipt: wrap((b: Parameters<JournalStore['appendReceipt']>[0]) =>
         store.appendReceipt(b),
