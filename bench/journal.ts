@@ -3,11 +3,13 @@
  * versus the same calls with it off (the default in-memory journal), interleaved ABBA in one run
  * (issue 10 target: ≤ 1.3× the time with it off).
  *
- * Sides, each with its own runtime and its own scripted stdio child:
- * - off: no `journal` option (in memory), calls without a key: what a loop pays today;
- * - full: SQLite, `synchronous: 'full'`, every call with a fresh idempotency key (INTENT, SENT
- *   with an fsync, COMPLETED + receipt);
- * - normal: the same with `synchronous: 'normal'` (no fsync per call).
+ * Sides, each with its own runtime and its own scripted stdio child, every call with a fresh
+ * idempotency key unless said otherwise:
+ * - off: no `journal` option: the default in-memory journal (the durable journal off);
+ * - full: the SQLite journal, `synchronous: 'full'` (the claim written as SENT with an fsync, then
+ *   COMPLETED + receipt);
+ * - normal: the same with `synchronous: 'normal'` (no fsync per call);
+ * - bare: no journal option and no key (what a loop that uses no idempotency pays), for reference.
  *
  * Reported: per-round median latency and ratios to `off`, durable (fsynced) writes and commits per
  * call, and the time spent inside the journal store per call (p50/p99: the latency it adds).
@@ -89,6 +91,7 @@ async function openSide(
   name: string,
   scratch: Scratch,
   synchronous: 'full' | 'normal' | undefined,
+  keyed: boolean,
 ): Promise<Side> {
   const params = stdioServerParams({ scenario: 'single' });
   const sqlite =
@@ -106,7 +109,7 @@ async function openSide(
     runtime,
     sqlite,
     spent: timing?.spent ?? (() => 0),
-    keyed: synchronous !== undefined,
+    keyed,
     latencies: [],
     storeUs: [],
     roundMedians: [],
@@ -146,10 +149,11 @@ export async function runJournalBench(options: JournalBenchOptions = {}): Promis
   const scratch = new Scratch();
   const sides: Side[] = [];
   try {
-    sides.push(await openSide('off', scratch, undefined));
-    sides.push(await openSide('full', scratch, 'full'));
-    sides.push(await openSide('normal', scratch, 'normal'));
-    const [off, full, normal] = sides as [Side, Side, Side];
+    sides.push(await openSide('off', scratch, undefined, true));
+    sides.push(await openSide('full', scratch, 'full', true));
+    sides.push(await openSide('normal', scratch, 'normal', true));
+    sides.push(await openSide('bare', scratch, undefined, false));
+    const [off, full, normal, bare] = sides as [Side, Side, Side, Side];
     // Warm-up: JIT every path, fill the page cache.
     for (const side of sides) await round(side, calls, false);
     const before = {
@@ -162,7 +166,7 @@ export async function runJournalBench(options: JournalBenchOptions = {}): Promis
     };
     const measuredFrom = { full: full.calls, normal: normal.calls };
     for (let r = 0; r < rounds; r++) {
-      const order = r % 2 === 0 ? [off, full, normal] : [normal, full, off];
+      const order = r % 2 === 0 ? [off, full, normal, bare] : [bare, normal, full, off];
       for (const side of order) {
         await round(side, calls, true);
         await breathe();
@@ -182,11 +186,13 @@ export async function runJournalBench(options: JournalBenchOptions = {}): Promis
       beforeNormal.durable,
       beforeNormal.commits,
     );
-    const ratio = (side: Side) =>
-      side.roundMedians.map((m, i) => m / (off.roundMedians[i] as number));
-    const note = `stdio, one scripted child per side; ${rounds} interleaved rounds × ${calls} sequential calls per side (ratio of per-round median latencies). off = no journal option (in memory), no key; full/normal = SQLite journal, a fresh idempotency key per call.`;
+    const ratioTo = (base: Side) => (side: Side) =>
+      side.roundMedians.map((m, i) => m / (base.roundMedians[i] as number));
+    const ratio = ratioTo(off);
+    const note = `stdio, one scripted child per side; ${rounds} interleaved rounds × ${calls} sequential calls per side (ratio of per-round median latencies). Every side but bare gives each call a fresh idempotency key; off = the default in-memory journal, full/normal = the SQLite journal; bare = no key at all.`;
     return [
-      row(SUITE, 'seq latency, journal off', 'µs', off.roundMedians),
+      row(SUITE, 'seq latency, no key, no journal option (bare)', 'µs', bare.roundMedians),
+      row(SUITE, 'seq latency, journal off (in memory)', 'µs', off.roundMedians),
       row(SUITE, "seq latency, SQLite synchronous 'full'", 'µs', full.roundMedians),
       row(SUITE, "seq latency, SQLite synchronous 'normal'", 'µs', normal.roundMedians),
       row(SUITE, "ratio SQLite 'full' / off", '×', ratio(full), {
@@ -196,6 +202,9 @@ export async function runJournalBench(options: JournalBenchOptions = {}): Promis
       row(SUITE, "ratio SQLite 'normal' / off", '×', ratio(normal), {
         target: { op: '<=', value: 1.3 },
       }),
+      row(SUITE, "ratio SQLite 'full' / bare", '×', ratioTo(bare)(full)),
+      row(SUITE, "ratio SQLite 'normal' / bare", '×', ratioTo(bare)(normal)),
+      row(SUITE, 'ratio off (in-memory keys) / bare', '×', ratioTo(bare)(off)),
       row(SUITE, "durable (fsynced) writes per call, 'full'", 'writes', [fullWrites.durable]),
       row(SUITE, "commits per call, 'full'", 'commits', [fullWrites.commits]),
       row(SUITE, "durable (fsynced) writes per call, 'normal'", 'writes', [normalWrites.durable]),
