@@ -125,7 +125,7 @@ const MUTANTS: readonly Mutant[] = [
     testFile: 'packages/binding/test/journal/binding.test.ts',
     testName:
       'makes the key SENT before the caller is asked to send, and COMPLETED after the answer',
-    diagnostic: "expected 'INTENT' to be 'SENT'",
+    diagnostic: "expected undefined to be 'SENT'",
   },
   {
     name: 'skip the payload check on replays',
