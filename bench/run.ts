@@ -5,7 +5,7 @@
  * missed. A suite that crashes, or a child process left alive, always exits 1.
  *
  * Usage: `pnpm bench [--strict] [suite...]` with suites among capture, call, hard-refresh,
- * enumerate, snapshot (default: all).
+ * enumerate, snapshot, journal (default: all).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -15,6 +15,7 @@ import { runCallBench } from './call.js';
 import { runCaptureBench } from './capture.js';
 import { runEnumerateBench } from './enumerate.js';
 import { runHardRefreshBench } from './hard-refresh.js';
+import { runJournalBench } from './journal.js';
 import { childCount, formatTable, liveChildren, row, type BenchRow } from './support.js';
 
 /** The rows of bench/snapshot (owned by its own module), when that module offers its runner. */
@@ -49,6 +50,7 @@ const SUITES: Readonly<Record<string, () => Promise<readonly BenchRow[]>>> = {
   'hard-refresh': () => runHardRefreshBench(),
   enumerate: () => runEnumerateBench(),
   snapshot: snapshotRows,
+  journal: () => runJournalBench(),
 };
 
 const args = process.argv.slice(2);

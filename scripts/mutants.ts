@@ -114,6 +114,50 @@ const MUTANTS: readonly Mutant[] = [
       'close() ends a sh -c wrapper, its server and a grandchild that ignores SIGTERM, escalating to SIGKILL for the whole group',
     diagnostic: 'processes of the group left after close()',
   },
+  {
+    // Issue 8 item 3: a call lost after it was written must never read as "not sent".
+    name: 'forget that tools/call was written (CONNECTION_CLOSED after sending)',
+    file: 'packages/runtime/src/sdk.ts',
+    find: 'if (delivery !== undefined) delivery.sent = true;',
+    replace: 'if (delivery !== undefined) delivery.sent = false;',
+    testFile: 'packages/runtime/test/runtime.stdio.test.ts',
+    testName:
+      'gives OUTCOME_UNKNOWN (delivery sent) for a server that crashes mid-call, and the next refresh reconnects it',
+    diagnostic: "expected 'CONNECTION_CLOSED' to be 'OUTCOME_UNKNOWN'",
+  },
+  {
+    name: 'map a connection lost after sending to CONNECTION_CLOSED',
+    file: 'packages/runtime/src/sdk.ts',
+    find: 'return sent ? outcomeUnknown(where, detail, error) : connectionClosed(where, detail, error);',
+    replace: 'return connectionClosed(where, detail, error);',
+    testFile: 'packages/runtime/test/delivery.stdio.test.ts',
+    testName:
+      'reports a connection lost after the request was written as OUTCOME_UNKNOWN, delivery sent',
+    diagnostic: "expected 'CONNECTION_CLOSED' to be 'OUTCOME_UNKNOWN'",
+  },
+  {
+    // Issue 10: the key's SENT record must be durable before a byte is written.
+    name: 'send before the SENT record',
+    file: 'packages/binding/src/binding.ts',
+    find: 'if (claim !== undefined && journal !== undefined) await journal.markSent(claim, timeoutMs);',
+    replace:
+      'if (claim !== undefined && journal !== undefined) void journal.markSent(claim, timeoutMs);',
+    testFile: 'packages/binding/test/journal/binding.test.ts',
+    testName:
+      'makes the key SENT before the caller is asked to send, and COMPLETED after the answer',
+    diagnostic: "expected undefined to be 'SENT'",
+  },
+  {
+    name: 'skip the payload check on replays',
+    file: 'packages/binding/src/journal/journal.ts',
+    find: 'const conflict = conflictOf(existing, intent);',
+    replace:
+      "const conflict = existing.state === 'COMPLETED' ? undefined : conflictOf(existing, intent);",
+    testFile: 'packages/runtime/test/journal/runtime.journal.test.ts',
+    testName:
+      'refuses a reused key with other arguments or another tool (IDEMPOTENCY_CONFLICT), sending nothing',
+    diagnostic: 'expected a rejection',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

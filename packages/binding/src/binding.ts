@@ -4,7 +4,16 @@ import {
   describeValueProblem,
   type CallLimits,
 } from './bounds.js';
-import { CallError, ErrorCode, StepbindError, type ErrorCode as Code } from './errors.js';
+import { digestOf } from './canonical.js';
+import {
+  CallError,
+  ErrorCode,
+  StepbindError,
+  type Delivery,
+  type ErrorCode as Code,
+} from './errors.js';
+import type { CallJournal, JournalClaim } from './journal/journal.js';
+import type { CallContext, JournalRecord, RecordedOutcome } from './journal/store.js';
 import { RevisionLock, type Release } from './lock.js';
 import type { McpContentBlock } from './tools/content.js';
 import type { ModelTool } from './tools/view.js';
@@ -21,7 +30,10 @@ export interface ToolCallResult {
 /**
  * The one thing a prepared call needs from a server: send `tools/call` on this exact connection.
  * Implementations map failures to {@link StepbindError}s (`TIMEOUT`, `ABORTED`, `CONNECTION_CLOSED`,
- * `SERVER_ERROR`) and send `notifications/cancelled` on timeout or abort.
+ * `OUTCOME_UNKNOWN`, `SERVER_ERROR`), say in `detail.delivery` whether the request was written
+ * (`not-sent` only when it certainly was not; a failure without it counts as `sent`), and send
+ * `notifications/cancelled` on timeout or abort. A connection lost after the request was written is
+ * `OUTCOME_UNKNOWN`, never `CONNECTION_CLOSED`.
  */
 export interface ToolCaller {
   /** True once the connection is gone; a prepared call then fails with `CONNECTION_CLOSED`. */
@@ -104,6 +116,11 @@ export interface BoundServer {
   readonly autoApprove?: ReadonlySet<string>;
   /** Depth and size bounds of this server's call arguments and results (positive integers). */
   readonly callLimits?: Partial<CallLimits>;
+  /**
+   * `read` tools of this server whose outcome is unknown may be sent again under the same
+   * idempotency key. @default false
+   */
+  readonly retryReads?: boolean;
 }
 
 /**
@@ -197,6 +214,14 @@ export interface RunOptions {
   readonly signal?: AbortSignal;
   /** Per-call timeout. @default the server's `callTimeoutMs` (60000) */
   readonly timeoutMs?: number;
+  /**
+   * Makes the call idempotent (DESIGN §13): a key whose call completed returns the stored result
+   * and receipt (`replayed: true`, nothing is sent); a key in progress, used for another payload or
+   * whose outcome is unknown is refused (`IDEMPOTENCY_IN_PROGRESS`, `IDEMPOTENCY_CONFLICT`,
+   * `OUTCOME_UNKNOWN`). Use something stable across restarts, such as the model's tool-call id with
+   * the step: `` `${stepKey}:${toolCall.id}` ``. 1 to 512 characters.
+   */
+  readonly idempotencyKey?: string;
 }
 
 /** Proof of what ran: binds a call to the catalog the model saw. */
@@ -216,6 +241,13 @@ export interface CallReceipt {
   readonly effectClass: EffectClass;
   /** `ok`, or `tool-error` when the server returned `isError: true`. */
   readonly outcome: 'ok' | 'tool-error';
+  /** The run's idempotency key, if it had one. */
+  readonly idempotencyKey: string | undefined;
+  /**
+   * `sha256:` digest of the canonical JSON of the arguments given to `run`; `undefined` when the
+   * binding has no journal.
+   */
+  readonly argsDigest: string | undefined;
   /** Epoch milliseconds when `run` was called. */
   readonly startedAt: number;
   /** Milliseconds spent in each phase. */
@@ -232,13 +264,18 @@ type CallPhase = 'admission' | 'prepare' | 'call' | 'output';
 /** A successful call: the raw result and its receipt. */
 export interface CallOutcome {
   readonly result: ToolCallResult;
+  /** The receipt of the run that reached the server (the original one for a replay). */
   readonly receipt: CallReceipt;
+  /** True when the result came from the journal for a repeated idempotency key: nothing was sent. */
+  readonly replayed: boolean;
 }
 
 interface BindingState {
   released: boolean;
   inFlight: number;
   onDrained: (() => void) | undefined;
+  readonly journal: CallJournal | undefined;
+  readonly onJournalError: (error: unknown) => void;
 }
 
 /** Options of {@link createBinding}. */
@@ -247,6 +284,13 @@ export interface CreateBindingOptions {
   readonly policy: CallPolicy;
   /** Called once when the binding is released and its last call finished. */
   readonly onDrained?: () => void;
+  /** Records every run's outcome and holds idempotency keys. @default none (no keys, no receipts log) */
+  readonly journal?: CallJournal;
+  /**
+   * Called when the journal could not record the outcome of a call that is reported anyway (a
+   * result that came back while the disk was full).
+   */
+  readonly onJournalError?: (error: unknown) => void;
 }
 
 /**
@@ -280,7 +324,13 @@ export class McpBinding {
     this.tools = view.tools;
     this.#view = view;
     this.#policy = options.policy;
-    this.#state = { released: false, inFlight: 0, onDrained: options.onDrained };
+    this.#state = {
+      released: false,
+      inFlight: 0,
+      onDrained: options.onDrained,
+      journal: options.journal,
+      onJournalError: options.onJournalError ?? (() => undefined),
+    };
     this.servers = Object.freeze([
       ...view.servers.map((s): BindingServerStatus =>
         Object.freeze({
@@ -316,7 +366,7 @@ export class McpBinding {
       throw new CallError(
         ErrorCode.UNKNOWN_TOOL,
         `This step has no tool named "${modelName}". Call only the tools advertised in this step.`,
-        { detail: { modelName, stepId: this.stepId } },
+        { detail: { modelName, stepId: this.stepId, delivery: 'not-sent' } },
       );
     }
     return new PreparedCall(bound, this.stepId, this.policyEpoch, this.#policy, this.#state);
@@ -347,7 +397,7 @@ function releasedError(stepId: string, modelName: string): CallError {
   return new CallError(
     ErrorCode.BINDING_RELEASED,
     `The binding of step ${stepId} was released; "${modelName}" was not run. Call it from the current step.`,
-    { detail: { stepId, modelName } },
+    { detail: { stepId, modelName, delivery: 'not-sent' } },
   );
 }
 
@@ -393,27 +443,65 @@ export class PreparedCall {
   }
 
   /**
-   * Runs the call (DESIGN §7): read lock → revision check (`STALE_CATALOG`: nothing runs, nothing is
-   * sent) → admission (policy epoch, revocation, approval, input schema: `TOOL_DENIED`,
-   * `INVALID_ARGUMENTS`) → `prepare` → `tools/call` on the captured client (`TIMEOUT`, `ABORTED`,
-   * `CONNECTION_CLOSED`, `SERVER_ERROR`) → output validation against the frozen schema
-   * (`INVALID_TOOL_OUTPUT`; the call did run) → release → result and receipt.
+   * Runs the call (DESIGN §7): idempotency key (DESIGN §13: replay, `IDEMPOTENCY_CONFLICT`,
+   * `IDEMPOTENCY_IN_PROGRESS`, `OUTCOME_UNKNOWN`) → read lock → revision check (`STALE_CATALOG`:
+   * nothing runs, nothing is sent) → admission (policy epoch, revocation, approval, input schema:
+   * `TOOL_DENIED`, `INVALID_ARGUMENTS`) → `prepare` → the key's durable `SENT` record →
+   * `tools/call` on the captured client (`TIMEOUT`, `ABORTED`, `CONNECTION_CLOSED` when nothing was
+   * sent, `OUTCOME_UNKNOWN` when the connection was lost after sending, `SERVER_ERROR`) → output
+   * validation against the frozen schema (`INVALID_TOOL_OUTPUT`; the call did run) → the outcome
+   * and receipt are journaled → release → result and receipt.
    *
-   * @throws CallError with one of the codes above; `detail` names server, tool, model name and step.
+   * @throws CallError with one of the codes above (or `JOURNAL_UNAVAILABLE` when the journal cannot
+   *   record the key before sending); `detail` names server, tool, model name and step, and
+   *   `detail.delivery` says whether the request was written to the server.
    */
   async run(
     args: Readonly<Record<string, unknown>> = {},
     options: RunOptions = {},
   ): Promise<CallOutcome> {
     const state = this.#state;
-    if (state.released) throw releasedError(this.#stepId, this.modelName);
+    const key = options.idempotencyKey;
+    // Every run the journal counts ends in exactly one of complete, fail or replayed.
+    const journal = state.journal?.start() === true ? state.journal : undefined;
     const startedAt = Date.now();
     const t0 = performance.now();
-    state.inFlight++;
+    let context: CallContext | undefined;
+    let argsDigest: string | undefined;
+    let claim: JournalClaim | undefined;
+    let recorded = false;
+    let counted = false;
     let release: Release | undefined;
     // Where a failure happened decides what it means: nothing sent before 'call', a run call after.
     let phase: CallPhase = 'admission';
     try {
+      if (state.released) throw releasedError(this.#stepId, this.modelName);
+      state.inFlight++;
+      counted = true;
+      if (journal !== undefined) {
+        context = this.#context();
+        // Bounded first: the digest recurses over the arguments (20,000 levels must not overflow).
+        this.#checkBounds(args, 'Argument');
+        argsDigest = this.#argsDigest(args);
+      }
+      if (key !== undefined) {
+        if (journal === undefined || context === undefined || argsDigest === undefined) {
+          throw this.#noJournal(key);
+        }
+        checkKey(key, this.#detail({}));
+        // Without a prepare hook nothing long can come between claim and send: the claim is
+        // written once, as SENT, just before sending.
+        const begun = await journal.begin(
+          { key, context, argsDigest, retryReads: this.#bound.server.retryReads === true },
+          { deferWrite: options.prepare === undefined },
+        );
+        if (begun.kind === 'refused') throw begun.error;
+        if (begun.kind === 'replay') {
+          recorded = true;
+          return await this.#replay(journal, begun.record, begun.outcome, context);
+        }
+        claim = begun.claim;
+      }
       const slot = this.#bound.server.slot;
       release = await slot.lock.acquireRead(
         options.signal === undefined ? {} : { signal: options.signal },
@@ -470,9 +558,14 @@ export class PreparedCall {
           { detail: this.#detail({}) },
         );
       }
+      const timeoutMs = options.timeoutMs ?? this.#bound.server.callTimeoutMs;
+      phase = 'admission';
+      // The key's SENT record is durable before a byte is written: a crash from here on leaves
+      // OUTCOME_UNKNOWN, never a key that looks unsent.
+      if (claim !== undefined && journal !== undefined) await journal.markSent(claim, timeoutMs);
       phase = 'call';
       const result = await caller.callTool(this.tool, callArgs, {
-        timeoutMs: options.timeoutMs ?? this.#bound.server.callTimeoutMs,
+        timeoutMs,
         ...(options.signal === undefined ? {} : { signal: options.signal }),
       });
       const tCalled = performance.now();
@@ -494,6 +587,8 @@ export class PreparedCall {
         catalogState: catalog.state,
         effectClass: this.descriptor.effectClass,
         outcome: result.isError === true ? 'tool-error' : 'ok',
+        idempotencyKey: key,
+        argsDigest,
         startedAt,
         timings: Object.freeze({
           lockWaitMs: tLock - t0,
@@ -502,14 +597,96 @@ export class PreparedCall {
           totalMs: performance.now() - t0,
         }),
       });
-      return { result, receipt };
+      if (journal !== undefined) {
+        recorded = true;
+        try {
+          await journal.complete(claim, { result, receipt });
+        } catch (error) {
+          // The call ran and its result is here: report it, and the journal failure on the side
+          // (the key stays SENT and becomes OUTCOME_UNKNOWN at the next recovery).
+          state.onJournalError(error);
+        }
+      }
+      return { result, receipt, replayed: false };
     } catch (error) {
-      throw this.#fail(error, phase);
+      const failure = this.#fail(error, phase);
+      if (journal !== undefined && !recorded) {
+        try {
+          await journal.fail(claim, context ?? this.#context(), failure, {
+            argsDigest: argsDigest ?? null,
+            key: key ?? null,
+          });
+        } catch (journalError) {
+          state.onJournalError(journalError);
+        }
+      }
+      throw failure;
     } finally {
       release?.();
-      state.inFlight--;
-      maybeDrained(state);
+      if (counted) {
+        state.inFlight--;
+        maybeDrained(state);
+      }
     }
+  }
+
+  async #replay(
+    journal: CallJournal,
+    record: JournalRecord,
+    outcome: RecordedOutcome,
+    context: CallContext,
+  ): Promise<CallOutcome> {
+    try {
+      await journal.replayed(record, context);
+    } catch (error) {
+      this.#state.onJournalError(error);
+    }
+    if (outcome.kind === 'result') {
+      return { result: outcome.result, receipt: Object.freeze(outcome.receipt), replayed: true };
+    }
+    throw new CallError(outcome.code, outcome.message, {
+      detail: {
+        ...outcome.detail,
+        ...this.#detail({ key: record.key, replayed: true }),
+      },
+    });
+  }
+
+  #context(): CallContext {
+    const catalog = this.#bound.server.catalog;
+    return {
+      stepId: this.#stepId,
+      server: this.server,
+      tool: this.tool,
+      modelName: this.modelName,
+      descriptorDigest: this.descriptor.descriptorDigest,
+      effectClass: this.descriptor.effectClass,
+      generation: catalog.generation,
+      revision: this.revision,
+      policyEpoch: this.#policyEpoch,
+      audience: catalog.audience,
+      catalogState: catalog.state,
+    };
+  }
+
+  #argsDigest(args: unknown): string {
+    try {
+      return digestOf(args);
+    } catch (error) {
+      throw new CallError(
+        ErrorCode.INVALID_ARGUMENTS,
+        `Arguments for "${this.modelName}" are not JSON (${error instanceof Error ? error.message : String(error)}); nothing was sent. Fix the arguments and call again.`,
+        { detail: this.#detail({}), cause: error },
+      );
+    }
+  }
+
+  #noJournal(key: string): CallError {
+    return new CallError(
+      ErrorCode.INVALID_OPTIONS,
+      `"${this.modelName}" was given idempotency key "${key}", but this binding has no journal (or it is closed); nothing was sent. Capture the step from an open McpRuntime.`,
+      { detail: this.#detail({ key }) },
+    );
   }
 
   #admit(options: RunOptions): boolean {
@@ -601,7 +778,7 @@ export class PreparedCall {
       throw new CallError(
         ErrorCode.INVALID_TOOL_OUTPUT,
         `Invalid structured content returned by tool ${this.tool} of server "${this.server}": ${verdict.errors}. The call did run; its result was discarded.`,
-        { detail: this.#detail({ errors: verdict.errors }) },
+        { detail: this.#detail({ errors: verdict.errors, delivery: 'sent' }) },
       );
     }
   }
@@ -650,15 +827,31 @@ export class PreparedCall {
       tool: this.tool,
       modelName: this.modelName,
       stepId: this.#stepId,
+      delivery: 'not-sent',
       ...extra,
     };
   }
 
   #fail(error: unknown, phase: CallPhase): CallError {
-    if (error instanceof CallError) return error;
+    // Before 'call' nothing was written; after it the caller's word counts, and silence means sent.
+    const delivery: Delivery =
+      phase === 'call'
+        ? error instanceof StepbindError && error.detail['delivery'] === 'not-sent'
+          ? 'not-sent'
+          : 'sent'
+        : phase === 'output'
+          ? 'sent'
+          : 'not-sent';
+    if (error instanceof CallError && error.detail['delivery'] !== undefined) return error;
     if (error instanceof StepbindError) {
-      return new CallError(error.code, error.message, {
-        detail: { ...this.#detail({}), ...error.detail },
+      // A caller that reports a lost connection after sending as CONNECTION_CLOSED is corrected:
+      // CONNECTION_CLOSED means nothing was sent.
+      const code =
+        error.code === ErrorCode.CONNECTION_CLOSED && delivery === 'sent'
+          ? ErrorCode.OUTCOME_UNKNOWN
+          : error.code;
+      return new CallError(code, error.message, {
+        detail: { ...this.#detail({}), ...error.detail, delivery },
         cause: error,
       });
     }
@@ -680,13 +873,13 @@ export class PreparedCall {
         return new CallError(
           ErrorCode.SERVER_ERROR,
           `tools/call of "${this.modelName}" on server "${this.server}" failed: ${message}. It may or may not have run.`,
-          { detail: this.#detail({}), cause: error },
+          { detail: this.#detail({ delivery }), cause: error },
         );
       case 'output':
         return new CallError(
           ErrorCode.INVALID_TOOL_OUTPUT,
           `"${this.modelName}" ran, but its output could not be validated: ${message}. The result was discarded.`,
-          { detail: this.#detail({}), cause: error },
+          { detail: this.#detail({ delivery }), cause: error },
         );
     }
   }
@@ -697,6 +890,23 @@ function needsApproval(mode: ApprovalMode, catalogState: string, effect: EffectC
   if (mode === 'none' || effect === 'read') return false;
   if (mode === 'all-writes') return true;
   return catalogState !== 'ELIGIBLE' && catalogState !== 'SNAPSHOT_PROVEN';
+}
+
+/** Idempotency keys: 1 to 512 characters, no control characters. */
+function checkKey(key: unknown, detail: Record<string, unknown>): void {
+  if (
+    typeof key !== 'string' ||
+    key.length === 0 ||
+    key.length > 512 ||
+    // eslint-disable-next-line no-control-regex
+    /[\u0000-\u001f]/.test(key)
+  ) {
+    throw new CallError(
+      ErrorCode.INVALID_OPTIONS,
+      `The idempotency key must be a string of 1 to 512 characters without control characters; "${String(detail['modelName'])}" was not run.`,
+      { detail },
+    );
+  }
 }
 
 const MODEL_MESSAGES: Partial<Record<Code, (e: StepbindError) => string>> = {
@@ -714,11 +924,31 @@ const MODEL_MESSAGES: Partial<Record<Code, (e: StepbindError) => string>> = {
   BINDING_RELEASED: () =>
     'This call belongs to a finished step and was not run. Call again with the tools of the current step.',
   CONNECTION_CLOSED: (e) =>
-    `The server "${String(e.detail.server)}" is disconnected; the call was not re-routed. Try again in the next step.`,
+    `The server "${String(e.detail.server)}" is disconnected; this call was not sent, so it did not run, and it was not re-routed. Try again in the next step.`,
+  OUTCOME_UNKNOWN: (e) =>
+    `The call was sent to server "${String(e.detail.server)}" but no answer came back (the connection was lost), so it may or may not have taken effect. Check whether it did before calling it again.`,
   TIMEOUT: () =>
     'The tool did not answer in time and the request was cancelled. It may or may not have taken effect; check before retrying.',
-  ABORTED: () => 'The call was cancelled.',
+  ABORTED: (e) =>
+    isSent(e)
+      ? 'The call was cancelled after it was sent. It may or may not have taken effect; check before retrying.'
+      : 'The call was cancelled before it was sent; it did not run.',
+  IDEMPOTENCY_IN_PROGRESS: () =>
+    'This tool call is already running; it was not started again. Wait for its result instead of calling it again.',
+  IDEMPOTENCY_CONFLICT: () =>
+    'This tool-call id was already used for a different call, so this call was not run. Make it again as a new tool call.',
 };
+
+function isSent(e: StepbindError): boolean {
+  return e.detail['delivery'] === 'sent';
+}
+
+/** True when the call may have taken effect: it was written and no answer says otherwise. */
+function mayHaveRun(e: StepbindError): boolean {
+  return (
+    e.code === ErrorCode.OUTCOME_UNKNOWN || (isSent(e) && e.code !== ErrorCode.CONNECTION_CLOSED)
+  );
+}
 
 /** An `isError` MCP tool result a model can act on. */
 export interface ErrorToolResult {
@@ -729,7 +959,9 @@ export interface ErrorToolResult {
 
 /**
  * Renders any error as an `isError` tool result with a message a model can act on, so the agent
- * loop can continue with a new step. Non-stepbind errors are rendered generically.
+ * loop can continue with a new step. Whenever the call may have run (`OUTCOME_UNKNOWN`, a timeout,
+ * any failure after the request was sent) the model is told to check before retrying; a call that
+ * was not sent is said not to have run. Non-stepbind errors are rendered generically.
  */
 export function toToolResult(error: unknown): ErrorToolResult {
   let code = 'INTERNAL';
@@ -737,6 +969,9 @@ export function toToolResult(error: unknown): ErrorToolResult {
   if (error instanceof StepbindError) {
     code = error.code;
     text = MODEL_MESSAGES[error.code]?.(error) ?? error.message;
+    if (mayHaveRun(error) && !/check/i.test(text)) {
+      text = `${text} It may have taken effect; check before retrying.`;
+    }
   }
   return Object.freeze({
     isError: true,

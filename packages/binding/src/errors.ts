@@ -55,8 +55,13 @@ export const ErrorCode = {
   // configKey). MALFORMED_MESSAGE: a response that is not valid JSON-RPC (detail: reason).
   MESSAGE_TOO_LARGE: 'MESSAGE_TOO_LARGE',
   MALFORMED_MESSAGE: 'MALFORMED_MESSAGE',
-  // delivery: a call was sent but its connection was lost before the answer (it may have run)
+  // delivery and durable execution (CallError, JournalError): issue 8 item 3 and issue 10
   OUTCOME_UNKNOWN: 'OUTCOME_UNKNOWN',
+  IDEMPOTENCY_CONFLICT: 'IDEMPOTENCY_CONFLICT',
+  IDEMPOTENCY_IN_PROGRESS: 'IDEMPOTENCY_IN_PROGRESS',
+  JOURNAL_CORRUPT: 'JOURNAL_CORRUPT',
+  JOURNAL_VERSION: 'JOURNAL_VERSION',
+  JOURNAL_UNAVAILABLE: 'JOURNAL_UNAVAILABLE',
 } as const;
 
 /** One of the stable error codes in {@link ErrorCode}. */
@@ -122,10 +127,35 @@ export class CatalogError extends StepbindError {
   }
 }
 
-/** A prepared tool call that was refused or failed. `STALE_CATALOG` means nothing was sent. */
+/**
+ * Whether a call's `tools/call` request was written to the server: `not-sent` means it cannot have
+ * run; `sent` means it may have run, even when no answer came back.
+ */
+export type Delivery = 'not-sent' | 'sent';
+
+/**
+ * A prepared tool call that was refused or failed. `detail.delivery` says whether the request was
+ * written to the server (`not-sent`: it did not run; `sent`: it may have run).
+ */
 export class CallError extends StepbindError {
   override get name(): string {
     return 'CallError';
+  }
+
+  /** `detail.delivery`; `sent` when a foreign error left it out (it may have run). */
+  get delivery(): Delivery {
+    return this.detail['delivery'] === 'not-sent' ? 'not-sent' : 'sent';
+  }
+}
+
+/**
+ * An execution journal that cannot be used: corrupt or foreign (`JOURNAL_CORRUPT`), written by a
+ * newer schema (`JOURNAL_VERSION`), or not writable (`JOURNAL_UNAVAILABLE`: read-only path, full
+ * disk, locked). `detail.path` names the file and `detail.reason` the problem.
+ */
+export class JournalError extends StepbindError {
+  override get name(): string {
+    return 'JournalError';
   }
 }
 

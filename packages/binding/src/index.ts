@@ -5,9 +5,10 @@ export {
   CallError,
   ConfigError,
   RuntimeError,
+  JournalError,
   isStepbindError,
 } from './errors.js';
-export type { BaseErrorDetail, StepbindErrorOptions } from './errors.js';
+export type { BaseErrorDetail, Delivery, StepbindErrorOptions } from './errors.js';
 export { canonicalJson, digestOf, sha256Hex } from './canonical.js';
 export {
   CATALOG_REVISION_META_KEY,
@@ -181,3 +182,39 @@ export type {
   ToolCallResult,
   ToolCaller,
 } from './binding.js';
+export { CallJournal, JournalClaim } from './journal/journal.js';
+export type {
+  BeginOptions,
+  BeginResult,
+  CallIntent,
+  CallJournalOptions,
+  ResolveInput,
+} from './journal/journal.js';
+export { MemoryJournalStore } from './journal/memory.js';
+export type { MemoryJournalStoreOptions } from './journal/memory.js';
+export {
+  GENESIS_ANCHOR,
+  GENESIS_DIGEST,
+  chainReceipt,
+  receiptDigest,
+  receiptText,
+  verifyChain,
+} from './journal/chain.js';
+export type { ChainVerification } from './journal/chain.js';
+export { JOURNAL_STATES } from './journal/store.js';
+export type {
+  CallContext,
+  ChainAnchor,
+  JournalRecord,
+  JournalState,
+  JournalStore,
+  PruneOptions,
+  ReadReceiptsOptions,
+  ReceiptBody,
+  ReceiptEntry,
+  ReceiptSource,
+  RecordedOutcome,
+  Resolution,
+  StoredReceipt,
+  UpdateResult,
+} from './journal/store.js';

@@ -52,6 +52,11 @@ interface CommonServerConfig {
    * one fails with `MESSAGE_TOO_LARGE`. @default 10485760 (10 MiB, {@link DEFAULT_MAX_MESSAGE_BYTES})
    */
   readonly maxMessageBytes: number;
+  /**
+   * Under an idempotency key whose outcome is unknown, this server's `read` tools may be sent
+   * again (tools of other effect classes never are). @default false
+   */
+  readonly retryReads: boolean;
 }
 
 /** A server started as a child process speaking MCP over stdio. */
@@ -81,6 +86,18 @@ export interface HttpServerConfig extends CommonServerConfig {
 /** One validated server entry. */
 export type ServerConfig = StdioServerConfig | HttpServerConfig;
 
+/** The durable execution journal (DESIGN §13), the `journal` key of a configuration file. */
+export interface JournalConfig {
+  /** The SQLite file (created when missing). Relative paths resolve against the config file's directory when loaded with `loadConfigFile`, else the working directory. */
+  readonly path: string;
+  /** Durability of the write before each send (see `SqliteJournalOptions`). @default 'full' */
+  readonly synchronous?: 'full' | 'normal';
+  /** How long completed and not-sent records and receipts are kept. @default 86400000 (24 h) */
+  readonly retentionMs?: number;
+  /** In-progress expiry of a key whose holder went silent. @default 600000 (10 min) */
+  readonly inProgressTtlMs?: number;
+}
+
 /** A validated `mcpServers` configuration, with defaults applied. */
 export interface RuntimeConfig {
   /** Servers by configured name, in file order. */
@@ -89,6 +106,8 @@ export interface RuntimeConfig {
   readonly concurrency: number;
   /** Servers present in the file with `"disabled": true` (validated, never started). */
   readonly disabled: readonly string[];
+  /** The durable journal; absent: keys and receipts are kept in memory. */
+  readonly journal?: JournalConfig;
 }
 
 /** Options of {@link parseConfig}. */
@@ -110,7 +129,7 @@ const MAX_MESSAGE_BYTES_RANGE = [1024, 256 * 1024 * 1024] as const;
 /** Configured server names become model-name prefixes: keep them short and plain. */
 export const SERVER_NAME_PATTERN = /^[A-Za-z0-9_-]{1,48}$/;
 
-const TOP_KEYS = ['$schema', 'mcpServers', 'servers', 'inputs', 'concurrency'] as const;
+const TOP_KEYS = ['$schema', 'mcpServers', 'servers', 'inputs', 'concurrency', 'journal'] as const;
 const COMMON_KEYS = [
   'type',
   'disabled',
@@ -126,6 +145,7 @@ const COMMON_KEYS = [
   'tools',
   'roots',
   'maxMessageBytes',
+  'retryReads',
 ] as const;
 const STDIO_KEYS: readonly string[] = [
   'command',
@@ -172,6 +192,7 @@ export function parseConfig(input: unknown, options: ParseConfigOptions = {}): R
   if (root['mcpServers'] !== undefined && root['servers'] !== undefined) {
     fail('$.servers', 'give the servers once, under "mcpServers" or under "servers", not both');
   }
+  const journal = root['journal'] === undefined ? undefined : parseJournal(root['journal']);
   const key = root['servers'] !== undefined ? 'servers' : 'mcpServers';
   const serversObj = expectObject(root[key], `$.${key}`);
   const servers = new Map<string, ServerConfig>();
@@ -192,7 +213,47 @@ export function parseConfig(input: unknown, options: ParseConfigOptions = {}): R
     }
     servers.set(name, parseServer(entry, path, env));
   }
-  return Object.freeze({ servers, concurrency, disabled: Object.freeze(disabled) });
+  return Object.freeze({
+    servers,
+    concurrency,
+    disabled: Object.freeze(disabled),
+    ...(journal === undefined ? {} : { journal }),
+  });
+}
+
+const JOURNAL_KEYS = ['path', 'synchronous', 'retentionMs', 'inProgressTtlMs'] as const;
+
+function parseJournal(value: unknown): JournalConfig {
+  const obj = expectObject(value, '$.journal');
+  checkKeys(obj, '$.journal', JOURNAL_KEYS);
+  const synchronous = obj['synchronous'];
+  if (synchronous !== undefined && synchronous !== 'full' && synchronous !== 'normal') {
+    fail('$.journal.synchronous', 'expected "full" or "normal"');
+  }
+  return Object.freeze({
+    path: expectString(obj['path'], '$.journal.path'),
+    ...(synchronous === undefined ? {} : { synchronous }),
+    ...(obj['retentionMs'] === undefined
+      ? {}
+      : {
+          retentionMs: expectInt(
+            obj['retentionMs'],
+            '$.journal.retentionMs',
+            1,
+            Number.MAX_SAFE_INTEGER,
+          ),
+        }),
+    ...(obj['inProgressTtlMs'] === undefined
+      ? {}
+      : {
+          inProgressTtlMs: expectInt(
+            obj['inProgressTtlMs'],
+            '$.journal.inProgressTtlMs',
+            1,
+            Number.MAX_SAFE_INTEGER,
+          ),
+        }),
+  });
 }
 
 function parseServer(
@@ -251,6 +312,8 @@ function parseServer(
       obj['maxMessageBytes'] === undefined
         ? DEFAULT_MAX_MESSAGE_BYTES
         : expectInt(obj['maxMessageBytes'], `${path}.maxMessageBytes`, ...MAX_MESSAGE_BYTES_RANGE),
+    retryReads:
+      obj['retryReads'] === undefined ? false : expectBool(obj['retryReads'], `${path}.retryReads`),
   };
   const text = (value: unknown, at: string, allowEmpty = false): string =>
     interpolate(expectString(value, at, allowEmpty), at, env);

@@ -59,6 +59,7 @@ export type { EnumerateToolsOptions } from './enumerate.js';
 export { parseConfig, SERVER_NAME_PATTERN } from './config.js';
 export type {
   HttpServerConfig,
+  JournalConfig,
   RuntimeConfig,
   ServerConfig,
   ServerLimits,
@@ -97,12 +98,21 @@ export type {
 export { McpRuntime } from './runtime.js';
 export type {
   CaptureOptions,
+  JournalTuning,
   McpRuntimeOptions,
   ReconnectOptions,
   RuntimeEvent,
+  RuntimeJournalOptions,
   RuntimeStatus,
   ServerConnector,
   ServerStatus,
 } from './runtime.js';
 export { connectTransport } from './sdk.js';
 export type { ConnectTransportOptions } from './sdk.js';
+export {
+  JOURNAL_APPLICATION_ID,
+  JOURNAL_SCHEMA_VERSION,
+  openSqliteJournal,
+  SqliteJournalStore,
+} from './journal/sqlite.js';
+export type { SqliteJournalOptions } from './journal/sqlite.js';

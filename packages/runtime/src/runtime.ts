@@ -1,14 +1,18 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { Mutex } from 'async-mutex';
 import PQueue from 'p-queue';
 import {
   acquireMutex,
   assignModelNames,
   modelToolOf,
+  CallJournal,
   CatalogError,
   CatalogRegistry,
   CatalogSlot,
   createBinding,
   ErrorCode,
+  MemoryJournalStore,
   RuntimeError,
   SchemaValidatorCache,
   StepbindError,
@@ -18,9 +22,12 @@ import {
   type BoundTool,
   type CallPolicy,
   type CatalogSnapshot,
+  type JournalRecord,
+  type JournalStore,
   type LeftOutServer,
   type McpBinding,
   type ModelTool,
+  type ResolveInput,
   type ServerIdentity,
   type UnenforcedPattern,
   type ValidationOptions,
@@ -30,8 +37,9 @@ import { parseConfig, type RuntimeConfig, type ServerConfig } from './config.js'
 import { discoverSnapshot, type DiscoveryProgress } from './discover.js';
 import { createDebug } from './log.js';
 import { identityKeyOf, identityOf } from './identity.js';
-import { connectServer, type SdkConnection, type ServerLogMessage } from './sdk.js';
 import type { SessionLoss } from './http-session.js';
+import { openSqliteJournal } from './journal/sqlite.js';
+import { connectServer, type SdkConnection, type ServerLogMessage } from './sdk.js';
 
 /** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
 export type ServerConnector = (
@@ -104,6 +112,20 @@ export type RuntimeEvent =
       readonly attempt: number;
       readonly error: StepbindError;
       readonly nextDelayMs?: number;
+    }
+  | {
+      /**
+       * Emitted once by `open`: the keys a dead process left `INTENT` (now `NOT_SENT`) or `SENT`
+       * (now `OUTCOME_UNKNOWN`); empty when there were none.
+       */
+      readonly type: 'journal-recovered';
+      readonly location: string;
+      readonly records: readonly JournalRecord[];
+    }
+  | {
+      /** The journal could not record the outcome of a call that was reported anyway. */
+      readonly type: 'journal-error';
+      readonly error: StepbindError;
     };
 
 /** Bounded exponential backoff of the reconnects after a lost HTTP session. */
@@ -118,6 +140,27 @@ export interface ReconnectOptions {
    */
   readonly maxAttempts?: number;
 }
+
+/** Tuning shared by every journal kind. */
+export interface JournalTuning {
+  /** How long completed and not-sent records and receipts are kept. @default 86400000 (24 h) */
+  readonly retentionMs?: number;
+  /** In-progress expiry of a key whose holder went silent. @default 600000 (10 min) */
+  readonly inProgressTtlMs?: number;
+}
+
+/** Where {@link McpRuntime} journals idempotency keys and receipts (DESIGN §13). */
+export type RuntimeJournalOptions =
+  | (JournalTuning & {
+      /** The durable SQLite journal file (created when missing). */
+      readonly path: string;
+      /** See `SqliteJournalOptions.synchronous`. @default 'full' */
+      readonly synchronous?: 'full' | 'normal';
+    })
+  | (JournalTuning & {
+      /** Any store (for example a shared database); the runtime closes it on `close()`. */
+      readonly store: JournalStore;
+    });
 
 /** Options of {@link McpRuntime.open}. */
 export interface McpRuntimeOptions {
@@ -147,6 +190,11 @@ export interface McpRuntimeOptions {
   readonly onSampling?: ClientHandlers['onSampling'];
   /** Answers a server's `elicitation/create` (ask the user). @default `{ action: "decline" }` */
   readonly onElicitation?: ClientHandlers['onElicitation'];
+  /**
+   * The execution journal: `{ path }` opens the durable SQLite journal, `{ store }` uses any
+   * {@link JournalStore}. @default the configuration's `journal`, else an in-memory journal
+   */
+  readonly journal?: RuntimeJournalOptions;
   /** Cancels `open`. */
   readonly signal?: AbortSignal;
 }
@@ -339,6 +387,7 @@ function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
             ? {}
             : { autoApprove: new Set(session.config.autoApprove) }),
           callLimits: session.config.limits,
+          retryReads: session.config.retryReads,
         }),
       );
     } else if (entry.kind === 'starting') {
@@ -439,14 +488,16 @@ export class McpRuntime {
   #closed = false;
   #closing: Promise<void> | undefined;
   #rebuilds = 0;
+  readonly #journal: CallJournal;
 
-  private constructor(config: RuntimeConfig, options: McpRuntimeOptions) {
+  private constructor(config: RuntimeConfig, options: McpRuntimeOptions, journal: CallJournal) {
     this.#config = config;
     this.#options = options;
     const handlers: ClientHandlers = {
       ...(options.onSampling === undefined ? {} : { onSampling: options.onSampling }),
       ...(options.onElicitation === undefined ? {} : { onElicitation: options.onElicitation }),
     };
+    this.#journal = journal;
     this.#connect =
       options.connect ??
       ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal, handlers }));
@@ -461,13 +512,31 @@ export class McpRuntime {
    * Starts every configured server (bounded parallelism), enumerates and validates each catalog and
    * publishes the first ConnectionSet. Optional servers may still be starting when it resolves.
    *
-   * @throws ConfigError `INVALID_CONFIG` for a bad configuration; RuntimeError
-   *   `REQUIRED_SERVERS_FAILED` listing every required server that failed and why (all started
-   *   servers are closed again).
+   * Opens the journal first (the configured one, or in memory) and recovers the keys a dead
+   * process left in progress (a `journal-recovered` event lists them).
+   *
+   * @throws ConfigError `INVALID_CONFIG` for a bad configuration; JournalError `JOURNAL_CORRUPT`,
+   *   `JOURNAL_VERSION` or `JOURNAL_UNAVAILABLE` for a journal that cannot be used (nothing was
+   *   started); RuntimeError `REQUIRED_SERVERS_FAILED` listing every required server that failed
+   *   and why (all started servers are closed again).
    */
   static async open(config: unknown, options: McpRuntimeOptions = {}): Promise<McpRuntime> {
     const parsed = isRuntimeConfig(config) ? config : parseConfig(config);
-    const runtime = new McpRuntime(parsed, options);
+    const journal = openJournal(options.journal ?? parsed.journal);
+    let recovered: readonly JournalRecord[];
+    try {
+      recovered = await journal.recover();
+      await journal.prune();
+    } catch (error) {
+      await closeJournal(journal);
+      throw error;
+    }
+    const runtime = new McpRuntime(parsed, options, journal);
+    runtime.#emit({
+      type: 'journal-recovered',
+      location: journal.store.location,
+      records: recovered,
+    });
     runtime.#dirty = true;
     runtime.#dirtyReasons.push('open');
     try {
@@ -482,6 +551,21 @@ export class McpRuntime {
   /** The registry every catalog enters through (read-only use). */
   get registry(): CatalogRegistry {
     return this.#registry;
+  }
+
+  /** The execution journal: records by key (`get`), `verify()` of the receipts chain, `prune()`. */
+  get journal(): CallJournal {
+    return this.#journal;
+  }
+
+  /**
+   * Records a human or application decision about an `OUTCOME_UNKNOWN` idempotency key (see
+   * `CallJournal.resolve`): `ran` makes a repeat return the given result, `not-run` lets it run.
+   *
+   * @throws CallError `IDEMPOTENCY_IN_PROGRESS`, `IDEMPOTENCY_CONFLICT`; JournalError.
+   */
+  resolve(key: string, input: ResolveInput): Promise<JournalRecord> {
+    return this.#journal.resolve(key, input);
   }
 
   /** How many ConnectionSets were built (for tests and benchmarks). */
@@ -629,6 +713,9 @@ export class McpRuntime {
     return createBinding(view, {
       stepId,
       policy: this.#policy,
+      journal: this.#journal,
+      onJournalError: (error) =>
+        this.#emit({ type: 'journal-error', error: toStepbindError(error) }),
       onDrained: () => {
         for (const release of holds) release();
         bound.bindings--;
@@ -751,7 +838,8 @@ export class McpRuntime {
 
   /**
    * Closes every connection of every set, cancels refreshes and debounced work, and waits for child
-   * processes to exit. Pending calls fail with `CONNECTION_CLOSED`. Idempotent.
+   * processes to exit. Pending calls fail (`CONNECTION_CLOSED` if not sent yet, `OUTCOME_UNKNOWN`
+   * if sent); once every run has journaled its outcome the journal closes. Idempotent.
    */
   close(): Promise<void> {
     this.#closing ??= this.#doClose();
@@ -773,6 +861,7 @@ export class McpRuntime {
     await this.#refreshMutex.waitForUnlock();
     await Promise.allSettled([...this.#background]);
     await Promise.all([...this.#sessions].map((s) => this.#closeSession(s)));
+    await closeJournal(this.#journal);
   }
 
   #ensureOpen(): void {
@@ -1657,6 +1746,53 @@ function lossMessage(loss: SessionLoss, recovery: Recovery): string {
     ? ` Gave up after ${recovery.attempts} attempts; the next refresh, capture or hardRefresh tries again.`
     : ' Reconnecting.';
   return `The HTTP session ended: ${loss.message}.${last}${next}`;
+}
+
+/** Journal owners open in this process: a record of this pid with another owner is dead. */
+const openOwners = new Set<string>();
+
+function openJournal(options: RuntimeJournalOptions | undefined): CallJournal {
+  const host = hostname();
+  const owner = `${host}:${process.pid}:${randomUUID()}`;
+  const store: JournalStore =
+    options === undefined
+      ? new MemoryJournalStore()
+      : 'store' in options
+        ? options.store
+        : openSqliteJournal({
+            path: options.path,
+            ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
+          });
+  openOwners.add(owner);
+  const journal = new CallJournal(store, {
+    owner,
+    ...(options?.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
+    ...(options?.inProgressTtlMs === undefined ? {} : { inProgressTtlMs: options.inProgressTtlMs }),
+    isOwnerAlive: (other) => ownerAlive(other, host),
+  });
+  return journal;
+}
+
+async function closeJournal(journal: CallJournal): Promise<void> {
+  try {
+    await journal.close();
+  } finally {
+    openOwners.delete(journal.owner);
+  }
+}
+
+/** `false` for a holder on this host whose process is gone (or a closed journal of this one). */
+function ownerAlive(owner: string, host: string): boolean | undefined {
+  const match = /^(.*):(\d+):[0-9a-f-]{36}$/.exec(owner);
+  if (match === null || match[1] !== host) return undefined;
+  const pid = Number(match[2]);
+  if (pid === process.pid) return openOwners.has(owner);
+  try {
+    process.kill(pid, 0);
+    return undefined;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM' ? undefined : false;
+  }
 }
 
 function publishOptions(

@@ -17,6 +17,7 @@ import {
   ErrorCode,
   RuntimeError,
   StepbindError,
+  type Delivery,
   type ListPageRequest,
   type McpContentBlock,
   type ToolListSource,
@@ -75,39 +76,52 @@ interface MapContext {
   readonly signal?: AbortSignal;
   /** The transport fault that closed the connection, if any: it replaces `CONNECTION_CLOSED`. */
   readonly fault?: FaultError | undefined;
+  /** For a request whose delivery is tracked (`tools/call`): whether it was written. */
+  readonly delivery?: Delivery;
 }
 
 /**
  * Maps an SDK or transport failure to a typed stepbind error, keeping the original as `cause`:
  * our own abort → `ABORTED`; SDK request timeout (-32001) → `TIMEOUT`; connection closed (-32000)
  * or a transport that is gone → `CONNECTION_CLOSED` (or the fault that closed it, such as
- * `MESSAGE_TOO_LARGE`); a response the transport guard refused → its `MALFORMED_MESSAGE` or
- * `MESSAGE_TOO_LARGE`; any other JSON-RPC error → `SERVER_ERROR` with `detail.rpcCode`.
+ * `MESSAGE_TOO_LARGE`), or `OUTCOME_UNKNOWN` when `ctx.delivery` says the request was already
+ * written; a response the transport guard refused → its `MALFORMED_MESSAGE` or
+ * `MESSAGE_TOO_LARGE`; any other JSON-RPC error → `SERVER_ERROR` with `detail.rpcCode`. With
+ * `ctx.delivery`, every error carries it as `detail.delivery`.
  */
 export function mapSdkError(error: unknown, ctx: MapContext): StepbindError {
   if (error instanceof StepbindError) return error;
   const guarded = guardErrorOf(error);
   if (guarded !== undefined) return guarded;
   const where = `${ctx.operation} on server "${ctx.server}"${ctx.tool === undefined ? '' : ` (tool "${ctx.tool}")`}`;
-  const detail = { server: ctx.server, ...(ctx.tool === undefined ? {} : { tool: ctx.tool }) };
+  const detail = {
+    server: ctx.server,
+    ...(ctx.tool === undefined ? {} : { tool: ctx.tool }),
+    ...(ctx.delivery === undefined ? {} : { delivery: ctx.delivery }),
+  };
+  const sent = ctx.delivery === 'sent';
   if (ctx.signal?.aborted === true) {
     const reason: unknown = ctx.signal.reason;
     if (reason instanceof StepbindError) return reason;
-    return new RuntimeError(ErrorCode.ABORTED, `${where} was cancelled by the caller.`, {
-      detail,
-      cause: error,
-    });
+    return new RuntimeError(
+      ErrorCode.ABORTED,
+      `${where} was cancelled by the caller${sent ? ' after it was sent (a cancellation was sent; it may have run)' : ''}.`,
+      { detail, cause: error },
+    );
   }
   if (error instanceof McpError) {
     if (error.code === Number(RpcErrorCode.RequestTimeout)) {
       return new RuntimeError(
         ErrorCode.TIMEOUT,
-        `${where} timed out${ctx.timeoutMs === undefined ? '' : ` after ${ctx.timeoutMs} ms`}; a cancellation was sent. Check the server or raise the timeout.`,
+        `${where} timed out${ctx.timeoutMs === undefined ? '' : ` after ${ctx.timeoutMs} ms`}; a cancellation was sent${sent ? ', but the request may have run' : ''}. Check the server or raise the timeout.`,
         { detail: { ...detail, rpcCode: error.code, timeoutMs: ctx.timeoutMs }, cause: error },
       );
     }
     if (error.code === Number(RpcErrorCode.ConnectionClosed)) {
-      return faultError(ctx) ?? connectionClosed(where, detail, error);
+      return (
+        faultError(ctx) ??
+        (sent ? outcomeUnknown(where, detail, error) : connectionClosed(where, detail, error))
+      );
     }
     return new RuntimeError(
       ErrorCode.SERVER_ERROR,
@@ -117,7 +131,10 @@ export function mapSdkError(error: unknown, ctx: MapContext): StepbindError {
   }
   const message = error instanceof Error ? error.message : String(error);
   if (/not connected|closed|EPIPE|ECONNRESET/i.test(message)) {
-    return faultError(ctx) ?? connectionClosed(where, detail, error);
+    return (
+      faultError(ctx) ??
+      (sent ? outcomeUnknown(where, detail, error) : connectionClosed(where, detail, error))
+    );
   }
   return new RuntimeError(ErrorCode.SERVER_ERROR, `${where} failed: ${message}`, {
     detail,
@@ -141,6 +158,18 @@ function connectionClosed(
   return new RuntimeError(
     ErrorCode.CONNECTION_CLOSED,
     `${where} failed: the connection to the server is closed. Nothing was re-routed; refresh to reconnect and call again from a new step.`,
+    { detail, cause },
+  );
+}
+
+function outcomeUnknown(
+  where: string,
+  detail: Record<string, string>,
+  cause: unknown,
+): StepbindError {
+  return new RuntimeError(
+    ErrorCode.OUTCOME_UNKNOWN,
+    `${where}: the connection to the server was lost after the request was sent, so it may or may not have run. Check whether it took effect before calling it again; nothing was re-routed.`,
     { detail, cause },
   );
 }
@@ -176,6 +205,8 @@ export class SdkConnection {
   readonly #redactor: Redactor;
   #lost: SessionLoss | undefined;
   #probing = false;
+  /** Delivery of each `tools/call` in flight, keyed by the identity of its `params` object. */
+  readonly #outgoing = new WeakMap<object, { sent: boolean }>();
 
   /** @internal use {@link connectServer}. */
   constructor(
@@ -230,6 +261,7 @@ export class SdkConnection {
       (loss) => this.#loseSession(loss),
       () => this.#probe(),
     );
+    this.#trackDelivery();
   }
 
   /**
@@ -258,6 +290,32 @@ export class SdkConnection {
       .finally(() => {
         this.#probing = false;
       });
+  }
+
+  /**
+   * Marks a `tools/call` as sent the moment the transport is asked to write it. The SDK's
+   * `request()` spreads our request into the JSON-RPC message, so `params` is our object (we pass
+   * no progress handler or task options, which would copy it); a transport that throws before
+   * writing leaves it unsent. Anything after that counts as sent: the bytes may be on the wire.
+   */
+  #trackDelivery(): void {
+    const transport = this.client.transport;
+    if (transport === undefined) return;
+    const send = transport.send.bind(transport);
+    transport.send = (message, options) => {
+      const params =
+        'method' in message && message.method === 'tools/call' && 'id' in message
+          ? message.params
+          : undefined;
+      const delivery = params === undefined ? undefined : this.#outgoing.get(params);
+      if (delivery !== undefined) delivery.sent = true;
+      try {
+        return send(message, options);
+      } catch (error) {
+        if (delivery !== undefined) delivery.sent = false;
+        throw error;
+      }
+    };
   }
 
   /**
@@ -379,7 +437,10 @@ export class SdkConnection {
 
   /**
    * Sends one `tools/call` on this exact connection. A timeout or abort makes the SDK send
-   * `notifications/cancelled`. The result's `structuredContent` is not validated here.
+   * `notifications/cancelled`. The result's `structuredContent` is not validated here. Every
+   * failure says in `detail.delivery` whether the request was written to the transport; a
+   * connection lost after writing is `OUTCOME_UNKNOWN` (`CONNECTION_CLOSED` only when nothing was
+   * written).
    */
   async callTool(
     tool: string,
@@ -392,6 +453,7 @@ export class SdkConnection {
         this.#closedError(`tools/call on server "${this.name}" (tool "${tool}")`, {
           server: this.name,
           tool,
+          delivery: 'not-sent',
         })
       );
     }
@@ -399,15 +461,14 @@ export class SdkConnection {
     // so a long-lived signal neither leaks listeners nor cancels requests that already finished.
     // Over HTTP there always is one: the session watch aborts a call whose response was lost.
     const link = linkSignal(options.signal, this.#http !== undefined);
+    const params = { name: tool, arguments: args as Record<string, unknown> };
+    const delivery = { sent: false };
+    this.#outgoing.set(params, delivery);
     const send = (): Promise<RawCallResult> =>
-      this.client.request(
-        {
-          method: 'tools/call',
-          params: { name: tool, arguments: args as Record<string, unknown> },
-        },
-        CallToolResultSchema,
-        { timeout: options.timeoutMs, ...(link === undefined ? {} : { signal: link.signal }) },
-      );
+      this.client.request({ method: 'tools/call', params }, CallToolResultSchema, {
+        timeout: options.timeoutMs,
+        ...(link === undefined ? {} : { signal: link.signal }),
+      });
     let tracked: TrackedRequest | undefined;
     let pending: Promise<RawCallResult>;
     if (this.#http === undefined) {
@@ -430,6 +491,7 @@ export class SdkConnection {
           timeoutMs: options.timeoutMs,
           ...(options.signal === undefined ? {} : { signal: options.signal }),
           fault: this.#fault(),
+          delivery: delivery.sent ? 'sent' : 'not-sent',
         }),
       );
     } finally {
@@ -457,7 +519,7 @@ export class SdkConnection {
       {
         detail: {
           ...detail,
-          delivery: 'unknown',
+          delivery: 'sent',
           reason: this.#lost?.reason ?? 'response-lost',
           ...(this.#lost?.httpStatus === undefined ? {} : { httpStatus: this.#lost.httpStatus }),
         },

@@ -173,7 +173,7 @@ describe('a Streamable HTTP server that is killed and restarted on the same port
     await first.kill();
     const error = await inFlight;
     expect(error.code).toBe('OUTCOME_UNKNOWN');
-    expect(error.detail).toMatchObject({ server: 'web', tool: 'alpha', delivery: 'unknown' });
+    expect(error.detail).toMatchObject({ server: 'web', tool: 'alpha', delivery: 'sent' });
     expect(error.message).toMatch(/may or may not have run/);
     await lost;
 

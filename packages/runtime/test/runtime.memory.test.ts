@@ -442,13 +442,15 @@ describe('McpRuntime bindings (in-memory servers)', () => {
       .toContain('notifications/cancelled');
   });
 
-  it('rejects a call in flight with CONNECTION_CLOSED when the runtime closes', async () => {
+  it('rejects a call in flight with OUTCOME_UNKNOWN (delivery sent) when the runtime closes', async () => {
     const { fleet, runtime } = await setup({ a: { scenario: 'single', callDelayMs: 5_000 } });
     const binding = await runtime.captureBinding();
     const running = binding.prepareCall('a__alpha').run({});
     await expect.poll(() => calls(fleet, 'a')).toEqual(['alpha']);
     await runtime.close();
-    expect((await failure(running)).code).toBe('CONNECTION_CLOSED');
+    const error = await failure(running);
+    expect(error.code).toBe('OUTCOME_UNKNOWN');
+    expect(error.detail['delivery']).toBe('sent');
   });
 
   it('reports an already aborted signal as ABORTED, not as a refused prepare hook', async () => {

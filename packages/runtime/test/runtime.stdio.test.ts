@@ -123,7 +123,7 @@ describe('McpRuntime over real stdio servers', () => {
     expect(runtime.status().liveConnections).toBe(0);
   });
 
-  it('gives CONNECTION_CLOSED for a server that crashes mid-call, and the next refresh reconnects it', async () => {
+  it('gives OUTCOME_UNKNOWN (delivery sent) for a server that crashes mid-call, and the next refresh reconnects it', async () => {
     const fixture: ServerFixture = {
       generations: [{ pages: [{ tools: [tool('work'), tool('crash')] }] }],
       triggers: [{ on: { method: 'tools/call', tool: 'crash' }, exit: 7 }],
@@ -132,7 +132,8 @@ describe('McpRuntime over real stdio servers', () => {
     const firstPid = runtime.pids()[0];
     const binding = await runtime.captureBinding();
     const error = await failure(binding.prepareCall('s__crash').run({}));
-    expect(error.code).toBe('CONNECTION_CLOSED');
+    expect(error.code).toBe('OUTCOME_UNKNOWN');
+    expect(error.detail['delivery']).toBe('sent');
     binding.release();
     await using next = await runtime.captureBinding();
     expect(runtime.pids()).not.toContain(firstPid);

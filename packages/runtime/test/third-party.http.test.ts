@@ -120,7 +120,7 @@ describe('server-everything over Streamable HTTP, killed and restarted on the sa
     await first.kill();
     const error = (await inFlight) as StepbindError;
     expect(isStepbindError(error, 'OUTCOME_UNKNOWN')).toBe(true);
-    expect(error.detail['delivery']).toBe('unknown');
+    expect(error.detail['delivery']).toBe('sent');
     await lost;
     expect(status(runtime).state).toMatch(/^(reconnecting|failed)$/);
 

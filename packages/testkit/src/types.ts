@@ -67,6 +67,8 @@ export interface AuditEntry {
   readonly cursor?: string | null;
   /** For `tools/call` only: the tool name requested. */
   readonly tool?: string;
+  /** For `tools/call` only: the arguments received, when they were an object. */
+  readonly arguments?: Readonly<Record<string, unknown>>;
   /** The catalog generation when the message arrived. */
   readonly generation: number;
   /** The process id of the server. */

@@ -296,7 +296,7 @@ describe('audit trail and process lifetime', () => {
       { seq: 3, method: 'tools/list', cursor: null, generation: 0, pid: child.pid },
       { seq: 4, method: 'tools/list', cursor: pages[0]?.nextCursor, generation: 0, pid: child.pid },
       { seq: 5, method: 'tools/list', cursor: pages[1]?.nextCursor, generation: 0, pid: child.pid },
-      { seq: 6, method: 'tools/call', tool: 'alpha', generation: 0, pid: child.pid },
+      { seq: 6, method: 'tools/call', tool: 'alpha', arguments: {}, generation: 0, pid: child.pid },
     ]);
   });
 

@@ -1,5 +1,5 @@
 import { open } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import PQueue from 'p-queue';
 import {
   CatalogRegistry,
@@ -208,7 +208,16 @@ export async function loadConfigFile(path: string): Promise<RuntimeConfig> {
     );
   }
   try {
-    return parseConfig(json);
+    const config = parseConfig(json);
+    // A relative journal path is relative to the configuration file, wherever the process runs.
+    if (config.journal === undefined || isAbsolute(config.journal.path)) return config;
+    return Object.freeze({
+      ...config,
+      journal: Object.freeze({
+        ...config.journal,
+        path: resolve(dirname(absolute), config.journal.path),
+      }),
+    });
   } catch (error) {
     if (error instanceof StepbindError) {
       throw new RuntimeError(error.code, `${absolute}: ${error.message}`, {

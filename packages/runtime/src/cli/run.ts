@@ -10,6 +10,7 @@ import { configCheckJson, formatConfigCheck } from './config-check.js';
 import { runCallCommand } from './call.js';
 import { runToolsCommand } from './tools.js';
 import { packageVersion } from './version.js';
+import { listReceipts, verifyReceipts } from './receipts.js';
 
 /** Where the CLI writes, and how it is cancelled. */
 export interface CliIo {
@@ -31,9 +32,15 @@ const USAGE = `Usage:
   stepbind call SERVER TOOL --config FILE [--args JSON] [--approve] [--json]
                                             run one call through the full admission path
   stepbind --version                        print the version
+  stepbind receipts verify --journal FILE [--json]
+                                            check the journal's receipts chain
+  stepbind receipts list --journal FILE [--json] [--key K]
+                                            list the journal's receipts
   stepbind help                             show this help
 
-Exit code 0 only if every server succeeded; 1 if any server failed; 2 for usage or config errors.
+catalog: exit code 0 only if every server succeeded; 1 if any server failed.
+receipts verify: exit code 0 only for an intact chain; 1 when it is broken.
+Exit code 2 for usage, configuration or journal errors.
 `;
 
 /**
@@ -53,6 +60,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   if (command === 'tools') return runToolsCommand(rest, io);
   if (command === 'call') return runCallCommand(rest, io);
+  if (command === 'receipts') return receipts(rest, io);
   if (command !== 'catalog') {
     io.stderr(`stepbind: unknown command "${command}"\n\n${USAGE}`);
     return 2;
@@ -143,5 +151,49 @@ function printError(error: unknown, json: boolean, io: CliIo): void {
     io.stderr(
       `stepbind: ${error instanceof StepbindError ? `${error.code}: ` : ''}${error instanceof Error ? error.message : String(error)}\n`,
     );
+  }
+}
+
+async function receipts(argv: readonly string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub !== 'verify' && sub !== 'list') {
+    io.stderr(`stepbind receipts: expected "verify" or "list"\n\n${USAGE}`);
+    return 2;
+  }
+  let journal: string | undefined;
+  let key: string | undefined;
+  let json = false;
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i];
+    if (arg === '--json') json = true;
+    else if (arg === '--journal') journal = rest[++i];
+    else if (arg?.startsWith('--journal=') === true) journal = arg.slice('--journal='.length);
+    else if (sub === 'list' && arg === '--key') key = rest[++i];
+    else if (sub === 'list' && arg?.startsWith('--key=') === true) key = arg.slice('--key='.length);
+    else {
+      io.stderr(`stepbind receipts ${sub}: unknown argument "${String(arg)}"\n\n${USAGE}`);
+      return 2;
+    }
+  }
+  if (journal === undefined || journal === '') {
+    io.stderr(`stepbind receipts ${sub}: --journal FILE is required\n\n${USAGE}`);
+    return 2;
+  }
+  if (sub === 'list' && key === '') {
+    io.stderr(`stepbind receipts list: --key needs a value\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    const report =
+      sub === 'verify'
+        ? await verifyReceipts(journal, json)
+        : await listReceipts(journal, { json, ...(key === undefined ? {} : { key }) });
+    io.stdout(report.stdout);
+    return report.code;
+  } catch (error) {
+    io.stderr(
+      `stepbind: ${error instanceof StepbindError ? `${error.code}: ` : ''}${error instanceof Error ? error.message : String(error)}\n`,
+    );
+    return 2;
   }
 }

@@ -186,7 +186,14 @@ export function createScriptedServer(
       const cursor = params?.cursor;
       record({ method: message.method, cursor: typeof cursor === 'string' ? cursor : null });
     } else if (message.method === 'tools/call' && typeof params?.name === 'string') {
-      record({ method: message.method, tool: params.name });
+      const args = params.arguments;
+      record({
+        method: message.method,
+        tool: params.name,
+        ...(typeof args === 'object' && args !== null && !Array.isArray(args)
+          ? { arguments: args as Record<string, unknown> }
+          : {}),
+      });
     } else {
       record({ method: message.method });
     }

@@ -1,0 +1,857 @@
+import { randomUUID } from 'node:crypto';
+import type { CallReceipt, ToolCallResult } from '../binding.js';
+import { sha256Hex } from '../canonical.js';
+import { CallError, ConfigError, ErrorCode, JournalError, type Delivery } from '../errors.js';
+import { verifyChain, type ChainVerification } from './chain.js';
+import {
+  conflictOf,
+  contextDetail,
+  contextOf,
+  corruptRecord,
+  inProgressError,
+  isAnswered,
+  localRefusal,
+  outcomeUnknownError,
+  recordSummary,
+  resolvedReceipt,
+  resolvedResult,
+} from './rules.js';
+import type {
+  CallContext,
+  JournalRecord,
+  JournalState,
+  JournalStore,
+  ReceiptBody,
+  ReceiptEntry,
+  RecordedOutcome,
+  Resolution,
+} from './store.js';
+
+/** Options of {@link CallJournal}. */
+export interface CallJournalOptions {
+  /** This journal instance's holder id, recorded on every claim. @default `memory:<uuid>` */
+  readonly owner?: string;
+  /** How long `COMPLETED` and `NOT_SENT` records (and receipts) are kept. @default 86400000 (24 h) */
+  readonly retentionMs?: number;
+  /**
+   * In-progress expiry: a key claimed (`INTENT`) by a holder that wrote nothing for this long, or
+   * `SENT` for longer than the call's timeout plus this, is taken as abandoned by a dead holder.
+   * @default 600000 (10 min)
+   */
+  readonly inProgressTtlMs?: number;
+  /**
+   * Tells whether the holder `owner` is still running: `false` (dead: its keys are recovered at
+   * once), `true` or `undefined` (cannot tell: its in-progress expiry decides).
+   * @default () => undefined
+   */
+  readonly isOwnerAlive?: (owner: string) => boolean | undefined;
+  /** The clock, epoch milliseconds. @default Date.now */
+  readonly now?: () => number;
+  /** Expired records are pruned at most this often, on the next write. @default 60000 */
+  readonly pruneIntervalMs?: number;
+}
+
+/** What a keyed `run` asks the journal for. */
+export interface CallIntent {
+  readonly key: string;
+  readonly context: CallContext;
+  /** `sha256:` digest of the arguments given to `run` (the payload the key commits to). */
+  readonly argsDigest: string;
+  /** The server allows re-sending `read` tools whose outcome is unknown. */
+  readonly retryReads: boolean;
+}
+
+/** Options of {@link CallJournal.begin}. */
+export interface BeginOptions {
+  /**
+   * Write nothing yet: the claim is checked again and written directly as `SENT` by
+   * {@link CallJournal.markSent} (one durable write instead of two). For runs with nothing between
+   * the claim and the send that could take long or fail on its own (no `prepare` hook); a key
+   * claimed this way is visible to other processes only from its `SENT` write on, and to this
+   * process at once. @default false (an `INTENT` record is written now)
+   */
+  readonly deferWrite?: boolean;
+}
+
+/** A key this journal instance holds for one `run`. Opaque outside the binding. */
+export class JournalClaim {
+  readonly key: string;
+  /** @internal the record as last written, or to be written when `pending`. */
+  record: JournalRecord;
+  /**
+   * @internal for a deferred claim: the version the stored record must still have when the claim
+   * is written (`null`: there must be no record).
+   */
+  pending: { readonly expectedVersion: number | null } | undefined;
+  /** @internal */
+  readonly intent: CallIntent;
+  /** @internal true once the `SENT` record is durable. */
+  sent = false;
+  /** @internal true when another holder took the key over (nothing more may be written). */
+  lost = false;
+
+  /** @internal */
+  constructor(
+    record: JournalRecord,
+    intent: CallIntent,
+    pending: { readonly expectedVersion: number | null } | undefined,
+  ) {
+    this.key = record.key;
+    this.record = record;
+    this.intent = intent;
+    this.pending = pending;
+  }
+
+  /** The attempt (fencing token) of this claim. */
+  get attempt(): number {
+    return this.record.attempt;
+  }
+}
+
+/** What {@link CallJournal.begin} decided. */
+export type BeginResult =
+  | { readonly kind: 'claimed'; readonly claim: JournalClaim }
+  | { readonly kind: 'replay'; readonly record: JournalRecord; readonly outcome: RecordedOutcome }
+  | { readonly kind: 'refused'; readonly error: CallError };
+
+/** A decision about an `OUTCOME_UNKNOWN` key, for {@link CallJournal.resolve}. */
+export type ResolveInput =
+  | {
+      /** It took effect: the key becomes `COMPLETED`, and a repeat returns `result`. */
+      readonly outcome: 'ran';
+      /**
+       * What a repeated call returns. @default a text result saying the call ran and its original
+       * result was lost
+       */
+      readonly result?: ToolCallResult;
+      readonly by?: string;
+      readonly note?: string;
+    }
+  | {
+      /** It did not take effect: the key becomes `NOT_SENT` and may run again. */
+      readonly outcome: 'not-run';
+      readonly by?: string;
+      readonly note?: string;
+    };
+
+const MAX_ROUNDS = 16;
+const IN_PROGRESS: readonly JournalState[] = Object.freeze(['INTENT', 'SENT']);
+
+/**
+ * The rules of durable execution over a {@link JournalStore} (DESIGN §13): idempotency keys with
+ * `INTENT → SENT → COMPLETED | NOT_SENT | OUTCOME_UNKNOWN`, payload checks on every path, in-progress
+ * expiry, recovery of dead holders' keys and the receipts chain. Every state change is a
+ * compare-and-set on the record's version, so several processes may share one store.
+ */
+export class CallJournal {
+  readonly store: JournalStore;
+  /** This instance's holder id. */
+  readonly owner: string;
+  readonly retentionMs: number;
+  readonly inProgressTtlMs: number;
+  readonly #isOwnerAlive: (owner: string) => boolean | undefined;
+  readonly #now: () => number;
+  readonly #pruneIntervalMs: number;
+  /** Keys a run of this instance is claiming or holds, with the intent of that run. */
+  readonly #inFlight = new Map<string, Reservation>();
+  /** Keys this instance holds (claimed): its own records of these are in progress. */
+  readonly #running = new Set<string>();
+  #active = 0;
+  #idle: (() => void) | undefined;
+  #lastPrune: number;
+  #closing: Promise<void> | undefined;
+
+  constructor(store: JournalStore, options: CallJournalOptions = {}) {
+    this.store = store;
+    this.owner = options.owner ?? `memory:${randomUUID()}`;
+    this.retentionMs = positive(options.retentionMs ?? 86_400_000, 'retentionMs');
+    this.inProgressTtlMs = positive(options.inProgressTtlMs ?? 600_000, 'inProgressTtlMs');
+    this.#pruneIntervalMs = positive(options.pruneIntervalMs ?? 60_000, 'pruneIntervalMs');
+    this.#isOwnerAlive = options.isOwnerAlive ?? (() => undefined);
+    this.#now = options.now ?? Date.now;
+    this.#lastPrune = this.#now();
+  }
+
+  /** True once {@link close} was called. */
+  get closed(): boolean {
+    return this.#closing !== undefined;
+  }
+
+  /**
+   * Counts one run until its outcome is recorded ({@link complete}, {@link fail} or
+   * {@link replayed} end it, exactly once), so {@link close} can wait for it.
+   *
+   * @returns false (nothing counted, nothing may be recorded) once the journal is closing.
+   */
+  start(): boolean {
+    if (this.#closing !== undefined) return false;
+    this.#active++;
+    return true;
+  }
+
+  /**
+   * Claims `intent.key` for one run, or says why not. The payload (server, tool, descriptor digest,
+   * argument digest) is compared on every path before anything else: a mismatch is
+   * `IDEMPOTENCY_CONFLICT` whatever the key's state.
+   *
+   * - held by a run of this process: refused at once (`IDEMPOTENCY_CONFLICT` or `_IN_PROGRESS`);
+   * - no record, an expired one or `NOT_SENT`: claimed (an `INTENT` record is written, unless
+   *   `deferWrite`: then {@link markSent} writes the claim directly as `SENT`);
+   * - `COMPLETED`: `replay` with the stored outcome;
+   * - `INTENT`/`SENT` of a live holder within its expiry: `IDEMPOTENCY_IN_PROGRESS`; of a dead or
+   *   expired holder: recovered first (to `NOT_SENT` or `OUTCOME_UNKNOWN`), then decided again;
+   * - `OUTCOME_UNKNOWN`: `OUTCOME_UNKNOWN` with the record, unless the tool is `read` and the server
+   *   allows `retryReads` (then claimed again).
+   *
+   * @throws JournalError when the store fails.
+   */
+  async begin(intent: CallIntent, options: BeginOptions = {}): Promise<BeginResult> {
+    // Runs of this process decide one at a time per key: a key being claimed is waited for, a key
+    // held is refused (after the payload check against the stored record, as on every path).
+    for (;;) {
+      const local = this.#inFlight.get(intent.key);
+      if (local === undefined) break;
+      if (!local.claimed) {
+        await local.decided;
+        continue;
+      }
+      const stored = await this.store.get(intent.key);
+      const live =
+        stored !== undefined && (stored.expiresAt === null || stored.expiresAt > this.#now());
+      const conflict = live ? conflictOf(stored, intent) : undefined;
+      return { kind: 'refused', error: conflict ?? localRefusal(local.intent, intent) };
+    }
+    let decide: () => void = () => undefined;
+    const reservation: Reservation = {
+      intent,
+      claimed: false,
+      decided: new Promise<void>((resolve) => (decide = resolve)),
+    };
+    this.#inFlight.set(intent.key, reservation);
+    let result: BeginResult | undefined;
+    try {
+      result = await this.#begin(intent, options.deferWrite === true);
+      if (result.kind === 'claimed') {
+        reservation.claimed = true;
+        this.#running.add(intent.key);
+      }
+      return result;
+    } finally {
+      if (result?.kind !== 'claimed') this.#inFlight.delete(intent.key);
+      decide();
+    }
+  }
+
+  async #begin(intent: CallIntent, defer: boolean): Promise<BeginResult> {
+    const { key } = intent;
+    // Claims `record` over `expected` (the stored record, if any): written now, or deferred.
+    const claim = async (
+      record: JournalRecord,
+      expected: JournalRecord | undefined,
+    ): Promise<BeginResult | undefined> => {
+      if (defer) {
+        return {
+          kind: 'claimed',
+          claim: new JournalClaim(record, intent, { expectedVersion: expected?.version ?? null }),
+        };
+      }
+      const written =
+        expected === undefined
+          ? await this.store.insert(record)
+          : (await this.store.update(record, expected.version)).ok;
+      return written
+        ? { kind: 'claimed', claim: new JournalClaim(record, intent, undefined) }
+        : undefined;
+    };
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      const now = this.#now();
+      const existing = await this.store.get(key);
+      if (existing === undefined) {
+        const claimed = await claim(this.#intentRecord(intent, 1, 1, now), undefined);
+        if (claimed !== undefined) return claimed;
+        continue;
+      }
+      if (existing.expiresAt !== null && existing.expiresAt <= now) {
+        // Forgotten: the key starts over, whatever it was used for before.
+        const record = this.#intentRecord(intent, existing.attempt + 1, existing.version + 1, now);
+        const claimed = await claim(record, existing);
+        if (claimed !== undefined) return claimed;
+        continue;
+      }
+      const conflict = conflictOf(existing, intent);
+      if (conflict !== undefined) return { kind: 'refused', error: conflict };
+      switch (existing.state) {
+        case 'COMPLETED': {
+          if (existing.outcome === null) throw corruptRecord(this.store, existing);
+          return { kind: 'replay', record: existing, outcome: existing.outcome };
+        }
+        case 'NOT_SENT': {
+          const claimed = await claim(this.#reclaim(existing, now), existing);
+          if (claimed !== undefined) return claimed;
+          continue;
+        }
+        case 'INTENT':
+        case 'SENT': {
+          if (this.#holderAlive(existing, now)) {
+            return { kind: 'refused', error: inProgressError(existing, intent.context) };
+          }
+          await this.#recoverRecord(existing, now);
+          continue;
+        }
+        case 'OUTCOME_UNKNOWN': {
+          if (intent.context.effectClass === 'read' && intent.retryReads) {
+            const claimed = await claim(this.#reclaim(existing, now), existing);
+            if (claimed !== undefined) return claimed;
+            continue;
+          }
+          return { kind: 'refused', error: outcomeUnknownError(existing, intent.context) };
+        }
+      }
+    }
+    return {
+      kind: 'refused',
+      error: new CallError(
+        ErrorCode.IDEMPOTENCY_IN_PROGRESS,
+        `Idempotency key "${key}" kept changing while "${intent.context.modelName}" tried to claim it (${MAX_ROUNDS} attempts); it was not run. Try again shortly.`,
+        { detail: { ...contextDetail(intent.context), key, reason: 'contended' } },
+      ),
+    };
+  }
+
+  /**
+   * Moves a claim to `SENT` with a durable write, just before the request is written. The claim's
+   * expiry becomes `timeoutMs` plus the in-progress expiry.
+   *
+   * @throws CallError `IDEMPOTENCY_IN_PROGRESS` (`detail.reason: 'claim-lost'`) when another holder
+   *   took the key over meanwhile: the call must not be sent. JournalError when the store fails.
+   */
+  async markSent(claim: JournalClaim, timeoutMs: number): Promise<void> {
+    const now = this.#now();
+    const current = claim.record;
+    const pending = claim.pending;
+    const next: JournalRecord = {
+      ...current,
+      state: 'SENT',
+      version: pending === undefined ? current.version + 1 : current.version,
+      updatedAt: now,
+      leaseExpiresAt: now + timeoutMs + this.inProgressTtlMs,
+    };
+    let written: boolean;
+    if (pending === undefined) {
+      written = (await this.store.update(next, current.version, { durable: true })).ok;
+    } else if (pending.expectedVersion === null) {
+      written = await this.store.insert(next, { durable: true });
+    } else {
+      written = (await this.store.update(next, pending.expectedVersion, { durable: true })).ok;
+    }
+    if (!written) {
+      claim.lost = true;
+      // A deferred claim was overtaken by another holder: say what the key is now.
+      const now2 = await this.store.get(claim.key);
+      const conflict = now2 === undefined ? undefined : conflictOf(now2, claim.intent);
+      if (conflict !== undefined) throw conflict;
+      throw new CallError(
+        ErrorCode.IDEMPOTENCY_IN_PROGRESS,
+        `Idempotency key "${claim.key}" was taken over by another holder before "${current.context.modelName}" was sent; it was not sent. Call again to get that run's outcome.`,
+        {
+          detail: {
+            ...contextDetail(current.context),
+            key: claim.key,
+            reason: 'claim-lost',
+            ...(now2 === undefined ? {} : { record: recordSummary(now2) }),
+            delivery: 'not-sent',
+          },
+        },
+      );
+    }
+    claim.record = next;
+    claim.pending = undefined;
+    claim.sent = true;
+  }
+
+  /**
+   * Records a call the server answered (`ok` or `tool-error`): the key becomes `COMPLETED` with
+   * `result` and `receipt`, and `receipt` joins the chain in the same write. Without a claim only
+   * the receipt is appended.
+   *
+   * @returns the appended receipt entry.
+   * @throws JournalError when the store fails (the call did run; the key stays `SENT` and becomes
+   *   `OUTCOME_UNKNOWN` at the next recovery).
+   */
+  async complete(
+    claim: JournalClaim | undefined,
+    outcome: { readonly result: ToolCallResult; readonly receipt: CallReceipt },
+  ): Promise<ReceiptEntry> {
+    const resultDigest = `sha256:${sha256Hex(JSON.stringify(outcome.result))}`;
+    const body = this.#receiptBody(outcome.receipt, claim, {
+      outcome: outcome.receipt.outcome,
+      delivery: 'sent',
+      replayed: false,
+      argsDigest: outcome.receipt.argsDigest ?? null,
+      resultDigest,
+    });
+    return this.#record(claim, body, (record, now) => ({
+      ...record,
+      state: 'COMPLETED',
+      updatedAt: now,
+      leaseExpiresAt: 0,
+      expiresAt: now + this.retentionMs,
+      outcome: { kind: 'result', result: outcome.result, receipt: outcome.receipt },
+      error: null,
+    }));
+  }
+
+  /**
+   * Records a run that failed or was refused: with a claim, the key becomes `NOT_SENT` (nothing
+   * was written), `COMPLETED` with the error (the server answered with an error, or output that
+   * failed validation) or `OUTCOME_UNKNOWN` (sent, no answer); the receipt joins the chain.
+   *
+   * @throws JournalError when the store fails.
+   */
+  async fail(
+    claim: JournalClaim | undefined,
+    context: CallContext,
+    error: CallError,
+    receipt: { readonly argsDigest: string | null; readonly key: string | null },
+  ): Promise<ReceiptEntry> {
+    const delivery: Delivery = claim?.sent === true ? error.delivery : 'not-sent';
+    const body: ReceiptBody = {
+      ...contextOf(context),
+      at: this.#now(),
+      source: 'run',
+      key: claim?.key ?? receipt.key,
+      attempt: claim?.attempt ?? null,
+      outcome: error.code,
+      delivery: error.delivery === 'sent' ? 'sent' : 'not-sent',
+      replayed: error.detail['replayed'] === true,
+      argsDigest: receipt.argsDigest,
+      resultDigest: null,
+    };
+    const failure = { code: error.code, message: error.message };
+    return this.#record(claim, body, (record, now): JournalRecord => {
+      if (delivery === 'not-sent') {
+        return {
+          ...record,
+          state: 'NOT_SENT',
+          updatedAt: now,
+          leaseExpiresAt: 0,
+          expiresAt: now + this.retentionMs,
+          error: failure,
+        };
+      }
+      if (isAnswered(error)) {
+        return {
+          ...record,
+          state: 'COMPLETED',
+          updatedAt: now,
+          leaseExpiresAt: 0,
+          expiresAt: now + this.retentionMs,
+          outcome: {
+            kind: 'error',
+            code: error.code,
+            message: error.message,
+            detail: error.detail,
+          },
+          error: null,
+        };
+      }
+      return {
+        ...record,
+        state: 'OUTCOME_UNKNOWN',
+        updatedAt: now,
+        leaseExpiresAt: 0,
+        expiresAt: null,
+        error: failure,
+      };
+    });
+  }
+
+  /**
+   * Appends the receipt of a replayed run (nothing was sent).
+   *
+   * @throws JournalError when the store fails.
+   */
+  async replayed(record: JournalRecord, context: CallContext): Promise<ReceiptEntry> {
+    const outcome = record.outcome;
+    try {
+      return await this.store.appendReceipt({
+        ...contextOf(context),
+        at: this.#now(),
+        source: 'run',
+        key: record.key,
+        attempt: record.attempt,
+        outcome:
+          outcome === null
+            ? 'COMPLETED'
+            : outcome.kind === 'result'
+              ? outcome.receipt.outcome
+              : outcome.code,
+        delivery: 'not-sent',
+        replayed: true,
+        argsDigest: record.argsDigest,
+        resultDigest:
+          outcome?.kind === 'result' ? `sha256:${sha256Hex(JSON.stringify(outcome.result))}` : null,
+      });
+    } finally {
+      this.#done();
+    }
+  }
+
+  /**
+   * Records a human or application decision about an `OUTCOME_UNKNOWN` key: `ran` makes it
+   * `COMPLETED` (a repeat returns `result`), `not-run` makes it `NOT_SENT` (it may run again). A
+   * `resolution` receipt joins the chain. A key left `INTENT`/`SENT` by a dead holder is recovered
+   * first.
+   *
+   * @returns the new record.
+   * @throws CallError `IDEMPOTENCY_IN_PROGRESS` while a live holder runs the key;
+   *   `IDEMPOTENCY_CONFLICT` (`detail.reason`: `unknown-key`, `not-outcome-unknown`) for a key that
+   *   does not exist or whose outcome is known. JournalError when the store fails.
+   */
+  async resolve(key: string, input: ResolveInput): Promise<JournalRecord> {
+    this.#ensureOpen();
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      const now = this.#now();
+      const existing = await this.store.get(key);
+      if (existing === undefined) {
+        throw new CallError(
+          ErrorCode.IDEMPOTENCY_CONFLICT,
+          `The journal at ${this.store.location} has no idempotency key "${key}" to resolve (never used, or pruned).`,
+          { detail: { key, reason: 'unknown-key', delivery: 'not-sent' } },
+        );
+      }
+      if (IN_PROGRESS.includes(existing.state)) {
+        if (this.#holderAlive(existing, now)) throw inProgressError(existing, existing.context);
+        await this.#recoverRecord(existing, now);
+        continue;
+      }
+      if (existing.state !== 'OUTCOME_UNKNOWN') {
+        throw new CallError(
+          ErrorCode.IDEMPOTENCY_CONFLICT,
+          `Idempotency key "${key}" is ${existing.state}, not OUTCOME_UNKNOWN: its outcome is known and needs no decision.`,
+          {
+            detail: {
+              ...contextDetail(existing.context),
+              key,
+              reason: 'not-outcome-unknown',
+              state: existing.state,
+              delivery: 'not-sent',
+            },
+          },
+        );
+      }
+      const resolution: Resolution = {
+        outcome: input.outcome,
+        by: input.by,
+        note: input.note,
+        at: now,
+      };
+      const next: JournalRecord =
+        input.outcome === 'ran'
+          ? {
+              ...existing,
+              version: existing.version + 1,
+              state: 'COMPLETED',
+              owner: this.owner,
+              updatedAt: now,
+              expiresAt: now + this.retentionMs,
+              resolution,
+              outcome: {
+                kind: 'result',
+                result: input.result ?? resolvedResult(existing, resolution),
+                receipt: resolvedReceipt(existing),
+              },
+            }
+          : {
+              ...existing,
+              version: existing.version + 1,
+              state: 'NOT_SENT',
+              owner: this.owner,
+              updatedAt: now,
+              expiresAt: now + this.retentionMs,
+              resolution,
+            };
+      const written = await this.store.update(next, existing.version, {
+        receipt: {
+          ...contextOf(existing.context),
+          at: now,
+          source: 'resolution',
+          key,
+          attempt: existing.attempt,
+          outcome: input.outcome,
+          delivery: 'not-sent',
+          replayed: false,
+          argsDigest: existing.argsDigest,
+          resultDigest: null,
+        },
+      });
+      if (written.ok) return next;
+    }
+    throw new CallError(
+      ErrorCode.IDEMPOTENCY_IN_PROGRESS,
+      `Idempotency key "${key}" kept changing while it was being resolved; try again.`,
+      { detail: { key, reason: 'contended', delivery: 'not-sent' } },
+    );
+  }
+
+  /**
+   * Finds keys left `INTENT`/`SENT` by dead holders (dead by `isOwnerAlive`, or past their
+   * in-progress expiry) and moves them to `NOT_SENT` (`INTENT`: nothing was sent) or
+   * `OUTCOME_UNKNOWN` (`SENT`: it may have been), each with a `recovery` receipt.
+   *
+   * @returns the records as recovered.
+   * @throws JournalError when the store fails.
+   */
+  async recover(): Promise<readonly JournalRecord[]> {
+    this.#ensureOpen();
+    const recovered: JournalRecord[] = [];
+    const now = this.#now();
+    for (const record of await this.store.listRecords({ states: IN_PROGRESS })) {
+      if (this.#holderAlive(record, now)) continue;
+      const moved = await this.#recoverRecord(record, now);
+      if (moved !== undefined) recovered.push(moved);
+    }
+    return Object.freeze(recovered);
+  }
+
+  /** The record of `key`, if any. */
+  get(key: string): Promise<JournalRecord | undefined> {
+    return this.store.get(key);
+  }
+
+  /** Checks the whole kept receipts chain (see {@link verifyChain}). */
+  async verify(): Promise<ChainVerification> {
+    return verifyChain(await this.store.anchor(), await this.store.readReceipts());
+  }
+
+  /**
+   * Deletes expired `COMPLETED`/`NOT_SENT` records and receipts older than the retention. Runs by
+   * itself at most every `pruneIntervalMs`, after a write.
+   */
+  async prune(): Promise<{ readonly records: number; readonly receipts: number }> {
+    const now = this.#now();
+    this.#lastPrune = now;
+    return this.store.prune({ now, receiptsBefore: now - this.retentionMs });
+  }
+
+  /**
+   * Waits for every run holding a key of this journal to record its outcome, then closes the
+   * store. Idempotent. New runs are refused from the first call on.
+   */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      if (this.#active > 0) {
+        await new Promise<void>((resolve) => {
+          this.#idle = resolve;
+        });
+      }
+      await this.store.close();
+    })();
+    return this.#closing;
+  }
+
+  #done(): void {
+    this.#active--;
+    if (this.#active === 0 && this.#idle !== undefined) {
+      const idle = this.#idle;
+      this.#idle = undefined;
+      idle();
+    }
+  }
+
+  async #record(
+    claim: JournalClaim | undefined,
+    body: ReceiptBody,
+    next: (record: JournalRecord, now: number) => JournalRecord,
+  ): Promise<ReceiptEntry> {
+    try {
+      // Nothing of this run was written for the key (refused before a deferred claim was written,
+      // or overtaken): only the receipt is recorded.
+      if (claim === undefined || claim.lost || claim.pending !== undefined) {
+        const entry = await this.store.appendReceipt(body);
+        return entry;
+      }
+      const now = this.#now();
+      const current = claim.record;
+      const record = { ...next(current, now), version: current.version + 1 };
+      const written = await this.store.update(record, current.version, { receipt: body });
+      if (written.ok && written.receipt !== undefined) {
+        claim.record = record;
+        return written.receipt;
+      }
+      // Another holder moved the key meanwhile (our SENT outlived its expiry and was recovered as
+      // OUTCOME_UNKNOWN): a late answer of the same attempt still makes the outcome known.
+      const moved = written.ok ? undefined : written.current;
+      if (
+        moved?.state === 'OUTCOME_UNKNOWN' &&
+        moved.attempt === current.attempt &&
+        moved.resolution === null
+      ) {
+        const late = { ...next(moved, now), version: moved.version + 1 };
+        const again = await this.store.update(late, moved.version, { receipt: body });
+        if (again.ok && again.receipt !== undefined) return again.receipt;
+      }
+      return await this.store.appendReceipt(body);
+    } finally {
+      if (claim !== undefined) {
+        this.#inFlight.delete(claim.key);
+        this.#running.delete(claim.key);
+      }
+      this.#done();
+      if (this.#now() - this.#lastPrune >= this.#pruneIntervalMs) void this.#pruneQuietly();
+    }
+  }
+
+  async #pruneQuietly(): Promise<void> {
+    try {
+      await this.prune();
+    } catch {
+      // Pruning is housekeeping; the next write tries again and a failing store reports there.
+    }
+  }
+
+  #receiptBody(
+    receipt: CallReceipt,
+    claim: JournalClaim | undefined,
+    fields: Pick<ReceiptBody, 'outcome' | 'delivery' | 'replayed' | 'argsDigest' | 'resultDigest'>,
+  ): ReceiptBody {
+    return {
+      stepId: receipt.stepId,
+      server: receipt.server,
+      tool: receipt.tool,
+      modelName: receipt.modelName,
+      descriptorDigest: receipt.descriptorDigest,
+      effectClass: receipt.effectClass,
+      generation: receipt.generation,
+      revision: receipt.revision,
+      policyEpoch: receipt.policyEpoch,
+      audience: receipt.audience,
+      catalogState: receipt.catalogState,
+      at: this.#now(),
+      source: 'run',
+      key: claim?.key ?? receipt.idempotencyKey ?? null,
+      attempt: claim?.attempt ?? null,
+      ...fields,
+    };
+  }
+
+  #intentRecord(intent: CallIntent, attempt: number, version: number, now: number): JournalRecord {
+    return {
+      key: intent.key,
+      state: 'INTENT',
+      version,
+      attempt,
+      owner: this.owner,
+      context: contextOf(intent.context),
+      argsDigest: intent.argsDigest,
+      createdAt: now,
+      updatedAt: now,
+      leaseExpiresAt: now + this.inProgressTtlMs,
+      expiresAt: null,
+      outcome: null,
+      error: null,
+      resolution: null,
+    };
+  }
+
+  #reclaim(existing: JournalRecord, now: number): JournalRecord {
+    return {
+      ...existing,
+      state: 'INTENT',
+      version: existing.version + 1,
+      attempt: existing.attempt + 1,
+      owner: this.owner,
+      updatedAt: now,
+      leaseExpiresAt: now + this.inProgressTtlMs,
+      expiresAt: null,
+      outcome: null,
+      error: null,
+      resolution: null,
+    };
+  }
+
+  #holderAlive(record: JournalRecord, now: number): boolean {
+    if (record.owner === this.owner) return this.#running.has(record.key);
+    if (this.#isOwnerAlive(record.owner) === false) return false;
+    return record.leaseExpiresAt > now;
+  }
+
+  async #recoverRecord(record: JournalRecord, now: number): Promise<JournalRecord | undefined> {
+    const wasSent = record.state === 'SENT';
+    const why =
+      record.leaseExpiresAt <= now
+        ? `held past its in-progress expiry by ${record.owner}`
+        : `left by ${record.owner}, which is no longer running`;
+    const next: JournalRecord = wasSent
+      ? {
+          ...record,
+          state: 'OUTCOME_UNKNOWN',
+          version: record.version + 1,
+          updatedAt: now,
+          leaseExpiresAt: 0,
+          expiresAt: null,
+          error: {
+            code: ErrorCode.OUTCOME_UNKNOWN,
+            message: `The request was recorded as sent, then ${why}; it may have run.`,
+          },
+        }
+      : {
+          ...record,
+          state: 'NOT_SENT',
+          version: record.version + 1,
+          updatedAt: now,
+          leaseExpiresAt: 0,
+          expiresAt: now + this.retentionMs,
+          error: {
+            code: 'RECOVERED',
+            message: `The key was claimed, then ${why} before anything was sent.`,
+          },
+        };
+    const written = await this.store.update(next, record.version, {
+      receipt: {
+        ...contextOf(record.context),
+        at: now,
+        source: 'recovery',
+        key: record.key,
+        attempt: record.attempt,
+        outcome: next.state,
+        delivery: wasSent ? 'sent' : 'not-sent',
+        replayed: false,
+        argsDigest: record.argsDigest,
+        resultDigest: null,
+      },
+    });
+    return written.ok ? next : undefined;
+  }
+
+  #ensureOpen(): void {
+    if (this.#closing !== undefined) {
+      throw new JournalError(
+        ErrorCode.JOURNAL_UNAVAILABLE,
+        `The journal at ${this.store.location} is closed; open a new runtime.`,
+        { detail: { path: this.store.location, reason: 'closed' } },
+      );
+    }
+  }
+}
+
+/** A key a run of this process is claiming (`claimed: false`) or holds. */
+interface Reservation {
+  readonly intent: CallIntent;
+  claimed: boolean;
+  /** Resolves once the claiming run's `begin` decided. */
+  readonly decided: Promise<void>;
+}
+
+function positive(value: number, name: string): number {
+  if (!Number.isFinite(value) || value <= 0) {
+    throw new ConfigError(
+      ErrorCode.INVALID_OPTIONS,
+      `CallJournal: ${name} must be > 0 (${value}).`,
+      {
+        detail: { path: name },
+      },
+    );
+  }
+  return value;
+}

@@ -1,0 +1,170 @@
+import { ErrorCode, JournalError } from '../errors.js';
+import { chainReceipt, GENESIS_ANCHOR } from './chain.js';
+import type {
+  ChainAnchor,
+  JournalRecord,
+  JournalState,
+  JournalStore,
+  PruneOptions,
+  ReadReceiptsOptions,
+  ReceiptBody,
+  ReceiptEntry,
+  StoredReceipt,
+  UpdateResult,
+} from './store.js';
+
+/** Options of {@link MemoryJournalStore}. */
+export interface MemoryJournalStoreOptions {
+  /**
+   * Receipts kept; older ones are dropped from the start of the chain (the anchor moves), so a
+   * long-lived process does not grow without bound. @default 10000
+   */
+  readonly maxReceipts?: number;
+}
+
+/**
+ * The in-process {@link JournalStore}: the same semantics as a durable store (records are kept as
+ * JSON text, so what comes back is a copy of what was written), lost when the process ends.
+ */
+export class MemoryJournalStore implements JournalStore {
+  readonly location = 'memory';
+  readonly #records = new Map<string, string>();
+  #receipts: StoredReceipt[] = [];
+  #anchor: ChainAnchor = GENESIS_ANCHOR;
+  #head: ChainAnchor = GENESIS_ANCHOR;
+  readonly #maxReceipts: number;
+  #closed = false;
+
+  constructor(options: MemoryJournalStoreOptions = {}) {
+    const max = options.maxReceipts ?? 10_000;
+    if (!Number.isInteger(max) || max < 1) {
+      throw new RangeError(`MemoryJournalStore: maxReceipts must be a positive integer (${max})`);
+    }
+    this.#maxReceipts = max;
+  }
+
+  async get(key: string): Promise<JournalRecord | undefined> {
+    this.#open();
+    const text = this.#records.get(key);
+    return text === undefined ? undefined : (JSON.parse(text) as JournalRecord);
+  }
+
+  async insert(record: JournalRecord, _options?: { readonly durable?: boolean }): Promise<boolean> {
+    this.#open();
+    if (this.#records.has(record.key)) return false;
+    this.#records.set(record.key, JSON.stringify(record));
+    return true;
+  }
+
+  async update(
+    record: JournalRecord,
+    expectedVersion: number,
+    options: { readonly receipt?: ReceiptBody; readonly durable?: boolean } = {},
+  ): Promise<UpdateResult> {
+    this.#open();
+    const text = this.#records.get(record.key);
+    const current = text === undefined ? undefined : (JSON.parse(text) as JournalRecord);
+    if (current?.version !== expectedVersion) return { ok: false, current };
+    this.#records.set(record.key, JSON.stringify(record));
+    const receipt = options.receipt === undefined ? undefined : this.#append(options.receipt);
+    return { ok: true, receipt };
+  }
+
+  async appendReceipt(receipt: ReceiptBody): Promise<ReceiptEntry> {
+    this.#open();
+    return this.#append(receipt);
+  }
+
+  async listRecords(
+    filter: { readonly states?: readonly JournalState[] } = {},
+  ): Promise<JournalRecord[]> {
+    this.#open();
+    const out: JournalRecord[] = [];
+    for (const text of this.#records.values()) {
+      const record = JSON.parse(text) as JournalRecord;
+      if (filter.states === undefined || filter.states.includes(record.state)) out.push(record);
+    }
+    out.sort((a, b) => a.createdAt - b.createdAt);
+    return out;
+  }
+
+  async readReceipts(options: ReadReceiptsOptions = {}): Promise<StoredReceipt[]> {
+    this.#open();
+    const after = options.afterSeq ?? 0;
+    const out: StoredReceipt[] = [];
+    for (const receipt of this.#receipts) {
+      if (receipt.seq <= after) continue;
+      if (
+        options.key !== undefined &&
+        (JSON.parse(receipt.text) as ReceiptBody).key !== options.key
+      )
+        continue;
+      out.push(receipt);
+      if (options.limit !== undefined && out.length >= options.limit) break;
+    }
+    return out;
+  }
+
+  async anchor(): Promise<ChainAnchor> {
+    this.#open();
+    return this.#anchor;
+  }
+
+  async prune(
+    options: PruneOptions,
+  ): Promise<{ readonly records: number; readonly receipts: number }> {
+    this.#open();
+    let records = 0;
+    for (const [key, text] of this.#records) {
+      const record = JSON.parse(text) as JournalRecord;
+      if (record.expiresAt !== null && record.expiresAt <= options.now) {
+        this.#records.delete(key);
+        records++;
+      }
+    }
+    let drop = 0;
+    while (drop < this.#receipts.length) {
+      const receipt = this.#receipts[drop] as StoredReceipt;
+      if ((JSON.parse(receipt.text) as ReceiptBody).at >= options.receiptsBefore) break;
+      drop++;
+    }
+    this.#dropReceipts(drop);
+    return { records, receipts: drop };
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+  }
+
+  #append(body: ReceiptBody): ReceiptEntry {
+    const entry = chainReceipt(this.#head, body);
+    this.#receipts.push({
+      seq: entry.seq,
+      prevDigest: entry.prevDigest,
+      digest: entry.digest,
+      text: entry.text,
+    });
+    this.#head = { seq: entry.seq, digest: entry.digest };
+    if (this.#receipts.length > this.#maxReceipts) {
+      this.#dropReceipts(this.#receipts.length - this.#maxReceipts);
+    }
+    return entry;
+  }
+
+  #dropReceipts(count: number): void {
+    if (count <= 0) return;
+    const last = this.#receipts[count - 1] as StoredReceipt;
+    this.#anchor = Object.freeze({ seq: last.seq, digest: last.digest });
+    this.#receipts = this.#receipts.slice(count);
+  }
+
+  #open(): void {
+    if (this.#closed) {
+      throw new JournalError(
+        ErrorCode.JOURNAL_UNAVAILABLE,
+        'The in-memory journal is closed; open a new runtime.',
+        { detail: { path: 'memory', reason: 'closed' } },
+      );
+    }
+  }
+}

@@ -1,0 +1,217 @@
+/**
+ * The execution journal's storage contract: idempotency records with compare-and-set transitions,
+ * and a hash-chained receipts log. Pure types; {@link MemoryJournalStore} is the in-process
+ * implementation and `@stepbind/runtime` ships a durable one on SQLite. The contract assumes
+ * neither a single process nor a single machine, so a shared database (PostgreSQL) can implement
+ * it for a fleet: keys are unique store-wide, every change is a compare-and-set on `version`, and
+ * receipts are appended to one chain in the order the store commits them.
+ *
+ * @packageDocumentation
+ */
+import type { CallReceipt, ToolCallResult } from '../binding.js';
+import type { Delivery, ErrorCode } from '../errors.js';
+import type { EffectClass } from '../snapshot.js';
+
+/**
+ * Where an idempotency key stands.
+ *
+ * - `INTENT`: claimed, durable, not sent yet (a dead holder's `INTENT` becomes `NOT_SENT`).
+ * - `SENT`: recorded durably just before the request is written (a dead holder's `SENT` becomes
+ *   `OUTCOME_UNKNOWN`: the request may have reached the server).
+ * - `COMPLETED`: the server answered; the result (or the answered error) and receipt are stored.
+ * - `NOT_SENT`: refused or failed before anything was written; the key may run again.
+ * - `OUTCOME_UNKNOWN`: sent, and no answer was recorded (crash, timeout, connection lost). Never
+ *   re-sent for a tool that is not `read`; a `resolve` decision moves it on. Never expires.
+ */
+export type JournalState = 'INTENT' | 'SENT' | 'COMPLETED' | 'NOT_SENT' | 'OUTCOME_UNKNOWN';
+
+/** Every {@link JournalState}, in lifecycle order. */
+export const JOURNAL_STATES: readonly JournalState[] = Object.freeze([
+  'INTENT',
+  'SENT',
+  'COMPLETED',
+  'NOT_SENT',
+  'OUTCOME_UNKNOWN',
+]);
+
+/** The catalog, policy and step a call ran under; shared by records and receipts. */
+export interface CallContext {
+  readonly stepId: string;
+  readonly server: string;
+  readonly tool: string;
+  readonly modelName: string;
+  readonly descriptorDigest: string;
+  readonly effectClass: EffectClass;
+  readonly generation: number;
+  readonly revision: number;
+  readonly policyEpoch: number;
+  readonly audience: string;
+  readonly catalogState: string;
+}
+
+/** What a key's first use recorded: what the call finally did. */
+export type RecordedOutcome =
+  | {
+      readonly kind: 'result';
+      readonly result: ToolCallResult;
+      readonly receipt: CallReceipt;
+    }
+  | {
+      /** The server answered with an error (JSON-RPC error, or output that failed validation). */
+      readonly kind: 'error';
+      readonly code: ErrorCode;
+      readonly message: string;
+      readonly detail: Readonly<Record<string, unknown>>;
+    };
+
+/** A human or application decision about an `OUTCOME_UNKNOWN` key (see `CallJournal.resolve`). */
+export interface Resolution {
+  /** `ran`: it took effect (the key becomes `COMPLETED`); `not-run`: it did not (`NOT_SENT`). */
+  readonly outcome: 'ran' | 'not-run';
+  /** Who decided (an operator, a reconciliation job). */
+  readonly by: string | undefined;
+  readonly note: string | undefined;
+  /** Epoch milliseconds of the decision. */
+  readonly at: number;
+}
+
+/** One idempotency key. Immutable: every change writes a new record with `version + 1`. */
+export interface JournalRecord {
+  readonly key: string;
+  readonly state: JournalState;
+  /** Compare-and-set token: every write increments it; a store refuses a stale expectation. */
+  readonly version: number;
+  /** Fencing token: incremented by every claim of the key (the first claim is 1). */
+  readonly attempt: number;
+  /** The journal instance holding or last moving the key (`host:pid:random`). */
+  readonly owner: string;
+  readonly context: CallContext;
+  /** `sha256:` digest of the canonical JSON of the arguments given to `run`. */
+  readonly argsDigest: string;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  /** `INTENT`/`SENT`: when the holder is presumed dead (the in-progress expiry). Else 0. */
+  readonly leaseExpiresAt: number;
+  /** `COMPLETED`/`NOT_SENT`: when the record may be pruned. `null`: never (all other states). */
+  readonly expiresAt: number | null;
+  /** `COMPLETED` only. */
+  readonly outcome: RecordedOutcome | null;
+  /** Why the key is `NOT_SENT` or `OUTCOME_UNKNOWN`. */
+  readonly error: { readonly code: string; readonly message: string } | null;
+  readonly resolution: Resolution | null;
+}
+
+/** Where a receipt came from. */
+export type ReceiptSource = 'run' | 'recovery' | 'resolution';
+
+/**
+ * One receipt: what a `run` (or a recovery or resolution) did, bound to the catalog and policy it
+ * ran under. Its canonical JSON is what the chain digests.
+ */
+export interface ReceiptBody extends CallContext {
+  /** Epoch milliseconds when the outcome was recorded. */
+  readonly at: number;
+  readonly source: ReceiptSource;
+  /** Idempotency key, or `null` for a call without one. */
+  readonly key: string | null;
+  /** The key's attempt this receipt belongs to, or `null`. */
+  readonly attempt: number | null;
+  /**
+   * `run`: `ok`, `tool-error` or the error code; `recovery`: the state the key was moved to
+   * (`NOT_SENT`, `OUTCOME_UNKNOWN`); `resolution`: `ran` or `not-run`.
+   */
+  readonly outcome: string;
+  /** Whether this run wrote a request to the server. */
+  readonly delivery: Delivery;
+  /** True when the result came from the journal (nothing was sent). */
+  readonly replayed: boolean;
+  readonly argsDigest: string | null;
+  /** `sha256:` of the result's JSON as recorded, for `ok`/`tool-error`; else `null`. */
+  readonly resultDigest: string | null;
+}
+
+/** A receipt as a store keeps it: the exact text that was digested. */
+export interface StoredReceipt {
+  /** 1-based position in the chain. */
+  readonly seq: number;
+  /** Digest of the previous receipt (the anchor's for the first kept one). */
+  readonly prevDigest: string;
+  readonly digest: string;
+  /** Canonical JSON of the {@link ReceiptBody}. */
+  readonly text: string;
+}
+
+/** A receipt with its parsed body. */
+export interface ReceiptEntry extends StoredReceipt {
+  readonly body: ReceiptBody;
+}
+
+/** Where the kept chain starts: the last pruned receipt (`seq` 0 and the genesis digest if none). */
+export interface ChainAnchor {
+  readonly seq: number;
+  readonly digest: string;
+}
+
+/** The result of {@link JournalStore.update}. */
+export type UpdateResult =
+  | { readonly ok: true; readonly receipt: ReceiptEntry | undefined }
+  | { readonly ok: false; readonly current: JournalRecord | undefined };
+
+/** Options of {@link JournalStore.prune}. */
+export interface PruneOptions {
+  /** Records whose `expiresAt` is at or before this are deleted. */
+  readonly now: number;
+  /** Receipts recorded (`at`) before this are deleted from the start of the chain. */
+  readonly receiptsBefore: number;
+}
+
+/** Options of {@link JournalStore.readReceipts}. */
+export interface ReadReceiptsOptions {
+  /** Only receipts with a larger `seq`. @default 0 */
+  readonly afterSeq?: number;
+  /** At most this many, in `seq` order. @default all */
+  readonly limit?: number;
+  /** Only receipts of this idempotency key. */
+  readonly key?: string;
+}
+
+/**
+ * Storage for the execution journal. Every method is atomic on its own; a store never holds a
+ * half-written record or receipt. Methods reject with a `JournalError` when the storage fails.
+ */
+export interface JournalStore {
+  /** A human-readable location (a file path, `memory`), for messages. */
+  readonly location: string;
+  /** The record of `key`, if any. */
+  get(key: string): Promise<JournalRecord | undefined>;
+  /**
+   * Inserts a new record. Resolves to `false` (nothing written) when the key exists. `durable`
+   * as for {@link update}.
+   */
+  insert(record: JournalRecord, options?: { readonly durable?: boolean }): Promise<boolean>;
+  /**
+   * Replaces the record of `record.key` if its stored `version` is `expectedVersion`, and appends
+   * `receipt` to the chain in the same atomic step. `durable: true` asks the store to make this
+   * write survive a power loss before resolving (the write that precedes a send).
+   */
+  update(
+    record: JournalRecord,
+    expectedVersion: number,
+    options?: { readonly receipt?: ReceiptBody; readonly durable?: boolean },
+  ): Promise<UpdateResult>;
+  /** Appends one receipt at the end of the chain. */
+  appendReceipt(receipt: ReceiptBody): Promise<ReceiptEntry>;
+  /** Records in any of `states` (every record when omitted), oldest first. */
+  listRecords(filter?: { readonly states?: readonly JournalState[] }): Promise<JournalRecord[]>;
+  /** Receipts in chain order. */
+  readReceipts(options?: ReadReceiptsOptions): Promise<StoredReceipt[]>;
+  /** Where the kept chain starts. */
+  anchor(): Promise<ChainAnchor>;
+  /**
+   * Deletes expired `COMPLETED` and `NOT_SENT` records and the receipts recorded before
+   * `receiptsBefore`, moving the anchor to the last receipt deleted.
+   */
+  prune(options: PruneOptions): Promise<{ readonly records: number; readonly receipts: number }>;
+  /** Releases the storage. Idempotent. Later calls reject. */
+  close(): Promise<void>;
+}

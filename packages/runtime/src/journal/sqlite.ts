@@ -1,0 +1,611 @@
+/**
+ * The durable {@link JournalStore}: one SQLite file (better-sqlite3) in WAL mode. See DESIGN §13
+ * for the durability policy: the `SENT` record that precedes every send is committed with
+ * `synchronous=FULL` (an fsync of the WAL, which also covers the `INTENT` before it); other writes
+ * use `synchronous=NORMAL`, which survives a crash of the process (the commit is in the WAL when it
+ * returns) and loses at most the newest writes on a power loss, every one of which recovery turns
+ * into a safe state (a lost `COMPLETED` leaves `SENT`, which becomes `OUTCOME_UNKNOWN`).
+ */
+import { accessSync, constants, existsSync, rmSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import Database from 'better-sqlite3';
+import {
+  chainReceipt,
+  ErrorCode,
+  GENESIS_ANCHOR,
+  JOURNAL_STATES,
+  JournalError,
+  type ChainAnchor,
+  type JournalRecord,
+  type JournalState,
+  type JournalStore,
+  type PruneOptions,
+  type ReadReceiptsOptions,
+  type ReceiptBody,
+  type ReceiptEntry,
+  type StoredReceipt,
+  type UpdateResult,
+} from '@stepbind/binding';
+
+/** `PRAGMA application_id` of a stepbind journal ("sbJ1"). */
+export const JOURNAL_APPLICATION_ID = 0x73624a31;
+
+/** The schema version this build writes (`PRAGMA user_version`). */
+export const JOURNAL_SCHEMA_VERSION = 1;
+
+/** Options of {@link openSqliteJournal}. */
+export interface SqliteJournalOptions {
+  /** The journal file; created (with its directory's `-wal`/`-shm` companions) when missing. */
+  readonly path: string;
+  /**
+   * `full`: the write before each send is fsynced, so a key that may have been sent survives a
+   * power loss. `normal`: no fsync per call; every commit survives a crash of the process, and a
+   * power loss may forget the newest keys (a forgotten `SENT` key could then run again).
+   * @default 'full'
+   */
+  readonly synchronous?: 'full' | 'normal';
+  /** How long a write waits for another process holding the file's write lock. @default 5000 */
+  readonly busyTimeoutMs?: number;
+  /** Open for reading only (the `stepbind receipts` commands): nothing is migrated or written. */
+  readonly readOnly?: boolean;
+}
+
+/**
+ * The versioned, idempotent migrations: entry `i` takes `user_version` from `i` to `i + 1`. No
+ * secondary indexes: every index page is one more page each commit writes to the WAL (an index on
+ * `records.state` doubles the cost of a claim), and the queries that would use them (recovery at
+ * open, pruning once a minute, `stepbind receipts list --key`) run rarely and scan.
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+   CREATE TABLE IF NOT EXISTS records (
+     key TEXT PRIMARY KEY,
+     state TEXT NOT NULL CHECK (state IN ('INTENT','SENT','COMPLETED','NOT_SENT','OUTCOME_UNKNOWN')),
+     version INTEGER NOT NULL,
+     attempt INTEGER NOT NULL,
+     owner TEXT NOT NULL,
+     context TEXT NOT NULL,
+     args_digest TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL,
+     lease_expires_at INTEGER NOT NULL,
+     expires_at INTEGER,
+     outcome TEXT,
+     error TEXT,
+     resolution TEXT
+   ) STRICT;
+   CREATE TABLE IF NOT EXISTS receipts (
+     seq INTEGER PRIMARY KEY,
+     prev_digest TEXT NOT NULL,
+     digest TEXT NOT NULL,
+     key TEXT,
+     at INTEGER NOT NULL,
+     body TEXT NOT NULL
+   ) STRICT;
+   CREATE TABLE IF NOT EXISTS chain_anchor (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     seq INTEGER NOT NULL,
+     digest TEXT NOT NULL
+   ) STRICT;`,
+];
+
+interface RecordRow {
+  key: string;
+  state: string;
+  version: number;
+  attempt: number;
+  owner: string;
+  context: string;
+  args_digest: string;
+  created_at: number;
+  updated_at: number;
+  lease_expires_at: number;
+  expires_at: number | null;
+  outcome: string | null;
+  error: string | null;
+  resolution: string | null;
+}
+
+interface ReceiptRow {
+  seq: number;
+  prev_digest: string;
+  digest: string;
+  body: string;
+}
+
+type Reason =
+  | 'not-sqlite'
+  | 'foreign'
+  | 'malformed'
+  | 'integrity'
+  | 'newer-schema'
+  | 'older-schema'
+  | 'read-only'
+  | 'disk-full'
+  | 'locked'
+  | 'missing-directory'
+  | 'cannot-open'
+  | 'closed'
+  | 'io';
+
+/**
+ * Opens (creating or migrating when needed) the SQLite journal at `options.path`.
+ *
+ * @throws JournalError `JOURNAL_CORRUPT` (not SQLite, another application's database, a damaged
+ *   file or record), `JOURNAL_VERSION` (written by a newer stepbind) or `JOURNAL_UNAVAILABLE`
+ *   (read-only path, full disk, missing directory, locked). A file this call created is removed
+ *   again on failure; an existing one is never left half-migrated (each migration is one
+ *   transaction).
+ */
+export function openSqliteJournal(options: SqliteJournalOptions): SqliteJournalStore {
+  return new SqliteJournalStore(options);
+}
+
+/** The SQLite {@link JournalStore}; use {@link openSqliteJournal}. */
+export class SqliteJournalStore implements JournalStore {
+  /** Absolute path of the file. */
+  readonly location: string;
+  /** The durability policy in force (see {@link SqliteJournalOptions.synchronous}). */
+  readonly synchronous: 'full' | 'normal';
+  /** Writes made with an fsync (`synchronous=FULL`) since open, for benchmarks. */
+  durableWrites = 0;
+  /** Committed write transactions since open, for benchmarks. */
+  commits = 0;
+  readonly #db: Database.Database;
+  readonly #readOnly: boolean;
+  #closed = false;
+  readonly #stmt: {
+    get: Database.Statement<[string], RecordRow>;
+    insert: Database.Statement<unknown[]>;
+    update: Database.Statement<unknown[]>;
+    head: Database.Statement<[], { seq: number; digest: string }>;
+    anchor: Database.Statement<[], { seq: number; digest: string }>;
+    append: Database.Statement<unknown[]>;
+    syncFull: Database.Statement;
+    syncNormal: Database.Statement;
+  };
+  readonly #updateTx: (
+    record: JournalRecord,
+    expectedVersion: number,
+    receipt: ReceiptBody | undefined,
+  ) => ReceiptEntry | undefined | false;
+  readonly #appendTx: (receipt: ReceiptBody) => ReceiptEntry;
+
+  /** @internal use {@link openSqliteJournal}. */
+  constructor(options: SqliteJournalOptions) {
+    const path = resolve(options.path);
+    this.location = path;
+    this.synchronous = options.synchronous ?? 'full';
+    this.#readOnly = options.readOnly === true;
+    const existed = existsSync(path);
+    if (!existsSync(dirname(path))) {
+      throw journalError(
+        path,
+        'missing-directory',
+        `its directory ${dirname(path)} does not exist`,
+      );
+    }
+    if (existed && statSync(path).isDirectory()) {
+      throw journalError(path, 'cannot-open', 'it is a directory');
+    }
+    if (this.#readOnly && !existed) {
+      throw journalError(path, 'cannot-open', 'the file does not exist');
+    }
+    let db: Database.Database | undefined;
+    try {
+      db = new Database(path, this.#readOnly ? { readonly: true, fileMustExist: true } : {});
+      db.pragma(`busy_timeout = ${Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000))}`);
+      checkIdentity(db, path, this.#readOnly);
+      if (!this.#readOnly) {
+        if (db.pragma('journal_mode = WAL', { simple: true }) !== 'wal') {
+          throw journalError(path, 'read-only', 'WAL mode could not be enabled');
+        }
+        db.pragma('synchronous = NORMAL');
+        migrate(db);
+        // A real write now, so a read-only file or a full disk is reported at open, not mid-call.
+        db.prepare(
+          `INSERT INTO meta (name, value) VALUES ('opened_at', ?)
+                    ON CONFLICT (name) DO UPDATE SET value = excluded.value`,
+        ).run(String(Date.now()));
+      }
+    } catch (error) {
+      try {
+        db?.close();
+      } catch {
+        // Closing after a failed open is best effort; the open error is what is reported.
+      }
+      if (!existed && !this.#readOnly) {
+        for (const file of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) {
+          rmSync(file, { force: true });
+        }
+      }
+      throw error instanceof JournalError ? error : mapSqliteError(error, path, 'open');
+    }
+    this.#db = db;
+    this.#stmt = {
+      get: db.prepare<[string], RecordRow>('SELECT * FROM records WHERE key = ?'),
+      insert: db.prepare(
+        `INSERT INTO records (key, state, version, attempt, owner, context, args_digest, created_at,
+           updated_at, lease_expires_at, expires_at, outcome, error, resolution)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+      ),
+      update: db.prepare(
+        `UPDATE records SET state = ?, version = ?, attempt = ?, owner = ?, context = ?,
+           args_digest = ?, created_at = ?, updated_at = ?, lease_expires_at = ?, expires_at = ?,
+           outcome = ?, error = ?, resolution = ?
+         WHERE key = ? AND version = ?`,
+      ),
+      head: db.prepare<[], { seq: number; digest: string }>(
+        'SELECT seq, digest FROM receipts ORDER BY seq DESC LIMIT 1',
+      ),
+      anchor: db.prepare<[], { seq: number; digest: string }>(
+        'SELECT seq, digest FROM chain_anchor WHERE id = 1',
+      ),
+      append: db.prepare(
+        'INSERT INTO receipts (seq, prev_digest, digest, key, at, body) VALUES (?, ?, ?, ?, ?, ?)',
+      ),
+      syncFull: db.prepare('PRAGMA synchronous = FULL'),
+      syncNormal: db.prepare('PRAGMA synchronous = NORMAL'),
+    };
+    const appendLocked = (receipt: ReceiptBody): ReceiptEntry => {
+      const head = this.#stmt.head.get() ?? this.#stmt.anchor.get() ?? GENESIS_ANCHOR;
+      const entry = chainReceipt(head, receipt);
+      this.#stmt.append.run(
+        entry.seq,
+        entry.prevDigest,
+        entry.digest,
+        receipt.key,
+        receipt.at,
+        entry.text,
+      );
+      return entry;
+    };
+    const update = db.transaction(
+      (record: JournalRecord, expectedVersion: number, receipt: ReceiptBody | undefined) => {
+        const changed = this.#stmt.update.run(...rowValues(record), record.key, expectedVersion);
+        if (changed.changes !== 1) return false;
+        return receipt === undefined ? undefined : appendLocked(receipt);
+      },
+    );
+    this.#updateTx = (record, expectedVersion, receipt) =>
+      update.immediate(record, expectedVersion, receipt);
+    const append = db.transaction(appendLocked);
+    this.#appendTx = (receipt) => append.immediate(receipt);
+  }
+
+  async get(key: string): Promise<JournalRecord | undefined> {
+    const row = this.#run('read', () => this.#stmt.get.get(key));
+    return row === undefined ? undefined : this.#toRecord(row);
+  }
+
+  async insert(
+    record: JournalRecord,
+    options: { readonly durable?: boolean } = {},
+  ): Promise<boolean> {
+    return this.#write('write', options.durable === true && this.synchronous === 'full', () => {
+      const info = this.#stmt.insert.run(record.key, ...rowValues(record));
+      return info.changes === 1;
+    });
+  }
+
+  async update(
+    record: JournalRecord,
+    expectedVersion: number,
+    options: { readonly receipt?: ReceiptBody; readonly durable?: boolean } = {},
+  ): Promise<UpdateResult> {
+    const durable = options.durable === true && this.synchronous === 'full';
+    const written = this.#write('write', durable, () =>
+      this.#updateTx(record, expectedVersion, options.receipt),
+    );
+    if (written === false) return { ok: false, current: await this.get(record.key) };
+    return { ok: true, receipt: written };
+  }
+
+  async appendReceipt(receipt: ReceiptBody): Promise<ReceiptEntry> {
+    return this.#write('write', false, () => this.#appendTx(receipt));
+  }
+
+  async listRecords(
+    filter: { readonly states?: readonly JournalState[] } = {},
+  ): Promise<JournalRecord[]> {
+    const states = filter.states ?? JOURNAL_STATES;
+    const rows = this.#run('read', () =>
+      this.#db
+        .prepare<unknown[], RecordRow>(
+          `SELECT * FROM records WHERE state IN (${states.map(() => '?').join(', ')})
+           ORDER BY created_at, key`,
+        )
+        .all(...states),
+    );
+    return rows.map((row) => this.#toRecord(row));
+  }
+
+  async readReceipts(options: ReadReceiptsOptions = {}): Promise<StoredReceipt[]> {
+    const rows = this.#run('read', () => {
+      const where = ['seq > ?'];
+      const params: unknown[] = [options.afterSeq ?? 0];
+      if (options.key !== undefined) {
+        where.push('key = ?');
+        params.push(options.key);
+      }
+      const limit = options.limit === undefined ? '' : ` LIMIT ${Math.max(0, options.limit)}`;
+      return this.#db
+        .prepare<unknown[], ReceiptRow>(
+          `SELECT seq, prev_digest, digest, body FROM receipts WHERE ${where.join(' AND ')}
+           ORDER BY seq${limit}`,
+        )
+        .all(...params);
+    });
+    return rows.map((row) => ({
+      seq: row.seq,
+      prevDigest: row.prev_digest,
+      digest: row.digest,
+      text: row.body,
+    }));
+  }
+
+  async anchor(): Promise<ChainAnchor> {
+    return this.#run('read', () => this.#stmt.anchor.get()) ?? GENESIS_ANCHOR;
+  }
+
+  async prune(
+    options: PruneOptions,
+  ): Promise<{ readonly records: number; readonly receipts: number }> {
+    return this.#write('write', false, () =>
+      this.#db
+        .transaction(() => {
+          const records = this.#db
+            .prepare('DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?')
+            .run(options.now).changes;
+          // Only a prefix of the chain may go, so that what is kept still verifies from the anchor.
+          const firstKept = this.#db
+            .prepare<[number], { seq: number }>(
+              'SELECT seq FROM receipts WHERE at >= ? ORDER BY seq LIMIT 1',
+            )
+            .get(options.receiptsBefore);
+          const last = this.#db
+            .prepare<[number], { seq: number; digest: string }>(
+              'SELECT seq, digest FROM receipts WHERE seq < ? ORDER BY seq DESC LIMIT 1',
+            )
+            .get(firstKept?.seq ?? Number.MAX_SAFE_INTEGER);
+          if (last === undefined) return { records, receipts: 0 };
+          const receipts = this.#db
+            .prepare('DELETE FROM receipts WHERE seq <= ?')
+            .run(last.seq).changes;
+          this.#db
+            .prepare(
+              `INSERT INTO chain_anchor (id, seq, digest) VALUES (1, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, digest = excluded.digest`,
+            )
+            .run(last.seq, last.digest);
+          return { records, receipts };
+        })
+        .immediate(),
+    );
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      this.#db.close();
+    } catch (error) {
+      throw mapSqliteError(error, this.location, 'close');
+    }
+  }
+
+  #run<T>(what: string, fn: () => T): T {
+    if (this.#closed) throw journalError(this.location, 'closed', 'the journal is closed');
+    try {
+      return fn();
+    } catch (error) {
+      throw error instanceof JournalError ? error : mapSqliteError(error, this.location, what);
+    }
+  }
+
+  #write<T>(what: string, durable: boolean, fn: () => T): T {
+    if (this.#readOnly) {
+      throw journalError(this.location, 'read-only', 'it was opened for reading only');
+    }
+    return this.#run(what, () => {
+      if (!durable) {
+        const result = fn();
+        this.commits++;
+        return result;
+      }
+      this.#stmt.syncFull.run();
+      try {
+        const result = fn();
+        this.commits++;
+        this.durableWrites++;
+        return result;
+      } finally {
+        this.#stmt.syncNormal.run();
+      }
+    });
+  }
+
+  #toRecord(row: RecordRow): JournalRecord {
+    try {
+      if (!(JOURNAL_STATES as readonly string[]).includes(row.state)) throw new Error('bad state');
+      return {
+        key: row.key,
+        state: row.state as JournalState,
+        version: row.version,
+        attempt: row.attempt,
+        owner: row.owner,
+        context: JSON.parse(row.context) as JournalRecord['context'],
+        argsDigest: row.args_digest,
+        createdAt: row.created_at,
+        updatedAt: row.updated_at,
+        leaseExpiresAt: row.lease_expires_at,
+        expiresAt: row.expires_at,
+        outcome: parseNullable(row.outcome) as JournalRecord['outcome'],
+        error: parseNullable(row.error) as JournalRecord['error'],
+        resolution: parseNullable(row.resolution) as JournalRecord['resolution'],
+      };
+    } catch (error) {
+      throw new JournalError(
+        ErrorCode.JOURNAL_CORRUPT,
+        `The journal ${this.location} holds a damaged record for key "${row.key}" (${error instanceof Error ? error.message : String(error)}). Restore the file from a backup or move it aside.`,
+        { detail: { path: this.location, reason: 'malformed', key: row.key }, cause: error },
+      );
+    }
+  }
+}
+
+function writable(dir: string): boolean {
+  try {
+    accessSync(dir, constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function parseNullable(text: string | null): unknown {
+  return text === null ? null : JSON.parse(text);
+}
+
+/** Column values after `key`, in table order. */
+function rowValues(r: JournalRecord): unknown[] {
+  return [
+    r.state,
+    r.version,
+    r.attempt,
+    r.owner,
+    JSON.stringify(r.context),
+    r.argsDigest,
+    r.createdAt,
+    r.updatedAt,
+    r.leaseExpiresAt,
+    r.expiresAt,
+    r.outcome === null ? null : JSON.stringify(r.outcome),
+    r.error === null ? null : JSON.stringify(r.error),
+    r.resolution === null ? null : JSON.stringify(r.resolution),
+  ];
+}
+
+function checkIdentity(db: Database.Database, path: string, readOnly: boolean): void {
+  const applicationId = db.pragma('application_id', { simple: true }) as number;
+  const version = db.pragma('user_version', { simple: true }) as number;
+  const tables = db
+    .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'")
+    .all();
+  if (applicationId !== JOURNAL_APPLICATION_ID && (applicationId !== 0 || tables.length > 0)) {
+    throw new JournalError(
+      ErrorCode.JOURNAL_CORRUPT,
+      `${path} is a SQLite database of another application (application_id ${applicationId}), not a stepbind journal; nothing was changed. Point the journal at a new file.`,
+      { detail: { path, reason: 'foreign', applicationId } },
+    );
+  }
+  if (version > JOURNAL_SCHEMA_VERSION) {
+    throw new JournalError(
+      ErrorCode.JOURNAL_VERSION,
+      `The journal ${path} was written by a newer stepbind (schema ${version}; this one reads up to ${JOURNAL_SCHEMA_VERSION}); nothing was changed. Upgrade stepbind to use it.`,
+      { detail: { path, reason: 'newer-schema', version, supported: JOURNAL_SCHEMA_VERSION } },
+    );
+  }
+  if (readOnly && version < JOURNAL_SCHEMA_VERSION) {
+    throw new JournalError(
+      ErrorCode.JOURNAL_VERSION,
+      `The journal ${path} has schema ${version}; open it read-write once (McpRuntime.open) to migrate it to ${JOURNAL_SCHEMA_VERSION}.`,
+      { detail: { path, reason: 'older-schema', version, supported: JOURNAL_SCHEMA_VERSION } },
+    );
+  }
+  if (applicationId === JOURNAL_APPLICATION_ID) {
+    const check = db.pragma('quick_check', { simple: true }) as string;
+    if (check !== 'ok') {
+      throw new JournalError(
+        ErrorCode.JOURNAL_CORRUPT,
+        `The journal ${path} is damaged (${check}); nothing was changed. Restore it from a backup or move it aside.`,
+        { detail: { path, reason: 'integrity', check } },
+      );
+    }
+  }
+}
+
+/** Applies the missing migrations, each in one IMMEDIATE transaction that re-reads the version. */
+function migrate(db: Database.Database): void {
+  for (;;) {
+    const step = db
+      .transaction(() => {
+        const version = db.pragma('user_version', { simple: true }) as number;
+        const migration = MIGRATIONS[version];
+        if (migration === undefined) return false;
+        db.exec(migration);
+        if (version === 0) db.pragma(`application_id = ${JOURNAL_APPLICATION_ID}`);
+        db.pragma(`user_version = ${version + 1}`);
+        return true;
+      })
+      .immediate();
+    if (!step) return;
+  }
+}
+
+function journalError(path: string, reason: Reason, why: string): JournalError {
+  const code = ErrorCode.JOURNAL_UNAVAILABLE;
+  return new JournalError(code, `The journal ${path} cannot be used: ${why}.${advice(reason)}`, {
+    detail: { path, reason },
+  });
+}
+
+function advice(reason: Reason): string {
+  switch (reason) {
+    case 'read-only':
+      return ' Give the process write access to the file and its directory, or choose a writable path.';
+    case 'disk-full':
+      return ' Free disk space (or raise the quota) and retry; nothing was half-written.';
+    case 'locked':
+      return ' Another process holds its write lock; retry, or raise busyTimeoutMs.';
+    case 'missing-directory':
+      return ' Create the directory or fix the journal path.';
+    case 'closed':
+      return ' Open a new runtime.';
+    case 'not-sqlite':
+    case 'foreign':
+    case 'malformed':
+    case 'integrity':
+      return ' Restore the file from a backup or point the journal at a new file.';
+    case 'newer-schema':
+    case 'older-schema':
+    case 'cannot-open':
+    case 'io':
+      return ' Check the path and the disk.';
+  }
+}
+
+/** Maps a better-sqlite3 failure to a typed JournalError naming the file. */
+function mapSqliteError(error: unknown, path: string, what: string): JournalError {
+  const code = (error as { code?: unknown }).code;
+  const sqlite = typeof code === 'string' ? code : '';
+  const message = error instanceof Error ? error.message : String(error);
+  let reason: Reason;
+  let errorCode: typeof ErrorCode.JOURNAL_CORRUPT | typeof ErrorCode.JOURNAL_UNAVAILABLE =
+    ErrorCode.JOURNAL_UNAVAILABLE;
+  if (sqlite === 'SQLITE_NOTADB') {
+    reason = 'not-sqlite';
+    errorCode = ErrorCode.JOURNAL_CORRUPT;
+  } else if (sqlite.startsWith('SQLITE_CORRUPT')) {
+    reason = 'malformed';
+    errorCode = ErrorCode.JOURNAL_CORRUPT;
+  } else if (sqlite === 'SQLITE_FULL') {
+    reason = 'disk-full';
+  } else if (sqlite.startsWith('SQLITE_READONLY') || sqlite === 'SQLITE_PERM') {
+    reason = 'read-only';
+  } else if (sqlite.startsWith('SQLITE_BUSY') || sqlite.startsWith('SQLITE_LOCKED')) {
+    reason = 'locked';
+  } else if (sqlite.startsWith('SQLITE_CANTOPEN')) {
+    reason = writable(dirname(path)) ? 'cannot-open' : 'read-only';
+  } else {
+    reason = 'io';
+  }
+  const text =
+    errorCode === ErrorCode.JOURNAL_CORRUPT
+      ? `The journal ${path} is not a readable stepbind journal (${sqlite || 'error'}: ${message}); nothing was changed.${advice(reason)}`
+      : `The journal ${path} failed to ${what} (${sqlite || 'error'}: ${message}).${advice(reason)}`;
+  return new JournalError(errorCode, text, {
+    detail: { path, reason, ...(sqlite === '' ? {} : { sqliteCode: sqlite }) },
+    cause: error,
+  });
+}
