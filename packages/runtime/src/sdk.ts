@@ -37,6 +37,8 @@ import {
   type TrackedRequest,
 } from './http-session.js';
 import { createRedactor, NO_REDACTION, redactUrl, type Redactor } from './redact.js';
+import { createDebug } from './log.js';
+import { traceRequest } from './telemetry.js';
 import { guardErrorOf, type FaultError } from './transports/guard.js';
 import { GuardedHttpTransport } from './transports/http.js';
 import { StdioProcessTransport } from './transports/stdio.js';
@@ -180,6 +182,14 @@ function stripPrefix(message: string): string {
 
 type Listener = () => void;
 
+/** Delivery of one `tools/call`: whether it was written, and its JSON-RPC id once it is. */
+interface Delivered {
+  sent: boolean;
+  readonly onId?: (id: string | number) => void;
+}
+
+const debugCall = createDebug('stepbind:call');
+
 /**
  * One live MCP session with one server: the SDK client, its transport, a `list_changed` counter and
  * close tracking. `close()` is idempotent and waits until the stdio server's whole process group is
@@ -206,7 +216,7 @@ export class SdkConnection {
   #lost: SessionLoss | undefined;
   #probing = false;
   /** Delivery of each `tools/call` in flight, keyed by the identity of its `params` object. */
-  readonly #outgoing = new WeakMap<object, { sent: boolean }>();
+  readonly #outgoing = new WeakMap<object, Delivered>();
 
   /** @internal use {@link connectServer}. */
   constructor(
@@ -309,6 +319,9 @@ export class SdkConnection {
           : undefined;
       const delivery = params === undefined ? undefined : this.#outgoing.get(params);
       if (delivery !== undefined) delivery.sent = true;
+      if (delivery !== undefined && 'id' in message && message.id !== undefined) {
+        delivery.onId?.(message.id);
+      }
       try {
         return send(message, options);
       } catch (error) {
@@ -457,12 +470,61 @@ export class SdkConnection {
         })
       );
     }
+    const started = debugCall.enabled ? performance.now() : 0;
+    const sessionId = this.client.transport?.sessionId;
+    const protocolVersion = this.hello.protocolVersion;
+    const transport =
+      this.#http !== undefined ? 'tcp' : this.pid !== undefined ? 'pipe' : undefined;
+    const traced = traceRequest(
+      {
+        method: 'tools/call',
+        target: tool,
+        server: this.name,
+        ...(sessionId === undefined ? {} : { sessionId }),
+        ...(protocolVersion === undefined ? {} : { protocolVersion }),
+        ...(transport === undefined ? {} : { transport }),
+      },
+      ({ span, meta }) =>
+        this.#callTool(tool, args, options, meta, (id) => {
+          span.setAttribute('jsonrpc.request.id', String(id));
+        }),
+      (result) => (result.isError === true ? 'tool_error' : undefined),
+    );
+    if (!debugCall.enabled) return traced;
+    return traced.then(
+      (result) => {
+        debugCall(
+          `server "${this.name}" tools/call ${tool}: ${result.isError === true ? 'tool error' : 'ok'} in ${(performance.now() - started).toFixed(1)} ms`,
+        );
+        return result;
+      },
+      (error: unknown) => {
+        debugCall(
+          `server "${this.name}" tools/call ${tool}: ${error instanceof StepbindError ? error.code : 'error'} in ${(performance.now() - started).toFixed(1)} ms`,
+        );
+        throw error;
+      },
+    );
+  }
+
+  async #callTool(
+    tool: string,
+    args: Readonly<Record<string, unknown>>,
+    options: CallRequestOptions,
+    meta: Readonly<Record<string, string>>,
+    onRequestId: (id: string | number) => void,
+  ): Promise<RawCallResult> {
     // The SDK never removes its abort listener: give it a per-call signal linked to the caller's,
     // so a long-lived signal neither leaks listeners nor cancels requests that already finished.
     // Over HTTP there always is one: the session watch aborts a call whose response was lost.
     const link = linkSignal(options.signal, this.#http !== undefined);
-    const params = { name: tool, arguments: args as Record<string, unknown> };
-    const delivery = { sent: false };
+    // Trace context travels in params._meta (OpenTelemetry MCP conventions); empty without an SDK.
+    const params = {
+      name: tool,
+      arguments: args as Record<string, unknown>,
+      ...(Object.keys(meta).length === 0 ? {} : { _meta: { ...meta } }),
+    };
+    const delivery: Delivered = { sent: false, onId: onRequestId };
     this.#outgoing.set(params, delivery);
     const send = (): Promise<RawCallResult> =>
       this.client.request({ method: 'tools/call', params }, CallToolResultSchema, {

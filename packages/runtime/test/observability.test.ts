@@ -1,7 +1,14 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { trace } from '@opentelemetry/api';
+import { metrics, propagation, trace } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import {
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
 import {
   BasicTracerProvider,
   InMemorySpanExporter,
@@ -136,5 +143,65 @@ describe('observability', () => {
       server: 'everything',
       level: expect.any(String),
     });
+  });
+
+  it('traces each tools/call as a CLIENT span after the MCP conventions, propagates it in params._meta and records its duration', async () => {
+    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+    const metricExporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+    const reader = new PeriodicExportingMetricReader({
+      exporter: metricExporter,
+      exportIntervalMillis: 3_600_000,
+    });
+    const meters = new MeterProvider({ readers: [reader] });
+    metrics.setGlobalMeterProvider(meters);
+    const fleet = createInMemoryFleet({
+      s: {
+        scenario: 'fixture',
+        fixture: {
+          generations: [{ pages: [{ tools: [scriptedTool('ok'), scriptedTool('bad')] }] }],
+          calls: { bad: { isError: true, text: 'no' } },
+        },
+      },
+    });
+    try {
+      await using runtime = await McpRuntime.open(fleet.config(), {
+        connect: fleet.connect,
+        approval: 'none',
+      });
+      await using step = await runtime.captureBinding();
+      await step.prepareCall('s__ok').run({});
+      await step.prepareCall('s__bad').run({});
+      const spans = exporter.getFinishedSpans().filter((s) => s.name.startsWith('tools/call'));
+      expect(spans.map((s) => s.name)).toEqual(['tools/call ok', 'tools/call bad']);
+      const [ok, bad] = spans;
+      expect(ok?.kind).toBe(2); // SpanKind.CLIENT
+      expect(ok?.attributes).toMatchObject({
+        'mcp.method.name': 'tools/call',
+        'gen_ai.tool.name': 'ok',
+        'gen_ai.operation.name': 'execute_tool',
+        'mcp.protocol.version': expect.any(String),
+        'jsonrpc.request.id': expect.any(String),
+        'stepbind.server': 's',
+      });
+      expect(ok?.status.code).toBe(0);
+      expect(bad?.status.code).toBe(2); // ERROR for an isError result
+      expect(bad?.attributes['error.type']).toBe('tool_error');
+      // The server received the span's trace context in params._meta.
+      const received = fleet.audit('s').filter((e) => e.method === 'tools/call');
+      const traceparent = received[0]?.meta?.['traceparent'];
+      expect(traceparent).toBe(`00-${ok?.spanContext().traceId}-${ok?.spanContext().spanId}-01`);
+      await reader.forceFlush();
+      const histogram = metricExporter
+        .getMetrics()
+        .flatMap((m) => m.scopeMetrics.flatMap((s) => s.metrics))
+        .find((m) => m.descriptor.name === 'mcp.client.operation.duration');
+      expect(histogram?.descriptor.unit).toBe('s');
+      expect(histogram?.dataPoints.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      await fleet.close();
+      await meters.shutdown();
+      metrics.disable();
+      propagation.disable();
+    }
   });
 });

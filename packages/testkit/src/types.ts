@@ -69,6 +69,8 @@ export interface AuditEntry {
   readonly tool?: string;
   /** For `tools/call` only: the arguments received, when they were an object. */
   readonly arguments?: Readonly<Record<string, unknown>>;
+  /** For `tools/call` only: the request's `params._meta` (progress token, trace context), if any. */
+  readonly meta?: Readonly<Record<string, unknown>>;
   /** The catalog generation when the message arrived. */
   readonly generation: number;
   /** The process id of the server. */

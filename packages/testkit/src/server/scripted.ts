@@ -193,6 +193,9 @@ export function createScriptedServer(
         ...(typeof args === 'object' && args !== null && !Array.isArray(args)
           ? { arguments: args as Record<string, unknown> }
           : {}),
+        ...(typeof params._meta === 'object' && params._meta !== null
+          ? { meta: params._meta as Record<string, unknown> }
+          : {}),
       });
     } else {
       record({ method: message.method });
