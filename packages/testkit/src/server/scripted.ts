@@ -194,7 +194,7 @@ export function createScriptedServer(
           ? { arguments: args as Record<string, unknown> }
           : {}),
         ...(typeof params._meta === 'object' && params._meta !== null
-          ? { meta: params._meta as Record<string, unknown> }
+          ? { meta: params._meta }
           : {}),
       });
     } else {
