@@ -234,7 +234,7 @@ async function inMemory(o: Required<CallBenchOptions>): Promise<BenchRow[]> {
   let runtime: McpRuntime | undefined;
   let prepared: Awaited<ReturnType<typeof prepare>> | undefined;
   try {
-    runtime = await McpRuntime.open(fleet.config(), { connect: fleet.connect });
+    runtime = await McpRuntime.open(fleet.config(), { connect: fleet.connect, approval: 'none' });
     prepared = await prepare(runtime);
     const call = prepared.call;
     const rounds = await measurePair(
@@ -326,7 +326,7 @@ async function stdio(o: Required<CallBenchOptions>): Promise<BenchRow[]> {
     await client.connect(transport);
     trackChild(transport.pid);
     runtime = await McpRuntime.open({
-      mcpServers: { s: { command: params.command, args: params.args } },
+      mcpServers: { s: { command: params.command, args: params.args, approval: 'none' } },
     });
     for (const pid of runtime.pids()) trackChild(pid);
     prepared = await prepare(runtime);

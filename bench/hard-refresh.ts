@@ -202,7 +202,7 @@ async function small(refreshes: number): Promise<ScenarioResult> {
   });
   let runtime: McpRuntime | undefined;
   try {
-    runtime = await McpRuntime.open(fleet.config(), { connect: fleet.connect });
+    runtime = await McpRuntime.open(fleet.config(), { connect: fleet.connect, approval: 'none' });
     const server = fleet.server(SERVER);
     return await underLoad(runtime, refreshes, () => server.setGeneration(1 - server.generation));
   } finally {
@@ -222,7 +222,7 @@ async function large(refreshes: number): Promise<ScenarioResult> {
       callDelayMs: CALL_DELAY_MS,
     });
     runtime = await McpRuntime.open({
-      mcpServers: { [SERVER]: { command: params.command, args: params.args } },
+      mcpServers: { [SERVER]: { command: params.command, args: params.args, approval: 'none' } },
     });
     for (const pid of runtime.pids()) trackChild(pid);
     return await underLoad(runtime, refreshes, () => undefined);

@@ -84,7 +84,13 @@ interface Row {
 
 async function stdioScenarios(length: number): Promise<Row[]> {
   const runtime = await McpRuntime.open({
-    mcpServers: { h: { command: process.execPath, args: [SERVER, '--length', String(length)] } },
+    mcpServers: {
+      h: {
+        command: process.execPath,
+        args: [SERVER, '--length', String(length)],
+        approval: 'none',
+      },
+    },
   });
   try {
     const step = await runtime.captureBinding();

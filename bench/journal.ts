@@ -100,7 +100,7 @@ async function openSide(
       : openSqliteJournal({ path: scratch.path(`${name}.db`), synchronous });
   const timing = sqlite === undefined ? undefined : timed(sqlite);
   const runtime = await McpRuntime.open(
-    { mcpServers: { s: { command: params.command, args: params.args } } },
+    { mcpServers: { s: { command: params.command, args: params.args, approval: 'none' } } },
     timing === undefined ? {} : { journal: { store: timing.store } },
   );
   for (const pid of runtime.pids()) trackChild(pid);
