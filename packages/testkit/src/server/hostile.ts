@@ -2,12 +2,12 @@
  * A hostile MCP server speaking raw JSON-RPC over stdio (see `HostileServerOptions`). It is not built
  * on the SDK on purpose: the SDK's server would never send what this one sends.
  */
+import { runIfMain } from './main.js';
 import { spawn } from 'node:child_process';
-import { readFileSync, realpathSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { writeHostilePid, type HostileReply, type HostileServerOptions } from '../hostile.js';
 
 // The grandchild: optionally deaf to SIGTERM, says so on fd 3, then idles until killed.
@@ -218,21 +218,6 @@ function parseOptions(argv: readonly string[]): HostileServerOptions {
   return JSON.parse(json) as HostileServerOptions;
 }
 
-const isMain = (): boolean => {
-  const script = process.argv[1];
-  if (script === undefined) return false;
-  try {
-    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-};
-
-if (isMain()) {
-  runHostileServer(parseOptions(process.argv.slice(2))).catch((error: unknown) => {
-    process.stderr.write(
-      `stepbind testkit hostile server: ${error instanceof Error ? error.message : String(error)}\n`,
-    );
-    process.exit(2);
-  });
-}
+runIfMain(import.meta.url, 'stepbind testkit hostile server', () =>
+  runHostileServer(parseOptions(process.argv.slice(2))),
+);

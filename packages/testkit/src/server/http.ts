@@ -1,9 +1,8 @@
+import { runIfMain } from './main.js';
 import { randomUUID } from 'node:crypto';
-import { realpathSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isJSONRPCNotification, isJSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { HttpServerEvent, HttpServerOptions, ScriptedServerOptions } from '../types.js';
@@ -181,21 +180,6 @@ export async function runHttpServer(argv: readonly string[]): Promise<void> {
   emit({ event: 'listening', port, pid: process.pid });
 }
 
-const isMain = (): boolean => {
-  const script = process.argv[1];
-  if (script === undefined) return false;
-  try {
-    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-};
-
-if (isMain()) {
-  runHttpServer(process.argv.slice(2)).catch((error: unknown) => {
-    process.stderr.write(
-      `stepbind testkit http server: ${error instanceof Error ? error.message : String(error)}\n`,
-    );
-    process.exit(2);
-  });
-}
+runIfMain(import.meta.url, 'stepbind testkit http server', () =>
+  runHttpServer(process.argv.slice(2)),
+);

@@ -1,5 +1,4 @@
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { runIfMain } from './main.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { ScriptedServerOptions } from '../types.js';
 import { createScriptedServer } from './scripted.js';
@@ -33,21 +32,4 @@ export async function runStdioServer(argv: readonly string[]): Promise<void> {
   await scripted.server.connect(new StdioServerTransport());
 }
 
-const isMain = (): boolean => {
-  const script = process.argv[1];
-  if (script === undefined) return false;
-  try {
-    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-};
-
-if (isMain()) {
-  runStdioServer(process.argv.slice(2)).catch((error: unknown) => {
-    process.stderr.write(
-      `stepbind testkit server: ${error instanceof Error ? error.message : String(error)}\n`,
-    );
-    process.exit(2);
-  });
-}
+runIfMain(import.meta.url, 'stepbind testkit server', () => runStdioServer(process.argv.slice(2)));
