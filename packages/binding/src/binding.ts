@@ -463,7 +463,13 @@ export class PreparedCall {
     const state = this.#state;
     const key = options.idempotencyKey;
     // Every run the journal counts ends in exactly one of complete, fail or replayed.
-    const journal = state.journal?.start() === true ? state.journal : undefined;
+    // Unkeyed runs skip a journal that records only keyed runs (the in-memory default).
+    const journal =
+      state.journal !== undefined &&
+      (key !== undefined || state.journal.recordsEveryRun) &&
+      state.journal.start()
+        ? state.journal
+        : undefined;
     const startedAt = Date.now();
     const t0 = performance.now();
     let context: CallContext | undefined;

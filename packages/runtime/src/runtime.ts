@@ -1766,6 +1766,9 @@ function openJournal(options: RuntimeJournalOptions | undefined): CallJournal {
   openOwners.add(owner);
   const journal = new CallJournal(store, {
     owner,
+    // Without a journal configured, keys live in memory and unkeyed runs cost nothing; a durable
+    // journal (or a store the application gives) receipts every run outcome.
+    receipts: options === undefined ? 'keyed' : 'all',
     ...(options?.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
     ...(options?.inProgressTtlMs === undefined ? {} : { inProgressTtlMs: options.inProgressTtlMs }),
     isOwnerAlive: (other) => ownerAlive(other, host),

@@ -455,19 +455,19 @@ export class SdkConnection {
    * connection lost after writing is `OUTCOME_UNKNOWN` (`CONNECTION_CLOSED` only when nothing was
    * written).
    */
-  async callTool(
+  callTool(
     tool: string,
     args: Readonly<Record<string, unknown>>,
     options: CallRequestOptions,
   ): Promise<RawCallResult> {
     if (this.closed) {
-      throw (
+      return Promise.reject(
         this.#fault()?.({ id: -1, method: 'tools/call', tool }) ??
-        this.#closedError(`tools/call on server "${this.name}" (tool "${tool}")`, {
-          server: this.name,
-          tool,
-          delivery: 'not-sent',
-        })
+          this.#closedError(`tools/call on server "${this.name}" (tool "${tool}")`, {
+            server: this.name,
+            tool,
+            delivery: 'not-sent',
+          }),
       );
     }
     const started = debugCall.enabled ? performance.now() : 0;

@@ -9,12 +9,14 @@
  */
 import {
   context,
+  createNoopMeter,
   metrics,
   propagation,
   SpanKind,
   SpanStatusCode,
   trace,
   type Attributes,
+  type Context,
   type Histogram,
   type MeterProvider,
   type Span,
@@ -48,8 +50,10 @@ export interface TracedRequest {
 
 let durationProvider: MeterProvider | undefined;
 let duration: Histogram | undefined;
+/** The instrument every no-op meter hands out (one shared instance): recording into it is skipped. */
+const NOOP_HISTOGRAM = createNoopMeter().createHistogram('noop');
 
-function durationHistogram(): Histogram {
+function durationHistogram(): Histogram | undefined {
   // The metrics API has no proxy: re-resolve when the application installs a provider later.
   const provider = metrics.getMeterProvider();
   if (duration === undefined || provider !== durationProvider) {
@@ -63,44 +67,56 @@ function durationHistogram(): Histogram {
       },
     });
   }
-  return duration;
+  return duration === NOOP_HISTOGRAM ? undefined : duration;
 }
 
 /**
  * Runs one MCP request inside a CLIENT span and records its duration. `errorTypeOf` names a failure
  * that is not an exception (a `tools/call` result with `isError: true` gives `tool_error`).
  */
-export async function traceRequest<T>(
+export function traceRequest<T>(
   op: McpOperation,
   run: (request: TracedRequest) => Promise<T>,
   errorTypeOf?: (value: T) => string | undefined,
 ): Promise<T> {
-  const common: Attributes = {
-    'mcp.method.name': op.method,
-    ...(op.protocolVersion === undefined ? {} : { 'mcp.protocol.version': op.protocolVersion }),
-    ...(op.transport === undefined ? {} : { 'network.transport': op.transport }),
-    ...(op.method === 'tools/call' && op.target !== undefined
-      ? { 'gen_ai.tool.name': op.target, 'gen_ai.operation.name': 'execute_tool' }
-      : {}),
-  };
   const span = trace
     .getTracer(TELEMETRY_SCOPE)
     .startSpan(op.target === undefined ? op.method : `${op.method} ${op.target}`, {
       kind: SpanKind.CLIENT,
-      attributes: {
-        ...common,
-        'stepbind.server': op.server,
-        ...(op.sessionId === undefined ? {} : { 'mcp.session.id': op.sessionId }),
-        ...op.attributes,
-      },
     });
-  const active = trace.setSpan(context.active(), span);
-  const meta: Record<string, string> = {};
-  propagation.inject(active, meta);
+  const histogram = durationHistogram();
+  // Without an SDK nothing records: run the request as it is, with no attributes, propagation,
+  // context switch or extra await (this is on the path of every tools/call).
+  if (!span.isRecording() && histogram === undefined) return run({ span, meta: NO_META });
+  return traced(op, span, histogram, run, errorTypeOf);
+}
+
+async function traced<T>(
+  op: McpOperation,
+  span: Span,
+  histogram: Histogram | undefined,
+  run: (request: TracedRequest) => Promise<T>,
+  errorTypeOf: ((value: T) => string | undefined) | undefined,
+): Promise<T> {
+  let meta: Record<string, string> = NO_META;
+  let active: Context | undefined;
+  if (span.isRecording()) {
+    span.setAttributes({
+      ...commonAttributes(op),
+      'stepbind.server': op.server,
+      ...(op.sessionId === undefined ? {} : { 'mcp.session.id': op.sessionId }),
+      ...op.attributes,
+    });
+    active = trace.setSpan(context.active(), span);
+    meta = {};
+    propagation.inject(active, meta);
+  }
   const started = performance.now();
   let errorType: string | undefined;
   try {
-    const value = await context.with(active, () => run({ span, meta }));
+    const value = await (active === undefined
+      ? run({ span, meta })
+      : context.with(active, () => run({ span, meta })));
     errorType = errorTypeOf?.(value);
     if (errorType !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: errorType });
     return value;
@@ -114,11 +130,24 @@ export async function traceRequest<T>(
   } finally {
     if (errorType !== undefined) span.setAttribute('error.type', errorType);
     span.end();
-    durationHistogram().record((performance.now() - started) / 1000, {
-      ...common,
+    histogram?.record((performance.now() - started) / 1000, {
+      ...commonAttributes(op),
       ...(errorType === undefined ? {} : { 'error.type': errorType }),
     });
   }
+}
+
+const NO_META: Record<string, string> = Object.freeze({});
+
+function commonAttributes(op: McpOperation): Attributes {
+  return {
+    'mcp.method.name': op.method,
+    ...(op.protocolVersion === undefined ? {} : { 'mcp.protocol.version': op.protocolVersion }),
+    ...(op.transport === undefined ? {} : { 'network.transport': op.transport }),
+    ...(op.method === 'tools/call' && op.target !== undefined
+      ? { 'gen_ai.tool.name': op.target, 'gen_ai.operation.name': 'execute_tool' }
+      : {}),
+  };
 }
 
 /**

@@ -49,6 +49,12 @@ export interface CallJournalOptions {
   readonly now?: () => number;
   /** Expired records are pruned at most this often, on the next write. @default 60000 */
   readonly pruneIntervalMs?: number;
+  /**
+   * Which runs append a receipt: `all` (every outcome, keyed or not: what a durable journal is
+   * for) or `keyed` (only runs with an idempotency key; unkeyed runs skip the journal entirely, so
+   * the default in-memory journal costs nothing on the hot path). @default "all"
+   */
+  readonly receipts?: 'all' | 'keyed';
 }
 
 /** What a keyed `run` asks the journal for. */
@@ -149,6 +155,8 @@ export class CallJournal {
   readonly owner: string;
   readonly retentionMs: number;
   readonly inProgressTtlMs: number;
+  /** True when every run appends a receipt, false when only keyed runs do. */
+  readonly recordsEveryRun: boolean;
   readonly #isOwnerAlive: (owner: string) => boolean | undefined;
   readonly #now: () => number;
   readonly #pruneIntervalMs: number;
@@ -168,6 +176,7 @@ export class CallJournal {
     this.inProgressTtlMs = positive(options.inProgressTtlMs ?? 600_000, 'inProgressTtlMs');
     this.#pruneIntervalMs = positive(options.pruneIntervalMs ?? 60_000, 'pruneIntervalMs');
     this.#isOwnerAlive = options.isOwnerAlive ?? (() => undefined);
+    this.recordsEveryRun = (options.receipts ?? 'all') === 'all';
     this.#now = options.now ?? Date.now;
     this.#lastPrune = this.#now();
   }
