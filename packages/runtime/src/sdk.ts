@@ -120,10 +120,7 @@ export function mapSdkError(error: unknown, ctx: MapContext): StepbindError {
       );
     }
     if (error.code === Number(RpcErrorCode.ConnectionClosed)) {
-      return (
-        faultError(ctx) ??
-        (sent ? outcomeUnknown(where, detail, error) : connectionClosed(where, detail, error))
-      );
+      return lostConnection(ctx, where, detail, error);
     }
     return new RuntimeError(
       ErrorCode.SERVER_ERROR,
@@ -133,15 +130,28 @@ export function mapSdkError(error: unknown, ctx: MapContext): StepbindError {
   }
   const message = error instanceof Error ? error.message : String(error);
   if (/not connected|closed|EPIPE|ECONNRESET/i.test(message)) {
-    return (
-      faultError(ctx) ??
-      (sent ? outcomeUnknown(where, detail, error) : connectionClosed(where, detail, error))
-    );
+    return lostConnection(ctx, where, detail, error);
   }
   return new RuntimeError(ErrorCode.SERVER_ERROR, `${where} failed: ${message}`, {
     detail,
     cause: error,
   });
+}
+
+/**
+ * The connection is gone: the fault that closed it, if any; else `OUTCOME_UNKNOWN` when the request
+ * was written (it may have run), `CONNECTION_CLOSED` when it was not.
+ */
+function lostConnection(
+  ctx: MapContext,
+  where: string,
+  detail: Record<string, string>,
+  error: unknown,
+): StepbindError {
+  const fault = faultError(ctx);
+  if (fault !== undefined) return fault;
+  const sent = ctx.delivery === 'sent';
+  return sent ? outcomeUnknown(where, detail, error) : connectionClosed(where, detail, error);
 }
 
 function faultError(ctx: MapContext): StepbindError | undefined {
