@@ -972,7 +972,7 @@ export interface ErrorToolResult {
 export function toToolResult(error: unknown): ErrorToolResult {
   let code = 'INTERNAL';
   let text = `The call failed: ${error instanceof Error ? error.message : String(error)}`;
-  if (error instanceof StepbindError) {
+  if (StepbindError.isInstance(error)) {
     code = error.code;
     text = MODEL_MESSAGES[error.code]?.(error) ?? error.message;
     if (mayHaveRun(error) && !/check/i.test(text)) {

@@ -87,6 +87,13 @@ export interface StepbindErrorOptions {
   readonly cause?: unknown;
 }
 
+/**
+ * The brand every stepbind error carries, registered globally (`Symbol.for`), so errors from two
+ * installed copies of the package (an app and a plugin each bundling one) still recognise each
+ * other where `instanceof` cannot.
+ */
+const STEPBIND_ERROR = Symbol.for('io.stepbind.error');
+
 /** The base class of every error stepbind raises. `code` is stable; match on it, not on messages. */
 export class StepbindError extends Error {
   /** Stable machine-readable code. */
@@ -98,6 +105,20 @@ export class StepbindError extends Error {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.detail = Object.freeze({ ...(options.detail ?? {}) });
+    Object.defineProperty(this, STEPBIND_ERROR, { value: true });
+  }
+
+  /**
+   * True for any stepbind error, also one created by another installed copy of
+   * `@stepbind/binding` (checked by a global brand, not by `instanceof`).
+   */
+  static isInstance(value: unknown): value is StepbindError {
+    return (
+      typeof value === 'object' &&
+      value !== null &&
+      (value as Record<symbol, unknown>)[STEPBIND_ERROR] === true &&
+      typeof (value as { code?: unknown }).code === 'string'
+    );
   }
 
   override get name(): string {
@@ -175,5 +196,5 @@ export class RuntimeError extends StepbindError {
 
 /** True when `value` is any stepbind error (optionally with the given code). */
 export function isStepbindError(value: unknown, code?: ErrorCode): value is StepbindError {
-  return value instanceof StepbindError && (code === undefined || value.code === code);
+  return StepbindError.isInstance(value) && (code === undefined || value.code === code);
 }
