@@ -812,6 +812,8 @@ export class PreparedCall {
         ? { path: problem.kind === 'not-json' ? problem.path : '' }
         : { limit }),
       ...(problem.kind === 'not-json' ? {} : { max: problem.limit }),
+      // A result over the bounds came back from a call that ran.
+      ...(which === 'Output' ? { delivery: 'sent' } : {}),
     });
     if (which === 'Argument') {
       throw new CallError(

@@ -315,8 +315,10 @@ export class SdkConnection {
   /**
    * Marks a `tools/call` as sent the moment the transport is asked to write it. The SDK's
    * `request()` spreads our request into the JSON-RPC message, so `params` is our object (we pass
-   * no progress handler or task options, which would copy it); a transport that throws before
-   * writing leaves it unsent. Anything after that counts as sent: the bytes may be on the wire.
+   * no progress handler or task options, which would copy it). Only a synchronous throw from
+   * `send` leaves it unsent; a rejected `send` (the transports report failures that way, also a
+   * pipe that was already closed) counts as sent, which errs on the safe side: `OUTCOME_UNKNOWN`
+   * rather than a retry that could run the call twice.
    */
   #trackDelivery(): void {
     const transport = this.client.transport;
@@ -443,7 +445,9 @@ export class SdkConnection {
   /** `CONNECTION_CLOSED` for a request that was not sent, saying why when the session was lost. */
   #closedError(where: string, detail: Record<string, string>): StepbindError {
     const loss = this.#lost;
-    if (loss === undefined) return connectionClosed(where, detail, undefined);
+    if (loss === undefined) {
+      return connectionClosed(where, { ...detail, delivery: 'not-sent' }, undefined);
+    }
     return new RuntimeError(
       ErrorCode.CONNECTION_CLOSED,
       `${where} was not sent: ${loss.message}. Nothing ran and nothing is re-routed; a new session is being opened, so call again from a new step.`,

@@ -96,6 +96,8 @@ describe('a hostile stdio server cannot stall the event loop', () => {
       tool: 'deep',
       limit: 'maxOutputDepth',
       max: 128,
+      // The call ran: a retry could run it twice.
+      delivery: 'sent',
     });
     expect(error.message).toContain('nested deeper than 128 levels');
     // Nothing deep reached the caller: its own serialisation of the error works.
