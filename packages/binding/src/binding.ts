@@ -526,7 +526,8 @@ export class PreparedCall {
         );
       }
       const approvalRequired = this.#admit(options);
-      let callArgs = this.#checkArgs(args);
+      // Arguments already bounded for their digest are not walked again.
+      let callArgs = this.#checkArgs(args, argsDigest !== undefined);
       if (options.prepare !== undefined) {
         phase = 'prepare';
         let approved = false;
@@ -746,7 +747,7 @@ export class PreparedCall {
     );
   }
 
-  #checkArgs(args: unknown): Readonly<Record<string, unknown>> {
+  #checkArgs(args: unknown, bounded = false): Readonly<Record<string, unknown>> {
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
       throw new CallError(
         ErrorCode.INVALID_ARGUMENTS,
@@ -755,7 +756,7 @@ export class PreparedCall {
       );
     }
     // Bounded before anything recurses over them: validation, then serialisation by the transport.
-    this.#checkBounds(args, 'Argument');
+    if (!bounded) this.#checkBounds(args, 'Argument');
     const verdict = this.descriptor.inputValidator().validate(args);
     if (!verdict.ok) {
       throw new CallError(
