@@ -5,6 +5,7 @@
  * call is refused as STALE_CATALOG before anything reaches the server (its audit trail proves it).
  * Step 2 captures the new catalog and the call succeeds with a receipt.
  */
+import { rmSync } from 'node:fs';
 import { isStepbindError, toToolResult, type McpBinding } from '@stepbind/binding';
 import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
 import {
@@ -66,6 +67,20 @@ export async function agentLoopDemo(log: (line: string) => void): Promise<string
     if (!ok) problems.push(what);
   };
   const opsAudit = tempAuditPath('demo-ops');
+  // The demo reads the ops server's audit trail, then removes it (on every path).
+  try {
+    return await runAgentLoop(log, problems, expect, opsAudit);
+  } finally {
+    rmSync(opsAudit, { force: true });
+  }
+}
+
+async function runAgentLoop(
+  log: (line: string) => void,
+  problems: string[],
+  expect: (ok: boolean, what: string) => void,
+  opsAudit: string,
+): Promise<string[]> {
   const events: RuntimeEvent[] = [];
   const swapped: (() => void)[] = [];
   await using runtime = await McpRuntime.open(
