@@ -4,7 +4,7 @@
  * (`client.listTools({ cursor })` until `nextCursor` is undefined), interleaved in one run.
  *
  * - Warm: one long-lived child per side; each round enumerates once per side (ABBA). stepbind runs
- *   exactly what a refresh runs: `discoverSnapshot` on the connection (enumeration, with each page
+ *   exactly what a refresh runs: `listCatalog` on the connection (enumeration, with each page
  *   validated, digested and named while the next one is in flight) with a fresh validator cache
  *   (target ≤ 1.15× wall).
  * - Cold: fresh children each round; `connect` (spawn + initialize) is timed on its own, then the
@@ -19,12 +19,12 @@
 import { computeTransportDigest, SchemaValidatorCache } from '@stepbind/binding';
 import {
   connectServer,
-  discoverSnapshot,
   McpRuntime,
   parseConfig,
   type SdkConnection,
   type StdioServerConfig,
 } from '@stepbind/runtime';
+import { listCatalog } from '../packages/runtime/src/catalog-listing.js';
 import { readAuditTrail, stdioServerParams } from '@stepbind/testkit';
 import { Client, StdioClientTransport } from './sdk.js';
 import {
@@ -88,7 +88,7 @@ function stdioConfig(json: unknown): StdioServerConfig {
 
 /** What a runtime refresh does for one connection: enumerate, then validate into a snapshot. */
 async function stepbindEnumerate(conn: SdkConnection, cfg: StdioServerConfig) {
-  const { snapshot } = await discoverSnapshot(conn, {
+  const { snapshot } = await listCatalog(conn, {
     // What the first listing of a connection runs (open, a new server, a reconnect).
     keyListing: false,
     name: 'big',
@@ -295,7 +295,7 @@ export async function runEnumerateBench(options: EnumerateBenchOptions = {}): Pr
       row(SUITE, 'warm: bare SDK listTools loop', 'ms', ms(plain.b)),
       row(SUITE, 'warm: wall ratio stepbind / bare', '×', ratiosOf(ms(plain.a), ms(plain.b)), {
         target: { op: '<=', value: 1.15 },
-        note: `${TOOLS} tools in ${PAGES} pages over stdio (fixturePath, ${Math.round(scratch.sizeOf(plainPath) / 1024)} KiB, no outputSchema), one long-lived child per side, ${warmRounds} interleaved rounds after one warm-up each; stepbind = discoverSnapshot (pages validated while the next is in flight) with a fresh validator cache (what a refresh runs).`,
+        note: `${TOOLS} tools in ${PAGES} pages over stdio (fixturePath, ${Math.round(scratch.sizeOf(plainPath) / 1024)} KiB, no outputSchema), one long-lived child per side, ${warmRounds} interleaved rounds after one warm-up each; stepbind = listCatalog (pages validated while the next is in flight) with a fresh validator cache (what a refresh runs).`,
       }),
       row(SUITE, 'warm: client CPU stepbind', 'ms', cpu(plain.a)),
       row(SUITE, 'warm: client CPU bare', 'ms', cpu(plain.b)),

@@ -52,8 +52,6 @@ export type {
   ToolResultLike,
   ToolResultPart,
 } from '@stepbind/binding';
-export { discoverSnapshot } from './discover.js';
-export type { DiscoverSnapshotOptions, Discovery } from './discover.js';
 export { enumerateTools } from './enumerate.js';
 export type { EnumerateToolsOptions } from './enumerate.js';
 export { parseConfig, SERVER_NAME_PATTERN } from './config.js';
@@ -68,7 +66,7 @@ export type {
 export { CLIENT_INFO, connectServer, mapSdkError, SdkConnection } from './sdk.js';
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';
 export type { Redactor } from './redact.js';
-export type { SessionLoss } from './http-session.js';
+export type { SessionLoss } from './transports/http-session.js';
 export type {
   CallRequestOptions,
   ConnectOptions,
@@ -76,15 +74,6 @@ export type {
   ServerHello,
   ServerLogMessage,
 } from './sdk.js';
-export {
-  catalogReportJson,
-  discoverCatalogs,
-  formatCatalogReport,
-  loadConfigFile,
-} from './cli/catalog.js';
-export type { DiscoverCatalogsOptions, ServerCatalogReport } from './cli/catalog.js';
-export { runCli } from './cli/run.js';
-export type { CliIo } from './cli/run.js';
 export { CLIENT_CAPABILITIES } from './client-capabilities.js';
 export type {
   ClientHandlers,
@@ -98,9 +87,12 @@ export type {
 export { McpRuntime } from './runtime.js';
 export type {
   CaptureOptions,
+  DiscoveryStatus,
   JournalTuning,
   McpRuntimeOptions,
   ReconnectOptions,
+  RegistryView,
+  RuntimeClock,
   RuntimeEvent,
   RuntimeJournalOptions,
   RuntimeStatus,

@@ -35,7 +35,7 @@ import {
   HttpSessionWatch,
   type SessionLoss,
   type TrackedRequest,
-} from './http-session.js';
+} from './transports/http-session.js';
 import { createRedactor, NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 import { createDebug } from './log.js';
 import { traceRequest } from './telemetry.js';

@@ -2,7 +2,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isStepbindError } from '@stepbind/binding';
-import { McpRuntime, parseConfig, runCli } from '@stepbind/runtime';
+import { McpRuntime, parseConfig } from '@stepbind/runtime';
+import { runCli } from '../src/cli/run.js';
 import { stdioServerParams } from '@stepbind/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 

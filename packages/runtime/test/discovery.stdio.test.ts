@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runCli } from '@stepbind/runtime';
+import { runCli } from '../src/cli/run.js';
 import { stdioServerParams, type ScriptedServerOptions } from '@stepbind/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 

@@ -25,6 +25,9 @@ const FROM_BINDING = [
 ];
 
 describe('@stepbind/runtime public surface', () => {
+  // The CLI (runCli, loadConfigFile, the catalog report) and the runtime's own listing of one
+  // connection (listCatalog, formerly discoverSnapshot) are internals: `enumerateTools` is the
+  // public one-shot enumeration.
   it('exports exactly these values (a new export is a deliberate act)', () => {
     expect(Object.keys(runtime).sort()).toEqual(
       [
@@ -36,21 +39,15 @@ describe('@stepbind/runtime public surface', () => {
         'SERVER_NAME_PATTERN',
         'SdkConnection',
         'SqliteJournalStore',
-        'catalogReportJson',
         'connectServer',
         'connectTransport',
         'createRedactor',
-        'discoverCatalogs',
-        'discoverSnapshot',
         'enumerateTools',
-        'formatCatalogReport',
-        'loadConfigFile',
         'mapSdkError',
         'openSqliteJournal',
         'parseConfig',
         'redactHeaders',
         'redactUrl',
-        'runCli',
         ...FROM_BINDING,
       ].sort(),
     );

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isStepbindError, type StepbindError } from '@stepbind/binding';
-import { connectServer, discoverCatalogs, McpRuntime, parseConfig } from '@stepbind/runtime';
+import { connectServer, McpRuntime, parseConfig } from '@stepbind/runtime';
+import { discoverCatalogs } from '../../runtime/src/cli/catalog.js';
 import {
   hostileServerParams,
   readHostilePids,

@@ -11,8 +11,8 @@ import {
   type ToolEnumeration,
 } from '@stepbind/binding';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from '../config.js';
-import { discoverSnapshot, type DiscoveryProgress } from '../discover.js';
-import { identityOf } from '../identity.js';
+import { listCatalog, type DiscoveryProgress } from '../catalog-listing.js';
+import { identityOf } from '../transports/index.js';
 import { connectServer } from '../sdk.js';
 
 /** The outcome of discovering one configured server. */
@@ -73,7 +73,7 @@ async function discoverOne(
     signal?.throwIfAborted();
     const connection = await connectServer(name, server, signal === undefined ? {} : { signal });
     try {
-      const { enumeration, snapshot } = await discoverSnapshot(connection, {
+      const { enumeration, snapshot } = await listCatalog(connection, {
         name,
         config: server,
         identity: identityOf(name, server, connection),
@@ -82,7 +82,7 @@ async function discoverOne(
         ...(signal === undefined ? {} : { signal }),
         ...(onPage === undefined ? {} : { onPage }),
       });
-      if (snapshot === undefined) throw new Error('discoverSnapshot skipped a first listing');
+      if (snapshot === undefined) throw new Error('listCatalog skipped a first listing');
       const published = shared.registry.publish(snapshot, { expectedGeneration: 0 });
       return { name, ok: true, enumeration, snapshot: published };
     } finally {

@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runCli } from '@stepbind/runtime';
+import { runCli } from '../../src/cli/run.js';
 import {
   readAuditTrail,
   stdioServerParams,

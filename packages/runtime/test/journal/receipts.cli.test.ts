@@ -2,7 +2,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { ReceiptBody } from '@stepbind/binding';
-import { openSqliteJournal, runCli } from '@stepbind/runtime';
+import { openSqliteJournal } from '@stepbind/runtime';
+import { runCli } from '../../src/cli/run.js';
 import { describe, expect, it } from 'vitest';
 import { receipt, tempDir } from './support.js';
 

@@ -12,12 +12,12 @@ import {
   type StepbindError,
 } from '@stepbind/binding';
 import {
-  loadConfigFile,
   McpRuntime,
   openSqliteJournal,
   type McpRuntimeOptions,
   type RuntimeEvent,
 } from '@stepbind/runtime';
+import { loadConfigFile } from '../../src/cli/catalog.js';
 import {
   isProcessAlive,
   readAuditTrail,

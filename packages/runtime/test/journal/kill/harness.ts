@@ -15,7 +15,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { CallReceipt, ToolCallResult } from '@stepbind/binding';
-import { openSqliteJournal, runCli } from '@stepbind/runtime';
+import { openSqliteJournal } from '@stepbind/runtime';
+import { runCli } from '../../../src/cli/run.js';
 import {
   createScriptedServer,
   isProcessAlive,

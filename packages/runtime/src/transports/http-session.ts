@@ -8,7 +8,7 @@
  * unknown). It declares the session lost on a session answer or on a network failure of an
  * established session, and asks for a probe when a response stream breaks.
  */
-import type { Redactor } from './redact.js';
+import type { Redactor } from '../redact.js';
 
 /** Why an HTTP session ended, as the watch saw it. Messages are redacted. */
 export interface SessionLoss {

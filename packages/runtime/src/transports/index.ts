@@ -1,6 +1,5 @@
 import { computeTransportDigest, type ServerIdentity } from '@stepbind/binding';
-import { DEFAULT_MAX_MESSAGE_BYTES, type ServerConfig } from './config.js';
-import type { SdkConnection } from './sdk.js';
+import { DEFAULT_MAX_MESSAGE_BYTES, type ServerConfig } from '../config.js';
 
 /**
  * The digest of the transport settings that make a connection reusable: transport, command, args,
@@ -44,7 +43,12 @@ export function identityKeyOf(config: ServerConfig): string {
 export function identityOf(
   name: string,
   config: ServerConfig,
-  connection: SdkConnection,
+  connection: {
+    readonly hello: {
+      readonly serverInfo: { readonly name: string; readonly version: string } | undefined;
+      readonly protocolVersion: string | undefined;
+    };
+  },
 ): ServerIdentity {
   const { serverInfo, protocolVersion } = connection.hello;
   return Object.freeze({

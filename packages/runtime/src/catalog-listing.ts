@@ -20,8 +20,8 @@ function toolName(tool: unknown): string {
   return typeof name === 'string' ? name : '';
 }
 
-/** Inputs of {@link discoverSnapshot}. */
-export interface DiscoverSnapshotOptions {
+/** Inputs of {@link listCatalog}. */
+export interface ListCatalogOptions {
   readonly name: string;
   readonly config: ServerConfig;
   readonly identity: ServerIdentity;
@@ -41,6 +41,8 @@ export interface DiscoverSnapshotOptions {
   readonly keyListing?: boolean;
   /** Called after each page arrived (1-based page number, tools on it, tools so far). */
   readonly onPage?: (progress: DiscoveryProgress) => void;
+  /** Called once every page arrived, before the snapshot is built. */
+  readonly onValidating?: () => void;
 }
 
 /** Progress of one discovery, page by page. */
@@ -52,8 +54,8 @@ export interface DiscoveryProgress {
   readonly totalTools: number;
 }
 
-/** What {@link discoverSnapshot} found. */
-export interface Discovery {
+/** What {@link listCatalog} found. */
+export interface CatalogListing {
   readonly enumeration: ToolEnumeration;
   /** sha256 of the raw pages and revision proof as served; equal listings have equal keys. */
   /** `undefined` for a listing too deep to serialise (validation refuses it anyway). */
@@ -72,10 +74,10 @@ export interface Discovery {
  *
  * @throws CatalogError from discovery or validation.
  */
-export function discoverSnapshot(
+export function listCatalog(
   connection: SdkConnection,
-  options: DiscoverSnapshotOptions,
-): Promise<Discovery> {
+  options: ListCatalogOptions,
+): Promise<CatalogListing> {
   return traceDiscovery(
     options.name,
     () => discover(connection, options),
@@ -87,8 +89,8 @@ const debugDiscovery = createDebug('stepbind:discovery');
 
 async function discover(
   connection: SdkConnection,
-  options: DiscoverSnapshotOptions,
-): Promise<Discovery> {
+  options: ListCatalogOptions,
+): Promise<CatalogListing> {
   const { config, name } = options;
   let total = 0;
   const key = options.keyListing === false ? NO_KEY : listingKeyHasher(config.tools);
@@ -138,6 +140,7 @@ async function discover(
   // changed nothing, a refresh of a reused connection) skip the snapshot: nothing is frozen or
   // built, and the pages validated on the way are dropped.
   const listingKey = key.finish(enumeration);
+  options.onValidating?.();
   if (listingKey !== undefined && listingKey === options.previousListingKey) {
     return { enumeration, listingKey, snapshot: undefined };
   }
@@ -152,7 +155,7 @@ async function discover(
   // Every page passed through onPage, in order, on the traversal that succeeded.
   if (builder.pageCount !== enumeration.pages.length) {
     throw new Error(
-      `discoverSnapshot: ${builder.pageCount} pages validated for ${enumeration.pages.length} listed`,
+      `listCatalog: ${builder.pageCount} pages validated for ${enumeration.pages.length} listed`,
     );
   }
   const snapshot = builder.finish(finish);

@@ -1,0 +1,145 @@
+import type {
+  CatalogSnapshot,
+  CatalogState,
+  JournalRecord,
+  StepbindError,
+  UnenforcedPattern,
+} from '@stepbind/binding';
+import type { DiscoveryProgress } from './catalog-listing.js';
+import { createDebug } from './log.js';
+import type { ServerLogMessage } from './sdk.js';
+import type { SessionLoss } from './transports/http-session.js';
+
+/** Everything the runtime reports as it works. Listeners must not throw. */
+export type RuntimeEvent =
+  | {
+      readonly type: 'server-ready';
+      readonly server: string;
+      readonly generation: number;
+      readonly tools: number;
+    }
+  | {
+      readonly type: 'server-failed';
+      readonly server: string;
+      readonly required: boolean;
+      readonly error: StepbindError;
+    }
+  | { readonly type: 'set-published'; readonly setId: number; readonly reasons: readonly string[] }
+  | { readonly type: 'refresh-failed'; readonly error: StepbindError }
+  | { readonly type: 'list-changed'; readonly server: string }
+  | {
+      readonly type: 'catalog-swapped';
+      readonly server: string;
+      readonly generation: number;
+      readonly revision: number;
+      readonly cause: 'hard-refresh' | 'refresh' | 'reconnect';
+    }
+  | { readonly type: 'hard-refresh-failed'; readonly server: string; readonly error: StepbindError }
+  | { readonly type: 'connection-closed'; readonly server: string; readonly expected: boolean }
+  | { readonly type: 'connection-error'; readonly server: string; readonly error: Error }
+  | {
+      /**
+       * A catalog was published with schema patterns stepbind cannot run in linear time
+       * (backreferences, lookaround...): calls do not enforce them; the server still should.
+       */
+      readonly type: 'patterns-unenforced';
+      readonly server: string;
+      readonly generation: number;
+      readonly patterns: readonly ({ readonly tool: string } & UnenforcedPattern)[];
+    }
+  | ({ readonly type: 'discovery-page' } & DiscoveryProgress)
+  | {
+      /**
+       * A server's discovery moved in the catalog state machine (DESIGN §5): `DISCOVERING`,
+       * `VALIDATING`, then `SNAPSHOT_PROVEN`/`UNVERSIONED_OBSERVATION` (and `ELIGIBLE` once a proven
+       * catalog is published), or `INCOMPLETE` / `QUARANTINED` with the reason; `RETIRED` when its
+       * candidate was refused at publication. `status().servers[i].discovery` holds the latest.
+       */
+      readonly type: 'discovery-state';
+      readonly server: string;
+      readonly state: CatalogState;
+      readonly reason?: { readonly code: string; readonly message: string };
+    }
+  | { readonly type: 'server-stderr'; readonly server: string; readonly line: string }
+  | ({ readonly type: 'server-log'; readonly server: string } & ServerLogMessage)
+  | {
+      /** A Streamable HTTP session ended (see {@link SessionLoss}); a reconnect follows. */
+      readonly type: 'session-lost';
+      readonly server: string;
+      readonly reason: SessionLoss['reason'];
+      readonly httpStatus?: number;
+      readonly message: string;
+    }
+  | {
+      /** A new session replaced a lost one; `changed` says whether the catalog (and revision) moved. */
+      readonly type: 'server-reconnected';
+      readonly server: string;
+      readonly attempt: number;
+      readonly generation: number;
+      readonly revision: number;
+      readonly changed: boolean;
+    }
+  | {
+      /** A reconnect attempt failed; `nextDelayMs` is absent when the runtime stopped trying. */
+      readonly type: 'reconnect-failed';
+      readonly server: string;
+      readonly attempt: number;
+      readonly error: StepbindError;
+      readonly nextDelayMs?: number;
+    }
+  | {
+      /**
+       * Emitted once by `open`: the keys a dead process left `INTENT` (now `NOT_SENT`) or `SENT`
+       * (now `OUTCOME_UNKNOWN`); empty when there were none.
+       */
+      readonly type: 'journal-recovered';
+      readonly location: string;
+      readonly records: readonly JournalRecord[];
+    }
+  | {
+      /** The journal could not record the outcome of a call that was reported anyway. */
+      readonly type: 'journal-error';
+      readonly error: StepbindError;
+    };
+
+/** Delivers one {@link RuntimeEvent}; never throws. */
+export type Emit = (event: RuntimeEvent) => void;
+
+const debugEvents = createDebug('stepbind:events');
+
+/**
+ * The runtime's one emitter: logs each event under `DEBUG=stepbind:events` and hands it to the
+ * application's listener, whose failure must not break the runtime's bookkeeping.
+ */
+export function createEmitter(onEvent: ((event: RuntimeEvent) => void) | undefined): Emit {
+  return (event) => {
+    if (debugEvents.enabled) debugEvents(describeEvent(event));
+    try {
+      onEvent?.(event);
+    } catch {
+      // A listener's failure must not break the runtime's bookkeeping.
+    }
+  };
+}
+
+/** A `patterns-unenforced` event for a published catalog that has any such pattern. */
+export function reportUnenforced(emit: Emit, server: string, catalog: CatalogSnapshot): void {
+  let patterns: ({ readonly tool: string } & UnenforcedPattern)[] | undefined;
+  for (const tool of catalog.tools) {
+    for (const p of tool.unenforcedPatterns) (patterns ??= []).push({ tool: tool.name, ...p });
+  }
+  if (patterns !== undefined) {
+    emit({ type: 'patterns-unenforced', server, generation: catalog.generation, patterns });
+  }
+}
+
+/** One line per event for `DEBUG=stepbind:events` (error messages are already redacted). */
+function describeEvent(event: RuntimeEvent): string {
+  const { type, ...rest } = event;
+  const fields = Object.entries(rest).map(([k, v]) =>
+    v instanceof Error
+      ? `${k}=${(v as Partial<StepbindError>).code ?? v.name}: ${v.message.split('\n')[0] ?? ''}`
+      : `${k}=${JSON.stringify(v)}`,
+  );
+  return `${type} ${fields.join(' ')}`;
+}

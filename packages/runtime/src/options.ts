@@ -1,0 +1,149 @@
+import type {
+  ApprovalMode,
+  CatalogState,
+  JournalStore,
+  ValidationOptions,
+} from '@stepbind/binding';
+import type { RuntimeClock } from './clock.js';
+import type { ClientHandlers } from './client-capabilities.js';
+import type { ServerConfig } from './config.js';
+import type { RuntimeEvent } from './events.js';
+import type { SdkConnection } from './sdk.js';
+
+/** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
+export type ServerConnector = (
+  name: string,
+  config: ServerConfig,
+  options: { readonly signal: AbortSignal },
+) => Promise<SdkConnection>;
+
+/** Bounded exponential backoff of the reconnects after a lost HTTP session. */
+export interface ReconnectOptions {
+  /** Delay after the first failed attempt (the first attempt runs at once); doubles each time. @default 250 */
+  readonly initialDelayMs?: number;
+  /** Upper bound of one delay. @default 10000 */
+  readonly maxDelayMs?: number;
+  /**
+   * Attempts before the runtime stops trying on its own (the next refresh, capture or hard refresh
+   * tries again). `0` turns background reconnects off. @default 10
+   */
+  readonly maxAttempts?: number;
+}
+
+/** Tuning shared by every journal kind. */
+export interface JournalTuning {
+  /** How long completed and not-sent records and receipts are kept. @default 86400000 (24 h) */
+  readonly retentionMs?: number;
+  /** In-progress expiry of a key whose holder went silent. @default 600000 (10 min) */
+  readonly inProgressTtlMs?: number;
+}
+
+/** Where {@link McpRuntime} journals idempotency keys and receipts (DESIGN §13). */
+export type RuntimeJournalOptions =
+  | (JournalTuning & {
+      /** The durable SQLite journal file (created when missing). */
+      readonly path: string;
+      /** See `SqliteJournalOptions.synchronous`. @default 'full' */
+      readonly synchronous?: 'full' | 'normal';
+    })
+  | (JournalTuning & {
+      /** Any store (for example a shared database); the runtime closes it on `close()`. */
+      readonly store: JournalStore;
+    });
+
+/** Options of {@link McpRuntime.open}. */
+export interface McpRuntimeOptions {
+  /** Policy epoch in force at start. @default 0 */
+  readonly policyEpoch?: number;
+  /**
+   * Approval policy for servers whose configuration sets no `approval` (see `ApprovalMode`).
+   * @default "unproven-writes"
+   */
+  readonly approval?: ApprovalMode;
+  /** How long a capture waits, once per ConnectionSet, for optional servers still starting. @default 1000 */
+  readonly optionalGraceMs?: number;
+  /** Quiet period after a `list_changed` before the hard refresh runs. @default 100 */
+  readonly listChangedDebounceMs?: number;
+  /** Schema validation options for every catalog (`server` is filled in). */
+  readonly validation?: Omit<ValidationOptions, 'server' | 'validatorCache' | 'pageIndex'>;
+  /** Starts connections. @default stdio child processes / Streamable HTTP through the SDK */
+  readonly connect?: ServerConnector;
+  /** Backoff of the background reconnects after a Streamable HTTP session was lost. */
+  readonly reconnect?: ReconnectOptions;
+  /** Receives every {@link RuntimeEvent}. */
+  readonly onEvent?: (event: RuntimeEvent) => void;
+  /**
+   * Answers a server's `sampling/createMessage` (for example with your own model call).
+   * @default refuse with a JSON-RPC error saying the application does not sample
+   */
+  readonly onSampling?: ClientHandlers['onSampling'];
+  /** Answers a server's `elicitation/create` (ask the user). @default `{ action: "decline" }` */
+  readonly onElicitation?: ClientHandlers['onElicitation'];
+  /**
+   * The execution journal: `{ path }` opens the durable SQLite journal, `{ store }` uses any
+   * {@link JournalStore}. @default the configuration's `journal`, else an in-memory journal
+   */
+  readonly journal?: RuntimeJournalOptions;
+  /**
+   * The timers every runtime-owned wait uses: the `list_changed` debounce, the reconnect backoff
+   * and the capture's optional-server grace (request timeouts belong to the SDK request). Tests
+   * inject a fake clock to drive them without waiting. @default the real `setTimeout`,
+   * `clearTimeout` and `Date.now`
+   */
+  readonly clock?: RuntimeClock;
+  /** Cancels `open`. */
+  readonly signal?: AbortSignal;
+}
+
+/** Options of {@link McpRuntime.captureBinding}. */
+export interface CaptureOptions {
+  /** Servers that must be bound in this step, on top of those configured `required`. */
+  readonly requiredServers?: readonly string[];
+  /** Cancels the refresh or grace wait. */
+  readonly signal?: AbortSignal;
+  /** Step identifier echoed in receipts. @default a counter: "step-1", "step-2"... */
+  readonly stepId?: string;
+}
+
+/** Status of one server in {@link McpRuntime.status}. */
+export interface ServerStatus {
+  readonly name: string;
+  readonly required: boolean;
+  /**
+   * `reconnecting`: its HTTP session was lost and a new one is being opened (`error` says why);
+   * `failed` is also used once the background reconnects gave up.
+   */
+  readonly state: 'ready' | 'starting' | 'reconnecting' | 'failed' | 'closed';
+  readonly generation?: number;
+  readonly revision?: number;
+  readonly catalogState?: string;
+  readonly tools?: number;
+  readonly pid?: number;
+  readonly error?: { readonly code: string; readonly message: string };
+  /** Reconnect attempts made since the session was lost. */
+  readonly reconnectAttempts?: number;
+  /**
+   * Where the server's latest discovery stands in the catalog state machine (DESIGN §5):
+   * `DISCOVERING`/`VALIDATING` while a listing runs, the published catalog's state after one
+   * succeeded, `INCOMPLETE` (the listing broke off: timeout, lost connection, server error) or
+   * `QUARANTINED` (the catalog itself is invalid) with the reason. A failed re-list of a server
+   * that still serves its previous catalog shows here while `catalogState` keeps that catalog's.
+   */
+  readonly discovery?: DiscoveryStatus;
+}
+
+/** One server's discovery state and, for `INCOMPLETE` and `QUARANTINED`, why. */
+export interface DiscoveryStatus {
+  readonly state: CatalogState;
+  readonly reason?: { readonly code: string; readonly message: string };
+}
+
+/** A snapshot of the runtime's state, for dashboards and tests. */
+export interface RuntimeStatus {
+  readonly closed: boolean;
+  readonly dirty: boolean;
+  readonly setId: number;
+  readonly liveSets: number;
+  readonly liveConnections: number;
+  readonly servers: readonly ServerStatus[];
+}

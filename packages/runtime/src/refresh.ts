@@ -1,0 +1,405 @@
+import PQueue from 'p-queue';
+import {
+  acquireMutex,
+  ErrorCode,
+  RuntimeError,
+  type CatalogSnapshot,
+  type StepbindError,
+} from '@stepbind/binding';
+import type { ServerConfig } from './config.js';
+import { ConnectionSet } from './connection-set.js';
+import type { RuntimeCore } from './core.js';
+import { abortedError, closedError, toStepbindError } from './failures.js';
+import { publishCatalogs, type Publication } from './publish.js';
+import {
+  adoptConnection,
+  emitReconnected,
+  reconnectChanged,
+  reconnectLocked,
+} from './reconnect.js';
+import { ServerSession, type Reconnected } from './session.js';
+import { identityKeyOf } from './transports/index.js';
+
+/**
+ * The dirty refresh (DESIGN §6): claims the dirty flag under a one-permit semaphore and rebuilds
+ * the ConnectionSet: unchanged live connections are reused (and re-listed), the rest started with
+ * bounded parallelism, optional ones in the background of the published set.
+ */
+
+/** One server's contribution to a rebuilt set. */
+interface Candidate {
+  readonly session: ServerSession;
+  /** The configuration the candidate was discovered under; installed on the session at publication. */
+  readonly config: ServerConfig;
+  /** `undefined` when the re-list equals the published catalog (nothing to publish). */
+  readonly snapshot: CatalogSnapshot | undefined;
+  readonly listingKey: string | undefined;
+  /** True for a new connection; false for a reused one that was re-listed. */
+  readonly fresh: boolean;
+  /** The registry generation this candidate was discovered against (its CAS expectation). */
+  readonly expectedGeneration: number;
+  /** For a reused session: releases its list mutex, held from the re-list until publication. */
+  readonly release: () => void;
+  /** For a reused session whose HTTP session was lost: the new connection to install. */
+  readonly reconnect?: Reconnected;
+}
+
+/**
+ * If dirty, rebuilds and publishes a new ConnectionSet, looping while dirtied again meanwhile.
+ * @returns true when this call published at least one set.
+ */
+export async function refreshIfDirty(
+  core: RuntimeCore,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  if (!core.dirty) return false;
+  const release = await acquireMutex(core.refreshMutex, signal);
+  try {
+    let published = false;
+    while (core.dirty && !core.closed) {
+      const reasons = core.dirtyReasons;
+      core.dirty = false;
+      core.dirtyReasons = [];
+      try {
+        core.rebuilding = true;
+        await rebuild(core, reasons, signal);
+        published = true;
+      } catch (error) {
+        core.dirty = true;
+        core.dirtyReasons.unshift(...reasons);
+        const mapped = toStepbindError(error);
+        core.emit({ type: 'refresh-failed', error: mapped });
+        throw mapped;
+      } finally {
+        core.rebuilding = false;
+      }
+    }
+    return published;
+  } finally {
+    release();
+  }
+}
+
+async function rebuild(
+  core: RuntimeCore,
+  reasons: readonly string[],
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  core.rebuilds++;
+  const config = core.config;
+  const old = core.current;
+  const controller = new AbortController();
+  const closeSignal = core.closeController.signal;
+  const abort = (): void => controller.abort(signal?.reason ?? closeSignal.reason);
+  signal?.addEventListener('abort', abort, { once: true });
+  closeSignal.addEventListener('abort', abort, { once: true });
+  if (signal?.aborted === true || core.closed) abort();
+  const set = new ConnectionSet(++core.setCounter, config);
+  const queue = new PQueue({ concurrency: config.concurrency });
+  const candidates: Candidate[] = [];
+  const failures: { server: string; error: StepbindError }[] = [];
+  const background: { name: string; task: (signal: AbortSignal) => Promise<Candidate> }[] = [];
+  let published = false;
+  let startBackground: () => void = () => undefined;
+  const backgroundGate = new Promise<void>((resolve) => {
+    startBackground = resolve;
+  });
+  try {
+    await Promise.all(
+      [...config.servers].map(async ([name, cfg]) => {
+        const key = identityKeyOf(cfg);
+        const prior = old?.entries.get(name);
+        const reusable =
+          prior?.kind === 'ready' &&
+          prior.session.identityKey === key &&
+          // A lost HTTP session is reused too: the re-list reconnects it in place.
+          (!prior.session.connection.closed || prior.session.connection.lost !== undefined) &&
+          !core.forceRestart.has(name)
+            ? prior.session
+            : undefined;
+        const task = (taskSignal: AbortSignal): Promise<Candidate> =>
+          queue.add(() =>
+            reusable === undefined
+              ? startSession(core, name, cfg, key, taskSignal)
+              : relistReused(core, reusable, cfg, taskSignal),
+          );
+        if (!cfg.required && reusable === undefined) {
+          background.push({ name, task });
+          return;
+        }
+        try {
+          candidates.push(await task(controller.signal));
+        } catch (error) {
+          const mapped = toStepbindError(error);
+          if (cfg.required) failures.push({ server: name, error: mapped });
+          else set.entries.set(name, { kind: 'failed', error: mapped });
+          core.emit({ type: 'server-failed', server: name, required: cfg.required, error: mapped });
+        }
+      }),
+    );
+    if (controller.signal.aborted) throw abortedError(controller.signal.reason);
+    if (failures.length > 0) throw requiredFailed(failures, core.current === undefined);
+    // Optional servers that were not reusable start in the background of the published set; their
+    // entries exist from publication on, so a capture sees them as starting, in config order.
+    for (const { name, task } of background) {
+      const promise = backgroundGate
+        .then(() => {
+          if (!published) throw closedError();
+          return task(closeSignal);
+        })
+        .then(
+          (candidate) => publishLate(core, set, name, candidate),
+          (error: unknown) => {
+            if (!published) return;
+            const mapped = toStepbindError(error);
+            set.entries.set(name, { kind: 'failed', error: mapped });
+            set.invalidate();
+            core.emit({ type: 'server-failed', server: name, required: false, error: mapped });
+          },
+        );
+      set.entries.set(name, { kind: 'starting', promise });
+      core.track(promise);
+    }
+    await publishSet(core, set, candidates, reasons, controller.signal);
+    published = true;
+  } catch (error) {
+    controller.abort(error);
+    // Background starts of an unpublished set are never begun.
+    startBackground();
+    for (const c of candidates) c.release();
+    for (const c of candidates) if (c.fresh) await core.closeSession(c.session);
+    // A reconnect that was not installed leaves the session lost; its new connection goes.
+    for (const c of candidates) if (c.reconnect !== undefined) await c.reconnect.connection.close();
+    throw error;
+  } finally {
+    signal?.removeEventListener('abort', abort);
+    closeSignal.removeEventListener('abort', abort);
+  }
+  startBackground();
+}
+
+function requiredFailed(
+  failures: readonly { server: string; error: StepbindError }[],
+  opening: boolean,
+): RuntimeError {
+  return new RuntimeError(
+    ErrorCode.REQUIRED_SERVERS_FAILED,
+    `${failures.length} required server(s) failed; nothing was published ${opening ? 'and the runtime did not open (fix the servers below, or mark them "required": false, and open again)' : 'and the previous tools stay in service'}:\n${failures
+      .map((f) => `  - ${f.server}: ${f.error.code}: ${f.error.message}`)
+      .join('\n')}`,
+    {
+      detail: {
+        servers: failures.map((f) => f.server),
+        failures: failures.map((f) => ({
+          server: f.server,
+          code: f.error.code,
+          message: f.error.message,
+        })),
+      },
+    },
+  );
+}
+
+async function startSession(
+  core: RuntimeCore,
+  name: string,
+  cfg: ServerConfig,
+  key: string,
+  signal: AbortSignal,
+): Promise<Candidate> {
+  const expectedGeneration = core.registry.current(name, cfg.audience)?.generation ?? 0;
+  const connection = await core.connect(name, cfg, { signal });
+  const session = new ServerSession(name, cfg, key, connection);
+  core.sessions.add(session);
+  try {
+    const { snapshot, listingKey } = await core.list(session, cfg, signal);
+    core.watch(session);
+    return {
+      session,
+      config: cfg,
+      snapshot,
+      listingKey,
+      fresh: true,
+      expectedGeneration,
+      release: () => undefined,
+    };
+  } catch (error) {
+    await core.closeSession(session);
+    throw error;
+  }
+}
+
+async function relistReused(
+  core: RuntimeCore,
+  session: ServerSession,
+  config: ServerConfig,
+  signal: AbortSignal,
+): Promise<Candidate> {
+  const release = await acquireMutex(session.listMutex, signal);
+  try {
+    const expectedGeneration = session.catalog.generation;
+    const reused = { session, config, fresh: false, expectedGeneration, release } as const;
+    if (!session.connection.closed) {
+      try {
+        const { snapshot, listingKey } = await core.list(session, config, signal);
+        return { ...reused, snapshot, listingKey };
+      } catch (error) {
+        // A session that ended during the re-list is reopened below; anything else fails.
+        if (session.connection.lost === undefined || signal.aborted) throw error;
+      }
+    }
+    let reconnect: Reconnected;
+    try {
+      reconnect = await reconnectLocked(core, session, config, signal);
+    } catch (error) {
+      if (config.required || signal.aborted) throw error;
+      // An optional server stays in the set, still reconnecting in the background.
+      core.emit({
+        type: 'reconnect-failed',
+        server: session.name,
+        attempt: session.recovery.attempts,
+        error: toStepbindError(error),
+      });
+      return { ...reused, snapshot: undefined, listingKey: undefined };
+    }
+    return {
+      ...reused,
+      snapshot: reconnect.snapshot,
+      listingKey: reconnect.listingKey,
+      reconnect,
+    };
+  } catch (error) {
+    release();
+    throw error;
+  }
+}
+
+/**
+ * Publishes a whole set in one step (see {@link publishCatalogs}): every changed catalog, then,
+ * still under the write locks, the set's entries and the pointer move.
+ */
+async function publishSet(
+  core: RuntimeCore,
+  set: ConnectionSet,
+  candidates: readonly Candidate[],
+  reasons: readonly string[],
+  signal: AbortSignal,
+): Promise<void> {
+  const changed = new Set<Candidate>();
+  const items: Publication[] = [];
+  for (const c of candidates) {
+    if (c.snapshot === undefined) continue;
+    const publish =
+      c.fresh ||
+      (c.reconnect === undefined
+        ? !core.unchanged(c.session, c.snapshot)
+        : reconnectChanged(core, c.session, c.reconnect));
+    if (!publish) continue;
+    changed.add(c);
+    items.push({
+      session: c.session,
+      snapshot: c.snapshot,
+      listingKey: c.listingKey,
+      expectedGeneration: c.expectedGeneration,
+      cause: c.reconnect === undefined ? 'refresh' : 'reconnect',
+    });
+  }
+  try {
+    await publishCatalogs(core, items, {
+      signal,
+      commit: () => {
+        for (const c of candidates) {
+          // An unchanged re-list still leaves the key of the listing that stays published.
+          if (c.listingKey !== undefined) c.session.listingKey = c.listingKey;
+          set.entries.set(c.session.name, { kind: 'ready', session: c.session });
+          c.session.refs++;
+          // Timeouts and limits are not part of the identity: a reused connection takes the new ones.
+          c.session.config = c.config;
+          if (c.reconnect !== undefined) adoptConnection(core, c.session, c.reconnect);
+          if (c.fresh) core.forceRestart.delete(c.session.name);
+          set.watch(c.session);
+        }
+        const ordered = [...set.config.servers.keys()]
+          .filter((name) => set.entries.has(name))
+          .map((name) => [name, set.entries.get(name)] as const);
+        set.entries.clear();
+        for (const [name, entry] of ordered) if (entry !== undefined) set.entries.set(name, entry);
+        const previous = core.current;
+        core.current = set;
+        core.liveSets.add(set);
+        if (previous !== undefined) {
+          previous.retired = true;
+          core.maybeDrain(previous);
+        }
+      },
+    });
+  } finally {
+    for (const c of candidates) c.release();
+  }
+  for (const c of candidates) {
+    if (c.reconnect !== undefined) emitReconnected(core, c.session, changed.has(c));
+  }
+  for (const c of changed) {
+    if (c.fresh) {
+      core.emit({
+        type: 'server-ready',
+        server: c.session.name,
+        generation: c.session.catalog.generation,
+        tools: c.session.catalog.tools.length,
+      });
+    }
+  }
+  core.emit({ type: 'set-published', setId: set.id, reasons });
+}
+
+/** An optional server finished starting after its set was published: publish and adopt it. */
+async function publishLate(
+  core: RuntimeCore,
+  set: ConnectionSet,
+  name: string,
+  candidate: Candidate,
+): Promise<void> {
+  const { session, snapshot } = candidate;
+  // A refresh under way will start (or has started) its own connection for this server.
+  if (set.retired || core.closed || core.current !== set || core.rebuilding) {
+    void core.closeSession(session);
+    return;
+  }
+  try {
+    // Late starts are always new connections, so their listing was validated in full.
+    if (snapshot === undefined) throw new Error(`late start of "${name}" has no snapshot`);
+    await publishCatalogs(
+      core,
+      [
+        {
+          session,
+          snapshot,
+          listingKey: candidate.listingKey,
+          expectedGeneration: candidate.expectedGeneration,
+          cause: 'refresh',
+        },
+      ],
+      {
+        commit: () => {
+          session.refs++;
+          set.entries.set(name, { kind: 'ready', session });
+          set.watch(session);
+          set.invalidate();
+        },
+      },
+    );
+  } catch (error) {
+    const mapped = toStepbindError(error);
+    set.entries.set(name, { kind: 'failed', error: mapped });
+    set.invalidate();
+    void core.closeSession(session);
+    core.emit({ type: 'server-failed', server: name, required: false, error: mapped });
+    return;
+  }
+  core.emit({
+    type: 'server-ready',
+    server: name,
+    generation: session.catalog.generation,
+    tools: session.catalog.tools.length,
+  });
+}
