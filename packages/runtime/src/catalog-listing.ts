@@ -108,7 +108,7 @@ async function discover(
     ...config.limits,
     requestTimeoutMs: config.requestTimeoutMs,
     server: name,
-    changes: connection,
+    changes: connection.changes,
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     onPage: (tools, pageIndex) => {
       total += tools.length;

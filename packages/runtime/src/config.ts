@@ -1,90 +1,30 @@
-import { ConfigError, ErrorCode, type ApprovalMode } from '@stepbind/binding';
+import {
+  checkKeys,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  expectBool,
+  expectInt,
+  expectObject,
+  expectOneOf,
+  expectArray,
+  expectString,
+  fail,
+  optInt,
+  pathKey,
+  stringList,
+  type CommonServerConfig,
+  type ServerLimits,
+} from './config-values.js';
 import { interpolate, type EnvironmentSource } from './interpolate.js';
 import type { ToolFilterConfig } from './tool-filter.js';
+import { parseTransportConfig, transportKeysOf, type ServerConfig } from './transports/index.js';
 
-/**
- * Discovery limits (DESIGN §4) and call value bounds (`CallLimits` of `@stepbind/binding`: depth
- * and size of arguments and results) that may be set per server; unset ones take the defaults.
- */
-export interface ServerLimits {
-  readonly maxPages?: number;
-  readonly maxTools?: number;
-  readonly maxCursorBytes?: number;
-  readonly totalTimeoutMs?: number;
-  readonly maxRestarts?: number;
-  /** @default 64 */
-  readonly maxArgumentDepth?: number;
-  /** @default 4194304 */
-  readonly maxArgumentBytes?: number;
-  /** @default 128 */
-  readonly maxOutputDepth?: number;
-  /** @default 16777216 */
-  readonly maxOutputBytes?: number;
-}
-
-interface CommonServerConfig {
-  /** A required server that fails makes `open`/refresh fail; an optional one is left out. @default true */
-  readonly required: boolean;
-  /** The audience class whose catalogs this server's tools belong to. @default "default" */
-  readonly audience: string;
-  /** Budget to start the process (or open the session) and finish `initialize`. @default 30000 */
-  readonly startupTimeoutMs: number;
-  /** Budget for each `tools/list` request. @default 30000 */
-  readonly requestTimeoutMs: number;
-  /** Default budget for each `tools/call`. @default 60000 */
-  readonly callTimeoutMs: number;
-  /** Discovery limits for this server. */
-  readonly limits: ServerLimits;
-  /**
-   * Which calls need an approval from the `prepare` hook (`ctx.approve()`), see `ApprovalMode`.
-   * @default the runtime's `approval` option, else "unproven-writes"
-   */
-  readonly approval?: ApprovalMode;
-  /** Raw tool names that never need an approval (Cline's `autoApprove`). @default [] */
-  readonly autoApprove: readonly string[];
-  /** Which tools are published: `allow`/`deny` globs, applied before model names are assigned. */
-  readonly tools?: ToolFilterConfig;
-  /** Roots offered to the server (`roots/list`): absolute paths or `file://` URIs. @default [] */
-  readonly roots: readonly string[];
-  /**
-   * The largest single JSON-RPC message this server may send, in bytes (a stdio line, an HTTP JSON
-   * body or one SSE event). Enforced while reading, before the message is buffered whole; a larger
-   * one fails with `MESSAGE_TOO_LARGE`. @default 10485760 (10 MiB, {@link DEFAULT_MAX_MESSAGE_BYTES})
-   */
-  readonly maxMessageBytes: number;
-  /**
-   * Under an idempotency key whose outcome is unknown, this server's `read` tools may be sent
-   * again (tools of other effect classes never are). @default false
-   */
-  readonly retryReads: boolean;
-}
-
-/** A server started as a child process speaking MCP over stdio. */
-export interface StdioServerConfig extends CommonServerConfig {
-  readonly transport: 'stdio';
-  readonly command: string;
-  readonly args: readonly string[];
-  /** Extra environment variables, on top of the SDK's safe default set (PATH, HOME, ...). */
-  readonly env: Readonly<Record<string, string>>;
-  /** Names of variables copied from this process's environment when they are set. */
-  readonly envPassthrough: readonly string[];
-  readonly cwd?: string;
-  /**
-   * The server's stderr: `pipe` keeps the last lines for start errors and delivers every line as a
-   * `server-stderr` event; `inherit` shares this process's stderr; `ignore` drops it. @default "pipe"
-   */
-  readonly stderr: 'pipe' | 'inherit' | 'ignore';
-}
-
-/** A server reached over Streamable HTTP. */
-export interface HttpServerConfig extends CommonServerConfig {
-  readonly transport: 'http';
-  readonly url: string;
-  readonly headers: Readonly<Record<string, string>>;
-}
-
-/** One validated server entry. */
-export type ServerConfig = StdioServerConfig | HttpServerConfig;
+export {
+  assertNoUrlCredentials,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  serverConfigPath,
+} from './config-values.js';
+export type { CommonServerConfig, ServerLimits } from './config-values.js';
+export type { HttpServerConfig, ServerConfig, StdioServerConfig } from './transports/index.js';
 
 /** The durable execution journal (DESIGN §13), the `journal` key of a configuration file. */
 export interface JournalConfig {
@@ -116,13 +56,6 @@ export interface ParseConfigOptions {
   readonly env?: EnvironmentSource;
 }
 
-/**
- * Default of `maxMessageBytes`: 10 MiB, the stdio buffer limit of the MCP SDK's own client, so a server
- * that works with SDK-based hosts (a tool result with a large image, a one-page catalog of thousands of
- * tools) also works here, while one runaway line cannot take the host's memory.
- */
-export const DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
-
 /** Bounds of `maxMessageBytes`: 1 KiB to 256 MiB (a JSON text that V8 can still hold as a string). */
 const MAX_MESSAGE_BYTES_RANGE = [1024, 256 * 1024 * 1024] as const;
 
@@ -147,16 +80,10 @@ const COMMON_KEYS = [
   'maxMessageBytes',
   'retryReads',
 ] as const;
-const STDIO_KEYS: readonly string[] = [
-  'command',
-  'args',
-  'env',
-  'envPassthrough',
-  'cwd',
-  'stderr',
-  ...COMMON_KEYS,
-];
-const HTTP_KEYS: readonly string[] = ['url', 'headers', ...COMMON_KEYS];
+/** Every key a server entry of `kind` may have, its transport's first. */
+function serverKeysOf(kind: ServerConfig['transport']): readonly string[] {
+  return [...transportKeysOf(kind), ...COMMON_KEYS];
+}
 const LIMIT_KEYS = [
   'maxPages',
   'maxTools',
@@ -207,7 +134,7 @@ export function parseConfig(input: unknown, options: ParseConfigOptions = {}): R
       entry['disabled'] === undefined ? false : expectBool(entry['disabled'], `${path}.disabled`);
     if (off) {
       // A disabled entry is checked for unknown keys only: it may name variables that are not set.
-      checkKeys(entry, path, entry['url'] === undefined ? STDIO_KEYS : HTTP_KEYS);
+      checkKeys(entry, path, serverKeysOf(entry['url'] === undefined ? 'stdio' : 'http'));
       disabled.push(name);
       continue;
     }
@@ -275,7 +202,7 @@ function parseServer(
   ) {
     fail(`${path}.type`, `does not match the ${hasCommand ? 'command' : 'url'} given`);
   }
-  checkKeys(obj, path, hasCommand ? STDIO_KEYS : HTTP_KEYS);
+  checkKeys(obj, path, serverKeysOf(hasCommand ? 'stdio' : 'http'));
   if (obj['timeout'] !== undefined && obj['callTimeoutMs'] !== undefined) {
     fail(`${path}.timeout`, 'give "timeout" (seconds, as Cline does) or "callTimeoutMs", not both');
   }
@@ -317,84 +244,7 @@ function parseServer(
   };
   const text = (value: unknown, at: string, allowEmpty = false): string =>
     interpolate(expectString(value, at, allowEmpty), at, env);
-  if (hasCommand) {
-    const args = obj['args'] === undefined ? [] : expectArray(obj['args'], `${path}.args`);
-    const passthrough =
-      obj['envPassthrough'] === undefined
-        ? []
-        : expectArray(obj['envPassthrough'], `${path}.envPassthrough`);
-    const config: StdioServerConfig = {
-      ...common,
-      transport: 'stdio',
-      command: text(obj['command'], `${path}.command`),
-      args: Object.freeze(args.map((a, i) => text(a, `${path}.args[${i}]`, true))),
-      env: expectStringRecord(
-        obj['env'],
-        `${path}.env`,
-        ENV_NAME,
-        'an environment variable name ([A-Za-z_][A-Za-z0-9_]*)',
-        env,
-      ),
-      envPassthrough: Object.freeze(
-        passthrough.map((a, i) => {
-          const name = expectString(a, `${path}.envPassthrough[${i}]`);
-          if (!ENV_NAME.test(name)) {
-            fail(
-              `${path}.envPassthrough[${i}]`,
-              `${JSON.stringify(name)} is not an environment variable name`,
-            );
-          }
-          return name;
-        }),
-      ),
-      ...(obj['cwd'] === undefined ? {} : { cwd: text(obj['cwd'], `${path}.cwd`) }),
-      stderr:
-        obj['stderr'] === undefined
-          ? 'pipe'
-          : expectOneOf(obj['stderr'], `${path}.stderr`, ['pipe', 'inherit', 'ignore'] as const),
-    };
-    return Object.freeze(config);
-  }
-  const url = text(obj['url'], `${path}.url`);
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    fail(`${path}.url`, 'is not a valid URL');
-  }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    fail(`${path}.url`, 'must be an http or https URL');
-  }
-  assertNoUrlCredentials(parsed, `${path}.url`);
-  const config: HttpServerConfig = {
-    ...common,
-    transport: 'http',
-    url,
-    headers: expectStringRecord(
-      obj['headers'],
-      `${path}.headers`,
-      HEADER_NAME,
-      'an HTTP header name (RFC 9110 token)',
-      env,
-    ),
-  };
-  return Object.freeze(config);
-}
-
-function checkKeys(obj: Record<string, unknown>, path: string, allowed: readonly string[]): void {
-  for (const key of Object.keys(obj)) {
-    if (!allowed.includes(key)) {
-      fail(
-        `${path}${pathKey(key)}`,
-        `unknown key; the keys allowed here are ${allowed.join(', ')}`,
-      );
-    }
-  }
-}
-
-function stringList(value: unknown, path: string): readonly string[] {
-  if (value === undefined) return Object.freeze([]);
-  return Object.freeze(expectArray(value, path).map((v, i) => expectString(v, `${path}[${i}]`)));
+  return parseTransportConfig(hasCommand ? 'stdio' : 'http', obj, path, common, text, env);
 }
 
 function parseToolFilter(value: unknown, path: string): ToolFilterConfig {
@@ -404,26 +254,6 @@ function parseToolFilter(value: unknown, path: string): ToolFilterConfig {
     ...(obj['allow'] === undefined ? {} : { allow: stringList(obj['allow'], `${path}.allow`) }),
     ...(obj['deny'] === undefined ? {} : { deny: stringList(obj['deny'], `${path}.deny`) }),
   });
-}
-
-/**
- * Refuses a URL with a user name or password in it (`https://user:secret@host/mcp`): credentials
- * in a URL end up in logs, proxies and error messages. The message never repeats the URL.
- *
- * @throws ConfigError `INVALID_CONFIG` with `detail.path` = `path`.
- */
-export function assertNoUrlCredentials(url: string | URL, path: string): void {
-  let parsed: URL;
-  try {
-    parsed = typeof url === 'string' ? new URL(url) : url;
-  } catch {
-    fail(path, 'is not a valid URL');
-  }
-  if (parsed.username === '' && parsed.password === '') return;
-  fail(
-    path,
-    'must not contain credentials ("user:password@"); send them in "headers" instead, for example "Authorization": "Bearer <token>" with the token read from an environment variable by your program',
-  );
 }
 
 function parseLimits(value: unknown, path: string): ServerLimits {
@@ -438,89 +268,4 @@ function parseLimits(value: unknown, path: string): ServerLimits {
   return Object.freeze(out);
 }
 
-/** The JSON path of one key of one server's entry, e.g. `$.mcpServers.files.cwd`. */
-export function serverConfigPath(server: string, key: string): string {
-  return `$.mcpServers${pathKey(server)}${pathKey(key)}`;
-}
-
-function fail(path: string, problem: string): never {
-  throw new ConfigError(ErrorCode.INVALID_CONFIG, `Invalid configuration at ${path}: ${problem}.`, {
-    detail: { path },
-  });
-}
-
-function pathKey(key: string): string {
-  return /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
-}
-
-function expectObject(value: unknown, path: string): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    fail(path, 'expected an object');
-  }
-  return value as Record<string, unknown>;
-}
-
-function expectArray(value: unknown, path: string): unknown[] {
-  if (!Array.isArray(value)) fail(path, 'expected an array');
-  return value;
-}
-
-function expectString(value: unknown, path: string, allowEmpty = false): string {
-  if (typeof value !== 'string' || (!allowEmpty && value.length === 0)) {
-    fail(path, allowEmpty ? 'expected a string' : 'expected a non-empty string');
-  }
-  return value;
-}
-
 const APPROVAL_MODES = ['none', 'unproven-writes', 'all-writes'] as const;
-
-function expectOneOf<const T extends readonly string[]>(
-  value: unknown,
-  path: string,
-  options: T,
-): T[number] {
-  if (typeof value !== 'string' || !options.includes(value)) {
-    fail(path, `expected one of ${options.map((o) => JSON.stringify(o)).join(', ')}`);
-  }
-  return value;
-}
-
-function expectBool(value: unknown, path: string): boolean {
-  if (typeof value !== 'boolean') fail(path, 'expected true or false');
-  return value;
-}
-
-function expectInt(value: unknown, path: string, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    fail(path, `expected an integer from ${min} to ${max}`);
-  }
-  return value;
-}
-
-function optInt(value: unknown, path: string, fallback: number): number {
-  return value === undefined ? fallback : expectInt(value, path, 1, 2_147_483_647);
-}
-
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-
-function expectStringRecord(
-  value: unknown,
-  path: string,
-  keyPattern: RegExp,
-  keyKind: string,
-  env: EnvironmentSource,
-): Readonly<Record<string, string>> {
-  if (value === undefined) return Object.freeze({});
-  const obj = expectObject(value, path);
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(obj)) {
-    // `__proto__` is a syntactically fine name but would be dropped by a plain assignment.
-    if (!keyPattern.test(k) || k === '__proto__') {
-      fail(`${path}${pathKey(k)}`, `${JSON.stringify(k)} is not ${keyKind}`);
-    }
-    if (typeof v !== 'string') fail(`${path}${pathKey(k)}`, 'expected a string');
-    out[k] = interpolate(v, `${path}${pathKey(k)}`, env);
-  }
-  return Object.freeze(out);
-}

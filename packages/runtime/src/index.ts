@@ -63,17 +63,13 @@ export type {
   ServerLimits,
   StdioServerConfig,
 } from './config.js';
-export { CLIENT_INFO, connectServer, mapSdkError, SdkConnection } from './sdk.js';
+export { connectServer, connectTransport } from './connect.js';
+export type { ConnectOptions, ConnectTransportOptions } from './connect.js';
+export { CLIENT_INFO, mapSdkError, SdkConnection } from './sdk.js';
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';
 export type { Redactor } from './redact.js';
 export type { SessionLoss } from './transports/http-session.js';
-export type {
-  CallRequestOptions,
-  ConnectOptions,
-  RawCallResult,
-  ServerHello,
-  ServerLogMessage,
-} from './sdk.js';
+export type { CallRequestOptions, RawCallResult, ServerHello, ServerLogMessage } from './sdk.js';
 export { CLIENT_CAPABILITIES } from './client-capabilities.js';
 export type {
   ClientHandlers,
@@ -99,8 +95,6 @@ export type {
   ServerConnector,
   ServerStatus,
 } from './runtime.js';
-export { connectTransport } from './sdk.js';
-export type { ConnectTransportOptions } from './sdk.js';
 export {
   JOURNAL_APPLICATION_ID,
   JOURNAL_SCHEMA_VERSION,

@@ -23,7 +23,7 @@ import type {
 } from './options.js';
 import { RuntimePolicy } from './policy.js';
 import { refreshIfDirty } from './refresh.js';
-import { connectServer } from './sdk.js';
+import { connectServer } from './connect.js';
 import { stopRecovery } from './session.js';
 import { runtimeStatus } from './status.js';
 import { watchSession } from './watch.js';

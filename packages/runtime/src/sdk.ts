@@ -4,11 +4,8 @@
  * failure to a typed stepbind error.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CallToolResultSchema,
-  ErrorCode as RpcErrorCode,
-  McpError,
   ResultSchema,
   LoggingMessageNotificationSchema,
   ToolListChangedNotificationSchema,
@@ -17,33 +14,22 @@ import {
   ErrorCode,
   RuntimeError,
   StepbindError,
-  type Delivery,
+  type ChangeFeed,
   type ListPageRequest,
   type McpContentBlock,
   type ToolListSource,
   onAbort,
 } from '@stepbind/binding';
-import {
-  CLIENT_CAPABILITIES,
-  installClientHandlers,
-  rootsOf,
-  type ClientHandlers,
-} from './client-capabilities.js';
-import { assertNoUrlCredentials, type ServerConfig } from './config.js';
-import {
-  httpFailure,
-  HttpSessionWatch,
-  type SessionLoss,
-  type TrackedRequest,
-} from './transports/http-session.js';
-import { createRedactor, NO_REDACTION, redactUrl, type Redactor } from './redact.js';
+import type { HttpSessionWatch, SessionLoss, TrackedRequest } from './transports/http-session.js';
+import { NO_REDACTION, type Redactor } from './redact.js';
 import { createDebug } from './log.js';
+import { connectionClosed, mapSdkError } from './sdk-errors.js';
 import { traceRequest } from './telemetry.js';
-import { guardErrorOf, type FaultError } from './transports/guard.js';
-import { GuardedHttpTransport } from './transports/http.js';
-import { StdioProcessTransport } from './transports/stdio.js';
+import type { FaultError } from './transports/guard.js';
+import type { StderrTail } from './transports/stderr-tail.js';
 
 export { Client };
+export { mapSdkError } from './sdk-errors.js';
 
 /** The name and version stepbind announces in `initialize`. */
 export const CLIENT_INFO = Object.freeze({ name: 'stepbind', version: '0.1.0' });
@@ -69,127 +55,6 @@ export interface CallRequestOptions {
   readonly timeoutMs: number;
 }
 
-/** Error-mapping context: what was being done, to whom. */
-interface MapContext {
-  readonly server: string;
-  readonly tool?: string;
-  readonly operation: string;
-  readonly timeoutMs?: number;
-  readonly signal?: AbortSignal;
-  /** The transport fault that closed the connection, if any: it replaces `CONNECTION_CLOSED`. */
-  readonly fault?: FaultError | undefined;
-  /** For a request whose delivery is tracked (`tools/call`): whether it was written. */
-  readonly delivery?: Delivery;
-}
-
-/**
- * Maps an SDK or transport failure to a typed stepbind error, keeping the original as `cause`:
- * our own abort → `ABORTED`; SDK request timeout (-32001) → `TIMEOUT`; connection closed (-32000)
- * or a transport that is gone → `CONNECTION_CLOSED` (or the fault that closed it, such as
- * `MESSAGE_TOO_LARGE`), or `OUTCOME_UNKNOWN` when `ctx.delivery` says the request was already
- * written; a response the transport guard refused → its `MALFORMED_MESSAGE` or
- * `MESSAGE_TOO_LARGE`; any other JSON-RPC error → `SERVER_ERROR` with `detail.rpcCode`. With
- * `ctx.delivery`, every error carries it as `detail.delivery`.
- */
-export function mapSdkError(error: unknown, ctx: MapContext): StepbindError {
-  if (error instanceof StepbindError) return error;
-  const guarded = guardErrorOf(error);
-  if (guarded !== undefined) return guarded;
-  const where = `${ctx.operation} on server "${ctx.server}"${ctx.tool === undefined ? '' : ` (tool "${ctx.tool}")`}`;
-  const detail = {
-    server: ctx.server,
-    ...(ctx.tool === undefined ? {} : { tool: ctx.tool }),
-    ...(ctx.delivery === undefined ? {} : { delivery: ctx.delivery }),
-  };
-  const sent = ctx.delivery === 'sent';
-  if (ctx.signal?.aborted === true) {
-    const reason: unknown = ctx.signal.reason;
-    if (reason instanceof StepbindError) return reason;
-    return new RuntimeError(
-      ErrorCode.ABORTED,
-      `${where} was cancelled by the caller${sent ? ' after it was sent (a cancellation was sent; it may have run)' : ''}.`,
-      { detail, cause: error },
-    );
-  }
-  if (error instanceof McpError) {
-    if (error.code === Number(RpcErrorCode.RequestTimeout)) {
-      return new RuntimeError(
-        ErrorCode.TIMEOUT,
-        `${where} timed out${ctx.timeoutMs === undefined ? '' : ` after ${ctx.timeoutMs} ms`}; a cancellation was sent${sent ? ', but the request may have run' : ''}. Check the server or raise the timeout.`,
-        { detail: { ...detail, rpcCode: error.code, timeoutMs: ctx.timeoutMs }, cause: error },
-      );
-    }
-    if (error.code === Number(RpcErrorCode.ConnectionClosed)) {
-      return lostConnection(ctx, where, detail, error);
-    }
-    return new RuntimeError(
-      ErrorCode.SERVER_ERROR,
-      `${where} failed with JSON-RPC error ${error.code}: ${stripPrefix(error.message)}`,
-      { detail: { ...detail, rpcCode: error.code }, cause: error },
-    );
-  }
-  const message = error instanceof Error ? error.message : String(error);
-  if (/not connected|closed|EPIPE|ECONNRESET/i.test(message)) {
-    return lostConnection(ctx, where, detail, error);
-  }
-  return new RuntimeError(ErrorCode.SERVER_ERROR, `${where} failed: ${message}`, {
-    detail,
-    cause: error,
-  });
-}
-
-/**
- * The connection is gone: the fault that closed it, if any; else `OUTCOME_UNKNOWN` when the request
- * was written (it may have run), `CONNECTION_CLOSED` when it was not.
- */
-function lostConnection(
-  ctx: MapContext,
-  where: string,
-  detail: Record<string, string>,
-  error: unknown,
-): StepbindError {
-  const fault = faultError(ctx);
-  if (fault !== undefined) return fault;
-  const sent = ctx.delivery === 'sent';
-  return sent ? outcomeUnknown(where, detail, error) : connectionClosed(where, detail, error);
-}
-
-function faultError(ctx: MapContext): StepbindError | undefined {
-  return ctx.fault?.({
-    id: -1,
-    method: ctx.operation,
-    ...(ctx.tool === undefined ? {} : { tool: ctx.tool }),
-  });
-}
-
-function connectionClosed(
-  where: string,
-  detail: Record<string, string>,
-  cause: unknown,
-): StepbindError {
-  return new RuntimeError(
-    ErrorCode.CONNECTION_CLOSED,
-    `${where} failed: the connection to the server is closed. Nothing was re-routed; refresh to reconnect and call again from a new step.`,
-    { detail, cause },
-  );
-}
-
-function outcomeUnknown(
-  where: string,
-  detail: Record<string, string>,
-  cause: unknown,
-): StepbindError {
-  return new RuntimeError(
-    ErrorCode.OUTCOME_UNKNOWN,
-    `${where}: the connection to the server was lost after the request was sent, so it may or may not have run. Check whether it took effect before calling it again; nothing was re-routed.`,
-    { detail, cause },
-  );
-}
-
-function stripPrefix(message: string): string {
-  return message.replace(/^MCP error -?\d+: /, '');
-}
-
 type Listener = () => void;
 
 /** Delivery of one `tools/call`: whether it was written, and its JSON-RPC id once it is. */
@@ -213,7 +78,8 @@ export class SdkConnection {
   readonly pid: number | undefined;
   #closed = false;
   #closing: Promise<void> | undefined;
-  #listChangedVersion = 0;
+  /** The `list_changed` counter (a {@link ChangeFeed} whose `version` is the count). */
+  readonly #changes = { version: 0 };
   #listChangedListeners = new Set<Listener>();
   #closeListeners = new Set<Listener>();
   #errorListeners = new Set<(error: Error) => void>();
@@ -228,7 +94,7 @@ export class SdkConnection {
   /** Delivery of each `tools/call` in flight, keyed by the identity of its `params` object. */
   readonly #outgoing = new WeakMap<object, Delivered>();
 
-  /** @internal use {@link connectServer}. */
+  /** @internal use `connectServer`. */
   constructor(
     name: string,
     client: Client,
@@ -265,7 +131,7 @@ export class SdkConnection {
       for (const listener of this.#logListeners) listener(message);
     });
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      this.#listChangedVersion++;
+      this.#changes.version++;
       for (const listener of this.#listChangedListeners) listener();
     });
     client.onclose = () => {
@@ -358,9 +224,17 @@ export class SdkConnection {
     return this.#closed || this.#lost !== undefined;
   }
 
-  /** Number of `notifications/tools/list_changed` received so far (a {@link ChangeFeed}). */
-  get version(): number {
-    return this.#listChangedVersion;
+  /** Number of `notifications/tools/list_changed` received so far. */
+  get listChangedCount(): number {
+    return this.#changes.version;
+  }
+
+  /**
+   * This connection's `list_changed` counter as the {@link ChangeFeed} `enumerateCatalog` watches
+   * (a change restarts a traversal).
+   */
+  get changes(): ChangeFeed {
+    return this.#changes;
   }
 
   /**
@@ -627,7 +501,7 @@ export class SdkConnection {
 }
 
 /** A per-request signal that follows `outer`; `dispose()` detaches it. */
-function linkSignal(
+export function linkSignal(
   outer: AbortSignal | undefined,
   always = false,
 ): { readonly signal: AbortSignal; abort(reason: unknown): void; dispose(): void } | undefined {
@@ -649,281 +523,12 @@ const PROBE_TIMEOUT_MS = 5_000;
 /** The reason a call is aborted with when the session watch saw its response stream break. */
 const RESPONSE_LOST = 'the response stream broke before the answer arrived';
 
-/** Options for {@link connectServer}. */
-export interface ConnectOptions {
-  readonly signal?: AbortSignal;
-  /** Overrides the config's `startupTimeoutMs`. */
-  readonly timeoutMs?: number;
-  /** Where a stdio child's stderr goes: kept as a tail for error messages, or inherited. @default "tail" */
-  readonly stderr?: 'tail' | 'inherit';
-  /**
-   * Answers to server-to-client requests (sampling, elicitation). Roots come from the config's
-   * `roots` unless given here.
-   */
-  readonly handlers?: ClientHandlers;
-  /**
-   * How long closing a stdio server waits at each step for its process group to be gone: after
-   * ending stdin, after SIGTERM to the group, after SIGKILL to the group. @default 2000
-   */
-  readonly closeGraceMs?: number;
-}
-
-const STDERR_TAIL_LINES = 20;
-
 /** An MCP `notifications/message` from a server (its log), as delivered to `onLog`. */
 export interface ServerLogMessage {
   /** `debug` | `info` | `notice` | `warning` | `error` | `critical` | `alert` | `emergency`. */
   readonly level: string;
   readonly logger?: string;
   readonly data: unknown;
-}
-
-/** The last stderr lines of a stdio server (for start errors) and a feed of every line. */
-class StderrTail {
-  readonly #lines: string[] = [];
-  readonly #listeners = new Set<(line: string) => void>();
-  readonly #mode: 'pipe' | 'inherit' | 'ignore';
-
-  constructor(mode: 'pipe' | 'inherit' | 'ignore') {
-    this.#mode = mode;
-  }
-
-  push(line: string): void {
-    this.#lines.push(line);
-    if (this.#lines.length > STDERR_TAIL_LINES) this.#lines.shift();
-    if (this.#mode !== 'pipe') return;
-    for (const listener of this.#listeners) listener(line);
-  }
-
-  /** The first listener also gets the lines written before it came (the start-up tail). */
-  onLine(listener: (line: string) => void): () => void {
-    if (this.#listeners.size === 0 && this.#mode === 'pipe')
-      for (const line of this.#lines) listener(line);
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
-  }
-
-  get text(): string {
-    return this.#lines.join('\n');
-  }
-}
-const EARLY_ERRORS = 3;
-
-/**
- * Starts (stdio) or opens (HTTP) a connection to one configured server and completes `initialize`.
- * A stdio server runs in its own process group; a failed start ends the whole group before this
- * rejects.
- *
- * @throws RuntimeError `SERVER_START_FAILED` (with the server's last stderr lines; for a missing
- *   working directory or command, `detail.configPath` names the key at fault), `TIMEOUT`,
- *   `ABORTED`, `MESSAGE_TOO_LARGE` or `MALFORMED_MESSAGE` (the `initialize` response).
- */
-export async function connectServer(
-  name: string,
-  config: ServerConfig,
-  options: ConnectOptions = {},
-): Promise<SdkConnection> {
-  const timeoutMs = options.timeoutMs ?? config.startupTimeoutMs;
-  const stderrTail = new StderrTail(config.transport === 'stdio' ? config.stderr : 'pipe');
-  let transport: Transport;
-  let pid: () => number | undefined = () => undefined;
-  let fault: () => FaultError | undefined = () => undefined;
-  let http: { readonly watch: HttpSessionWatch; readonly redactor: Redactor } | undefined;
-  if (config.transport === 'stdio') {
-    const env: Record<string, string> = {};
-    for (const key of config.envPassthrough) {
-      const value = process.env[key];
-      if (value !== undefined) env[key] = value;
-    }
-    Object.assign(env, config.env);
-    let partial = '';
-    const stdio = new StdioProcessTransport({
-      server: name,
-      command: config.command,
-      args: config.args,
-      env,
-      ...(config.cwd === undefined ? {} : { cwd: config.cwd }),
-      stderr:
-        options.stderr === 'inherit' || config.stderr === 'inherit'
-          ? 'inherit'
-          : config.stderr === 'ignore'
-            ? 'ignore'
-            : 'pipe',
-      onStderr: (chunk) => {
-        const lines = (partial + chunk.toString('utf8')).split('\n');
-        partial = (lines.pop() ?? '').slice(-4096);
-        for (const line of lines) stderrTail.push(line.slice(0, 4096));
-      },
-      maxMessageBytes: config.maxMessageBytes,
-      closeGraceMs: options.closeGraceMs ?? 2_000,
-    });
-    pid = () => stdio.pid;
-    fault = () => stdio.fault;
-    transport = stdio;
-  } else {
-    assertNoUrlCredentials(config.url, `$.mcpServers.${name}.url`);
-    const redactor = createRedactor(config.url, config.headers);
-    const watch = new HttpSessionWatch(redactor);
-    const guarded = new GuardedHttpTransport({
-      server: name,
-      url: config.url,
-      headers: config.headers,
-      maxMessageBytes: config.maxMessageBytes,
-      // The session watch sees every HTTP status below the guard, which bounds the bodies.
-      fetch: watch.fetch,
-    });
-    watch.attach(guarded);
-    http = { watch, redactor };
-    transport = guarded;
-  }
-  const redactor = http?.redactor ?? NO_REDACTION;
-  try {
-    return await openSession(name, transport, {
-      timeoutMs,
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
-      pid,
-      fault,
-      stderrTail,
-      handlers: { roots: rootsOf(config.roots), ...options.handlers },
-      ...(http === undefined ? {} : { http }),
-    });
-  } catch (error) {
-    if (!(error instanceof StepbindError) || error.code !== ErrorCode.SERVER_START_FAILED)
-      throw redactor.error(error as Error);
-    // A start error that names its config key (cwd, command) already says what to fix.
-    if (error.detail['configPath'] !== undefined) throw error;
-    const tail = stderrTail.text.trim();
-    const what =
-      config.transport === 'stdio' ? `command "${config.command}"` : `URL ${redactUrl(config.url)}`;
-    const failure = config.transport === 'http' ? httpFailure(error.cause) : {};
-    const advice =
-      config.transport === 'stdio'
-        ? 'Check the command, its arguments and environment in the configuration.'
-        : failure.httpStatus === 401 || failure.httpStatus === 403
-          ? 'The server refused the credentials: check the values sent in "headers".'
-          : 'Check the URL, the headers and that the server is running.';
-    const why = [
-      failure.httpStatus === undefined ? '' : `HTTP ${failure.httpStatus}: `,
-      error.message,
-      failure.code === undefined ? '' : ` (${failure.code})`,
-    ].join('');
-    throw redactor.error(
-      new RuntimeError(
-        ErrorCode.SERVER_START_FAILED,
-        `Server "${name}" could not be started (${what}): ${why}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\n${advice}`,
-        { detail: { server: name, stderr: tail, ...failure }, cause: error.cause },
-      ),
-    );
-  }
-}
-
-/** Options of {@link connectTransport}. */
-export interface ConnectTransportOptions {
-  readonly signal?: AbortSignal;
-  /** Budget for `initialize`. @default 30000 */
-  readonly timeoutMs?: number;
-  /** Answers to server-to-client requests (roots, sampling, elicitation). */
-  readonly handlers?: ClientHandlers;
-}
-
-/**
- * Completes `initialize` over any SDK transport (for example one end of
- * `InMemoryTransport.createLinkedPair()`) and returns the session. The transport is closed on failure.
- *
- * @throws RuntimeError `SERVER_START_FAILED`, `TIMEOUT` or `ABORTED`.
- */
-export function connectTransport(
-  name: string,
-  transport: Transport,
-  options: ConnectTransportOptions = {},
-): Promise<SdkConnection> {
-  return openSession(name, transport, {
-    timeoutMs: options.timeoutMs ?? 30_000,
-    ...(options.signal === undefined ? {} : { signal: options.signal }),
-    pid: () => undefined,
-    fault: () => undefined,
-    stderrTail: new StderrTail('pipe'),
-    ...(options.handlers === undefined ? {} : { handlers: options.handlers }),
-  });
-}
-
-/** Codes an `initialize` failure keeps as they are (anything else is `SERVER_START_FAILED`). */
-const START_CODES: ReadonlySet<string> = new Set([
-  ErrorCode.TIMEOUT,
-  ErrorCode.ABORTED,
-  ErrorCode.SERVER_START_FAILED,
-  ErrorCode.MESSAGE_TOO_LARGE,
-  ErrorCode.MALFORMED_MESSAGE,
-]);
-
-async function openSession(
-  name: string,
-  transport: Transport,
-  options: {
-    readonly timeoutMs: number;
-    readonly signal?: AbortSignal;
-    readonly pid: () => number | undefined;
-    readonly fault: () => FaultError | undefined;
-    readonly stderrTail: StderrTail;
-    readonly handlers?: ClientHandlers;
-    readonly http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor };
-  },
-): Promise<SdkConnection> {
-  const client = new Client({ ...CLIENT_INFO }, { capabilities: CLIENT_CAPABILITIES });
-  installClientHandlers(client, name, options.handlers ?? {});
-  // Transport errors are observed from spawn on: those before the session exists explain a start
-  // that fails (the SdkConnection takes over the handler once it succeeds).
-  const early: Error[] = [];
-  client.onerror = (error) => {
-    early.push(error);
-    if (early.length > EARLY_ERRORS) early.shift();
-  };
-  // The client reports the negotiated version only through this optional transport hook.
-  let protocolVersion: string | undefined;
-  const forward = transport.setProtocolVersion?.bind(transport);
-  transport.setProtocolVersion = (version: string) => {
-    protocolVersion = version;
-    forward?.(version);
-  };
-  const link = linkSignal(options.signal);
-  try {
-    await client.connect(transport, {
-      timeout: options.timeoutMs,
-      ...(link === undefined ? {} : { signal: link.signal }),
-    });
-  } catch (error) {
-    try {
-      // Ends a stdio server's whole process group (and waits for it) on every failure path.
-      await client.close();
-    } catch {
-      // The start already failed; the close is best effort and the original error is reported.
-    }
-    const mapped = mapSdkError(error, {
-      server: name,
-      operation: 'initialize',
-      timeoutMs: options.timeoutMs,
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
-      fault: options.fault(),
-    });
-    if (START_CODES.has(mapped.code)) throw mapped;
-    const seen = early.map((e) => `\n  transport: ${e.message}`).join('');
-    throw new RuntimeError(
-      ErrorCode.SERVER_START_FAILED,
-      `${error instanceof Error ? error.message : String(error)}${seen}`,
-      { detail: { server: name }, cause: error },
-    );
-  } finally {
-    link?.dispose();
-  }
-  return new SdkConnection(
-    name,
-    client,
-    options.pid(),
-    options.stderrTail,
-    protocolVersion,
-    options.fault,
-    options.http,
-  );
 }
 
 /**

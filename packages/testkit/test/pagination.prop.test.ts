@@ -369,7 +369,7 @@ describe('pagination properties (real SDK client and server, in memory)', () => 
           fleets,
         );
         try {
-          const result = await enumerateCatalog(connection.listSource, { changes: connection });
+          const result = await enumerateCatalog(connection.listSource, { changes: connection.changes });
           expect(result.tools).toEqual(g.tools);
           expect(result.pageSizes).toEqual(g.split.pages.map((p) => p.length));
           const sent = fleet.audit('s').filter((e) => e.method === 'tools/list');
@@ -414,7 +414,7 @@ describe('pagination properties (real SDK client and server, in memory)', () => 
           try {
             const outcome = await settle(
               enumerateCatalog(connection.listSource, {
-                changes: connection,
+                changes: connection.changes,
                 totalTimeoutMs: 10_000,
               }),
             );

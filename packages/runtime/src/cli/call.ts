@@ -14,7 +14,7 @@ import {
 } from '@stepbind/binding';
 import { McpRuntime } from '../runtime.js';
 import { configFrom, describeError, parseArgs } from './options.js';
-import type { CliIo } from './run.js';
+import type { CliIo } from './io.js';
 
 const USAGE = `Usage: stepbind call SERVER TOOL --config FILE [--args JSON] [--approve] [--json]
   SERVER is a configured server name, TOOL the tool's name on that server (not the model name).

@@ -13,7 +13,7 @@ import {
 import { parseConfig, type RuntimeConfig, type ServerConfig } from '../config.js';
 import { listCatalog, type DiscoveryProgress } from '../catalog-listing.js';
 import { identityOf } from '../transports/index.js';
-import { connectServer } from '../sdk.js';
+import { connectServer } from '../connect.js';
 
 /** The outcome of discovering one configured server. */
 export type ServerCatalogReport =

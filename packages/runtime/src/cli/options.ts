@@ -7,7 +7,7 @@
 import { StepbindError } from '@stepbind/binding';
 import type { RuntimeConfig } from '../config.js';
 import { loadConfigFile } from './catalog.js';
-import type { CliIo } from './run.js';
+import type { CliIo } from './io.js';
 
 /** Parsed arguments: option values, flags set, positionals in order. */
 export interface ParsedArgs {

@@ -10,19 +10,10 @@ import { configCheckJson, formatConfigCheck } from './config-check.js';
 import { runCallCommand } from './call.js';
 import { runToolsCommand } from './tools.js';
 import { packageVersion } from './version.js';
+import type { CliIo } from './io.js';
 import { listReceipts, verifyReceipts } from './receipts.js';
 
-/** Where the CLI writes, and how it is cancelled. */
-export interface CliIo {
-  readonly stdout: (text: string) => void;
-  readonly stderr: (text: string) => void;
-  readonly signal?: AbortSignal;
-  /**
-   * Live progress (one line, replaced by the next; `""` clears it). The CLI gives it when stderr is
-   * a terminal. @default no progress
-   */
-  readonly progress?: (line: string) => void;
-}
+export type { CliIo } from './io.js';
 
 const USAGE = `Usage:
   stepbind catalog --config FILE [--json]   discover every tool of every configured server

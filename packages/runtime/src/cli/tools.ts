@@ -15,7 +15,7 @@ import {
 } from '@stepbind/binding';
 import { McpRuntime } from '../runtime.js';
 import { configFrom, describeError, parseArgs } from './options.js';
-import type { CliIo } from './run.js';
+import type { CliIo } from './io.js';
 
 /** The `--format` values of `stepbind tools`. */
 export const TOOL_FORMATS = ['openai', 'responses', 'anthropic', 'gemini'] as const;

@@ -15,7 +15,18 @@ import type {
   MessageExtraInfo,
   RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
-import { serverConfigPath } from '../config.js';
+import { computeTransportDigest } from '@stepbind/binding';
+import {
+  assertNoUrlCredentials,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  expectStringRecord,
+  fail,
+  HEADER_NAME,
+  serverConfigPath,
+  type CommonServerConfig,
+} from '../config-values.js';
+import type { EnvironmentSource } from '../interpolate.js';
+import { createRedactor, type Redactor } from '../redact.js';
 import {
   checkMessage,
   malformedMessageError,
@@ -24,6 +35,88 @@ import {
   preview,
   type FaultError,
 } from './guard.js';
+import { HttpSessionWatch } from './http-session.js';
+
+/** A server reached over Streamable HTTP. */
+export interface HttpServerConfig extends CommonServerConfig {
+  readonly transport: 'http';
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+/** The keys of a Streamable HTTP server entry on top of the common ones. */
+export const HTTP_KEYS: readonly string[] = ['url', 'headers'];
+
+/** Parses the HTTP keys of a server entry (`text` reads and interpolates a string value). */
+export function parseHttpConfig(
+  obj: Record<string, unknown>,
+  path: string,
+  common: CommonServerConfig,
+  text: (value: unknown, at: string) => string,
+  env: EnvironmentSource,
+): HttpServerConfig {
+  const url = text(obj['url'], `${path}.url`);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    fail(`${path}.url`, 'is not a valid URL');
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    fail(`${path}.url`, 'must be an http or https URL');
+  }
+  assertNoUrlCredentials(parsed, `${path}.url`);
+  const config: HttpServerConfig = {
+    ...common,
+    transport: 'http',
+    url,
+    headers: expectStringRecord(
+      obj['headers'],
+      `${path}.headers`,
+      HEADER_NAME,
+      'an HTTP header name (RFC 9110 token)',
+      env,
+    ),
+  };
+  return Object.freeze(config);
+}
+
+/** The identity key of an HTTP server: url, headers, audience, roots, a non-default message limit. */
+export function httpIdentityKey(config: HttpServerConfig): string {
+  return computeTransportDigest({
+    transport: 'http',
+    url: config.url,
+    headers: config.headers,
+    audience: config.audience,
+    ...(config.roots.length === 0 ? {} : { roots: config.roots }),
+    ...(config.maxMessageBytes === DEFAULT_MAX_MESSAGE_BYTES
+      ? {}
+      : { maxMessageBytes: config.maxMessageBytes }),
+  });
+}
+
+/**
+ * The guarded Streamable HTTP transport of a server entry, with the session watch under its
+ * `fetch` and the redactor of its URL and headers.
+ */
+export function openHttpTransport(
+  name: string,
+  config: HttpServerConfig,
+): { transport: GuardedHttpTransport; watch: HttpSessionWatch; redactor: Redactor } {
+  assertNoUrlCredentials(config.url, `$.mcpServers.${name}.url`);
+  const redactor = createRedactor(config.url, config.headers);
+  const watch = new HttpSessionWatch(redactor);
+  const transport = new GuardedHttpTransport({
+    server: name,
+    url: config.url,
+    headers: config.headers,
+    maxMessageBytes: config.maxMessageBytes,
+    // The session watch sees every HTTP status below the guard, which bounds the bodies.
+    fetch: watch.fetch,
+  });
+  watch.attach(transport);
+  return { transport, watch, redactor };
+}
 
 /** Options of {@link GuardedHttpTransport}. */
 export interface HttpTransportOptions {

@@ -1,5 +1,55 @@
-import { computeTransportDigest, type ServerIdentity } from '@stepbind/binding';
-import { DEFAULT_MAX_MESSAGE_BYTES, type ServerConfig } from '../config.js';
+/**
+ * The transports, one file per kind: each holds its configuration keys and their parsing, its
+ * identity key (what makes a connection reusable) and its SDK transport. This file is the switch
+ * over the kinds; a new transport is one new file and one case in each function here.
+ */
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { ServerIdentity } from '@stepbind/binding';
+import type { CommonServerConfig } from '../config-values.js';
+import type { EnvironmentSource } from '../interpolate.js';
+import type { Redactor } from '../redact.js';
+import type { FaultError } from './guard.js';
+import {
+  HTTP_KEYS,
+  httpIdentityKey,
+  openHttpTransport,
+  parseHttpConfig,
+  type HttpServerConfig,
+} from './http.js';
+import type { HttpSessionWatch } from './http-session.js';
+import type { StderrTail } from './stderr-tail.js';
+import {
+  openStdioTransport,
+  parseStdioConfig,
+  STDIO_KEYS,
+  stdioIdentityKey,
+  type StdioServerConfig,
+} from './stdio.js';
+
+export type { HttpServerConfig } from './http.js';
+export type { StdioServerConfig } from './stdio.js';
+
+/** One configured server: a stdio child process or a Streamable HTTP endpoint. */
+export type ServerConfig = StdioServerConfig | HttpServerConfig;
+
+/** The transport keys a server entry of `kind` may have (on top of the common ones). */
+export function transportKeysOf(kind: ServerConfig['transport']): readonly string[] {
+  return kind === 'stdio' ? STDIO_KEYS : HTTP_KEYS;
+}
+
+/** Parses the transport keys of one server entry into its whole configuration. */
+export function parseTransportConfig(
+  kind: ServerConfig['transport'],
+  obj: Record<string, unknown>,
+  path: string,
+  common: CommonServerConfig,
+  text: (value: unknown, at: string, allowEmpty?: boolean) => string,
+  env: EnvironmentSource,
+): ServerConfig {
+  return kind === 'stdio'
+    ? parseStdioConfig(obj, path, common, text, env)
+    : parseHttpConfig(obj, path, common, text, env);
+}
 
 /**
  * The digest of the transport settings that make a connection reusable: transport, command, args,
@@ -7,36 +57,7 @@ import { DEFAULT_MAX_MESSAGE_BYTES, type ServerConfig } from '../config.js';
  * new identity).
  */
 export function identityKeyOf(config: ServerConfig): string {
-  // A non-default message limit is part of the transport (a new limit needs a new connection);
-  // the default is left out so that digests of configurations without it stay as they were.
-  const limit =
-    config.maxMessageBytes === DEFAULT_MAX_MESSAGE_BYTES
-      ? {}
-      : { maxMessageBytes: config.maxMessageBytes };
-  return config.transport === 'stdio'
-    ? computeTransportDigest({
-        transport: 'stdio',
-        command: config.command,
-        args: config.args,
-        env: config.env,
-        // Values, not just names: a rotated token in this process's environment means a reconnect.
-        envPassthrough: Object.fromEntries(
-          config.envPassthrough.map((name) => [name, process.env[name] ?? null]),
-        ),
-        cwd: config.cwd ?? null,
-        audience: config.audience,
-        // Roots are declared at initialize: other roots need a new session.
-        ...(config.roots.length === 0 ? {} : { roots: config.roots }),
-        ...limit,
-      })
-    : computeTransportDigest({
-        transport: 'http',
-        url: config.url,
-        headers: config.headers,
-        audience: config.audience,
-        ...(config.roots.length === 0 ? {} : { roots: config.roots }),
-        ...limit,
-      });
+  return config.transport === 'stdio' ? stdioIdentityKey(config) : httpIdentityKey(config);
 }
 
 /** The identity of a live connection: configured name, transport digest, serverInfo, protocol. */
@@ -57,4 +78,30 @@ export function identityOf(
     ...(serverInfo === undefined ? {} : { serverInfo }),
     ...(protocolVersion === undefined ? {} : { protocolVersion }),
   });
+}
+
+/** A transport opened for one server entry, not connected yet. */
+export interface OpenedTransport {
+  readonly transport: Transport;
+  /** The stdio child's pid, once spawned. */
+  readonly pid: () => number | undefined;
+  /** The fault that closed a stdio transport (an oversized line). */
+  readonly fault: () => FaultError | undefined;
+  /** For HTTP: the session watch and the redactor of its URL and headers. */
+  readonly http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor };
+}
+
+/** Builds the SDK transport of one server entry (nothing is sent until the client connects). */
+export function openTransport(
+  name: string,
+  config: ServerConfig,
+  options: { readonly stderr?: 'tail' | 'inherit'; readonly closeGraceMs?: number },
+  tail: StderrTail,
+): OpenedTransport {
+  if (config.transport === 'stdio') {
+    const stdio = openStdioTransport(name, config, options, tail);
+    return { transport: stdio, pid: () => stdio.pid, fault: () => stdio.fault };
+  }
+  const { transport, watch, redactor } = openHttpTransport(name, config);
+  return { transport, pid: () => undefined, fault: () => undefined, http: { watch, redactor } };
 }

@@ -11,9 +11,161 @@ import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js
 import { serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { ErrorCode, RuntimeError, type StepbindError } from '@stepbind/binding';
-import { serverConfigPath } from '../config.js';
+import {
+  computeTransportDigest,
+  ErrorCode,
+  RuntimeError,
+  type StepbindError,
+} from '@stepbind/binding';
+import {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  ENV_NAME,
+  expectArray,
+  expectOneOf,
+  expectString,
+  expectStringRecord,
+  fail,
+  serverConfigPath,
+  type CommonServerConfig,
+} from '../config-values.js';
+import type { EnvironmentSource } from '../interpolate.js';
 import { MessageGuard, messageTooLargeError, type FaultError } from './guard.js';
+import type { StderrTail } from './stderr-tail.js';
+
+/** A server started as a child process speaking MCP over stdio. */
+export interface StdioServerConfig extends CommonServerConfig {
+  readonly transport: 'stdio';
+  readonly command: string;
+  readonly args: readonly string[];
+  /** Extra environment variables, on top of the SDK's safe default set (PATH, HOME, ...). */
+  readonly env: Readonly<Record<string, string>>;
+  /** Names of variables copied from this process's environment when they are set. */
+  readonly envPassthrough: readonly string[];
+  readonly cwd?: string;
+  /**
+   * The server's stderr: `pipe` keeps the last lines for start errors and delivers every line as a
+   * `server-stderr` event; `inherit` shares this process's stderr; `ignore` drops it. @default "pipe"
+   */
+  readonly stderr: 'pipe' | 'inherit' | 'ignore';
+}
+
+/** The keys of a stdio server entry on top of the common ones. */
+export const STDIO_KEYS: readonly string[] = [
+  'command',
+  'args',
+  'env',
+  'envPassthrough',
+  'cwd',
+  'stderr',
+];
+
+/** Parses the stdio keys of a server entry (`text` reads and interpolates a string value). */
+export function parseStdioConfig(
+  obj: Record<string, unknown>,
+  path: string,
+  common: CommonServerConfig,
+  text: (value: unknown, at: string, allowEmpty?: boolean) => string,
+  env: EnvironmentSource,
+): StdioServerConfig {
+  const args = obj['args'] === undefined ? [] : expectArray(obj['args'], `${path}.args`);
+  const passthrough =
+    obj['envPassthrough'] === undefined
+      ? []
+      : expectArray(obj['envPassthrough'], `${path}.envPassthrough`);
+  const config: StdioServerConfig = {
+    ...common,
+    transport: 'stdio',
+    command: text(obj['command'], `${path}.command`),
+    args: Object.freeze(args.map((a, i) => text(a, `${path}.args[${i}]`, true))),
+    env: expectStringRecord(
+      obj['env'],
+      `${path}.env`,
+      ENV_NAME,
+      'an environment variable name ([A-Za-z_][A-Za-z0-9_]*)',
+      env,
+    ),
+    envPassthrough: Object.freeze(
+      passthrough.map((a, i) => {
+        const name = expectString(a, `${path}.envPassthrough[${i}]`);
+        if (!ENV_NAME.test(name)) {
+          fail(
+            `${path}.envPassthrough[${i}]`,
+            `${JSON.stringify(name)} is not an environment variable name`,
+          );
+        }
+        return name;
+      }),
+    ),
+    ...(obj['cwd'] === undefined ? {} : { cwd: text(obj['cwd'], `${path}.cwd`) }),
+    stderr:
+      obj['stderr'] === undefined
+        ? 'pipe'
+        : expectOneOf(obj['stderr'], `${path}.stderr`, ['pipe', 'inherit', 'ignore'] as const),
+  };
+  return Object.freeze(config);
+}
+
+/**
+ * The identity key of a stdio server: command, args, env, passed-through values, cwd, audience,
+ * roots and a non-default `maxMessageBytes`.
+ */
+export function stdioIdentityKey(config: StdioServerConfig): string {
+  // A non-default message limit is part of the transport (a new limit needs a new connection);
+  // the default is left out so that digests of configurations without it stay as they were.
+  return computeTransportDigest({
+    transport: 'stdio',
+    command: config.command,
+    args: config.args,
+    env: config.env,
+    // Values, not just names: a rotated token in this process's environment means a reconnect.
+    envPassthrough: Object.fromEntries(
+      config.envPassthrough.map((name) => [name, process.env[name] ?? null]),
+    ),
+    cwd: config.cwd ?? null,
+    audience: config.audience,
+    // Roots are declared at initialize: other roots need a new session.
+    ...(config.roots.length === 0 ? {} : { roots: config.roots }),
+    ...(config.maxMessageBytes === DEFAULT_MAX_MESSAGE_BYTES
+      ? {}
+      : { maxMessageBytes: config.maxMessageBytes }),
+  });
+}
+
+/** The process-group transport of a stdio server entry, its stderr split into lines for `tail`. */
+export function openStdioTransport(
+  name: string,
+  config: StdioServerConfig,
+  options: { readonly stderr?: 'tail' | 'inherit'; readonly closeGraceMs?: number },
+  tail: StderrTail,
+): StdioProcessTransport {
+  const env: Record<string, string> = {};
+  for (const key of config.envPassthrough) {
+    const value = process.env[key];
+    if (value !== undefined) env[key] = value;
+  }
+  Object.assign(env, config.env);
+  let partial = '';
+  return new StdioProcessTransport({
+    server: name,
+    command: config.command,
+    args: config.args,
+    env,
+    ...(config.cwd === undefined ? {} : { cwd: config.cwd }),
+    stderr:
+      options.stderr === 'inherit' || config.stderr === 'inherit'
+        ? 'inherit'
+        : config.stderr === 'ignore'
+          ? 'ignore'
+          : 'pipe',
+    onStderr: (chunk) => {
+      const lines = (partial + chunk.toString('utf8')).split('\n');
+      partial = (lines.pop() ?? '').slice(-4096);
+      for (const line of lines) tail.push(line.slice(0, 4096));
+    },
+    maxMessageBytes: config.maxMessageBytes,
+    closeGraceMs: options.closeGraceMs ?? 2_000,
+  });
+}
 
 /** Options of {@link StdioProcessTransport}. */
 export interface StdioTransportOptions {

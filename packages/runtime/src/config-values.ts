@@ -1,0 +1,199 @@
+import { ConfigError, ErrorCode, type ApprovalMode } from '@stepbind/binding';
+import { interpolate, type EnvironmentSource } from './interpolate.js';
+import type { ToolFilterConfig } from './tool-filter.js';
+
+/**
+ * The settings every server entry has, whatever its transport, and the readers of configuration
+ * values: each refuses a bad value with `INVALID_CONFIG` naming its JSON path. The keys of each
+ * transport live with it in `transports/`; `config.ts` puts a whole file together.
+ */
+
+/**
+ * Discovery limits (DESIGN §4) and call value bounds (`CallLimits` of `@stepbind/binding`: depth
+ * and size of arguments and results) that may be set per server; unset ones take the defaults.
+ */
+export interface ServerLimits {
+  readonly maxPages?: number;
+  readonly maxTools?: number;
+  readonly maxCursorBytes?: number;
+  readonly totalTimeoutMs?: number;
+  readonly maxRestarts?: number;
+  /** @default 64 */
+  readonly maxArgumentDepth?: number;
+  /** @default 4194304 */
+  readonly maxArgumentBytes?: number;
+  /** @default 128 */
+  readonly maxOutputDepth?: number;
+  /** @default 16777216 */
+  readonly maxOutputBytes?: number;
+}
+
+/** The keys every server entry has, whatever its transport. */
+export interface CommonServerConfig {
+  /** A required server that fails makes `open`/refresh fail; an optional one is left out. @default true */
+  readonly required: boolean;
+  /** The audience class whose catalogs this server's tools belong to. @default "default" */
+  readonly audience: string;
+  /** Budget to start the process (or open the session) and finish `initialize`. @default 30000 */
+  readonly startupTimeoutMs: number;
+  /** Budget for each `tools/list` request. @default 30000 */
+  readonly requestTimeoutMs: number;
+  /** Default budget for each `tools/call`. @default 60000 */
+  readonly callTimeoutMs: number;
+  /** Discovery limits for this server. */
+  readonly limits: ServerLimits;
+  /**
+   * Which calls need an approval from the `prepare` hook (`ctx.approve()`), see `ApprovalMode`.
+   * @default the runtime's `approval` option, else "unproven-writes"
+   */
+  readonly approval?: ApprovalMode;
+  /** Raw tool names that never need an approval (Cline's `autoApprove`). @default [] */
+  readonly autoApprove: readonly string[];
+  /** Which tools are published: `allow`/`deny` globs, applied before model names are assigned. */
+  readonly tools?: ToolFilterConfig;
+  /** Roots offered to the server (`roots/list`): absolute paths or `file://` URIs. @default [] */
+  readonly roots: readonly string[];
+  /**
+   * The largest single JSON-RPC message this server may send, in bytes (a stdio line, an HTTP JSON
+   * body or one SSE event). Enforced while reading, before the message is buffered whole; a larger
+   * one fails with `MESSAGE_TOO_LARGE`. @default 10485760 (10 MiB, {@link DEFAULT_MAX_MESSAGE_BYTES})
+   */
+  readonly maxMessageBytes: number;
+  /**
+   * Under an idempotency key whose outcome is unknown, this server's `read` tools may be sent
+   * again (tools of other effect classes never are). @default false
+   */
+  readonly retryReads: boolean;
+}
+
+/**
+ * Default of `maxMessageBytes`: 10 MiB, the stdio buffer limit of the MCP SDK's own client, so a server
+ * that works with SDK-based hosts (a tool result with a large image, a one-page catalog of thousands of
+ * tools) also works here, while one runaway line cannot take the host's memory.
+ */
+export const DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
+
+export function checkKeys(
+  obj: Record<string, unknown>,
+  path: string,
+  allowed: readonly string[],
+): void {
+  for (const key of Object.keys(obj)) {
+    if (!allowed.includes(key)) {
+      fail(
+        `${path}${pathKey(key)}`,
+        `unknown key; the keys allowed here are ${allowed.join(', ')}`,
+      );
+    }
+  }
+}
+
+export function stringList(value: unknown, path: string): readonly string[] {
+  if (value === undefined) return Object.freeze([]);
+  return Object.freeze(expectArray(value, path).map((v, i) => expectString(v, `${path}[${i}]`)));
+}
+
+/**
+ * Refuses a URL with a user name or password in it (`https://user:secret@host/mcp`): credentials
+ * in a URL end up in logs, proxies and error messages. The message never repeats the URL.
+ *
+ * @throws ConfigError `INVALID_CONFIG` with `detail.path` = `path`.
+ */
+export function assertNoUrlCredentials(url: string | URL, path: string): void {
+  let parsed: URL;
+  try {
+    parsed = typeof url === 'string' ? new URL(url) : url;
+  } catch {
+    fail(path, 'is not a valid URL');
+  }
+  if (parsed.username === '' && parsed.password === '') return;
+  fail(
+    path,
+    'must not contain credentials ("user:password@"); send them in "headers" instead, for example "Authorization": "Bearer <token>" with the token read from an environment variable by your program',
+  );
+}
+
+/** The JSON path of one key of one server's entry, e.g. `$.mcpServers.files.cwd`. */
+export function serverConfigPath(server: string, key: string): string {
+  return `$.mcpServers${pathKey(server)}${pathKey(key)}`;
+}
+
+export function fail(path: string, problem: string): never {
+  throw new ConfigError(ErrorCode.INVALID_CONFIG, `Invalid configuration at ${path}: ${problem}.`, {
+    detail: { path },
+  });
+}
+
+export function pathKey(key: string): string {
+  return /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+}
+
+export function expectObject(value: unknown, path: string): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    fail(path, 'expected an object');
+  }
+  return value as Record<string, unknown>;
+}
+
+export function expectArray(value: unknown, path: string): unknown[] {
+  if (!Array.isArray(value)) fail(path, 'expected an array');
+  return value;
+}
+
+export function expectString(value: unknown, path: string, allowEmpty = false): string {
+  if (typeof value !== 'string' || (!allowEmpty && value.length === 0)) {
+    fail(path, allowEmpty ? 'expected a string' : 'expected a non-empty string');
+  }
+  return value;
+}
+
+export function expectOneOf<const T extends readonly string[]>(
+  value: unknown,
+  path: string,
+  options: T,
+): T[number] {
+  if (typeof value !== 'string' || !options.includes(value)) {
+    fail(path, `expected one of ${options.map((o) => JSON.stringify(o)).join(', ')}`);
+  }
+  return value;
+}
+
+export function expectBool(value: unknown, path: string): boolean {
+  if (typeof value !== 'boolean') fail(path, 'expected true or false');
+  return value;
+}
+
+export function expectInt(value: unknown, path: string, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    fail(path, `expected an integer from ${min} to ${max}`);
+  }
+  return value;
+}
+
+export function optInt(value: unknown, path: string, fallback: number): number {
+  return value === undefined ? fallback : expectInt(value, path, 1, 2_147_483_647);
+}
+
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+export const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+export function expectStringRecord(
+  value: unknown,
+  path: string,
+  keyPattern: RegExp,
+  keyKind: string,
+  env: EnvironmentSource,
+): Readonly<Record<string, string>> {
+  if (value === undefined) return Object.freeze({});
+  const obj = expectObject(value, path);
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(obj)) {
+    // `__proto__` is a syntactically fine name but would be dropped by a plain assignment.
+    if (!keyPattern.test(k) || k === '__proto__') {
+      fail(`${path}${pathKey(k)}`, `${JSON.stringify(k)} is not ${keyKind}`);
+    }
+    if (typeof v !== 'string') fail(`${path}${pathKey(k)}`, 'expected a string');
+    out[k] = interpolate(v, `${path}${pathKey(k)}`, env);
+  }
+  return Object.freeze(out);
+}

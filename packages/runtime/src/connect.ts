@@ -1,0 +1,217 @@
+/**
+ * Connecting: builds one server's transport (see `transports/`), completes `initialize` through the
+ * SDK client and hands back the {@link SdkConnection}; a failed start is one typed error.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding';
+import {
+  CLIENT_CAPABILITIES,
+  installClientHandlers,
+  rootsOf,
+  type ClientHandlers,
+} from './client-capabilities.js';
+import type { ServerConfig } from './config.js';
+import { NO_REDACTION, redactUrl, type Redactor } from './redact.js';
+import { CLIENT_INFO, linkSignal, SdkConnection } from './sdk.js';
+import { mapSdkError } from './sdk-errors.js';
+import type { FaultError } from './transports/guard.js';
+import { httpFailure, type HttpSessionWatch } from './transports/http-session.js';
+import { openTransport } from './transports/index.js';
+import { StderrTail } from './transports/stderr-tail.js';
+
+/** Options for {@link connectServer}. */
+export interface ConnectOptions {
+  readonly signal?: AbortSignal;
+  /** Overrides the config's `startupTimeoutMs`. */
+  readonly timeoutMs?: number;
+  /** Where a stdio child's stderr goes: kept as a tail for error messages, or inherited. @default "tail" */
+  readonly stderr?: 'tail' | 'inherit';
+  /**
+   * Answers to server-to-client requests (sampling, elicitation). Roots come from the config's
+   * `roots` unless given here.
+   */
+  readonly handlers?: ClientHandlers;
+  /**
+   * How long closing a stdio server waits at each step for its process group to be gone: after
+   * ending stdin, after SIGTERM to the group, after SIGKILL to the group. @default 2000
+   */
+  readonly closeGraceMs?: number;
+}
+
+const EARLY_ERRORS = 3;
+
+/**
+ * Starts (stdio) or opens (HTTP) a connection to one configured server and completes `initialize`.
+ * A stdio server runs in its own process group; a failed start ends the whole group before this
+ * rejects.
+ *
+ * @throws RuntimeError `SERVER_START_FAILED` (with the server's last stderr lines; for a missing
+ *   working directory or command, `detail.configPath` names the key at fault), `TIMEOUT`,
+ *   `ABORTED`, `MESSAGE_TOO_LARGE` or `MALFORMED_MESSAGE` (the `initialize` response).
+ */
+export async function connectServer(
+  name: string,
+  config: ServerConfig,
+  options: ConnectOptions = {},
+): Promise<SdkConnection> {
+  const timeoutMs = options.timeoutMs ?? config.startupTimeoutMs;
+  const stderrTail = new StderrTail(config.transport === 'stdio' ? config.stderr : 'pipe');
+  const { transport, pid, fault, http } = openTransport(
+    name,
+    config,
+    {
+      ...(options.stderr === undefined ? {} : { stderr: options.stderr }),
+      ...(options.closeGraceMs === undefined ? {} : { closeGraceMs: options.closeGraceMs }),
+    },
+    stderrTail,
+  );
+  const redactor = http?.redactor ?? NO_REDACTION;
+  try {
+    return await openSession(name, transport, {
+      timeoutMs,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      pid,
+      fault,
+      stderrTail,
+      handlers: { roots: rootsOf(config.roots), ...options.handlers },
+      ...(http === undefined ? {} : { http }),
+    });
+  } catch (error) {
+    if (!(error instanceof StepbindError) || error.code !== ErrorCode.SERVER_START_FAILED)
+      throw redactor.error(error as Error);
+    // A start error that names its config key (cwd, command) already says what to fix.
+    if (error.detail['configPath'] !== undefined) throw error;
+    const tail = stderrTail.text.trim();
+    const what =
+      config.transport === 'stdio' ? `command "${config.command}"` : `URL ${redactUrl(config.url)}`;
+    const failure = config.transport === 'http' ? httpFailure(error.cause) : {};
+    const advice =
+      config.transport === 'stdio'
+        ? 'Check the command, its arguments and environment in the configuration.'
+        : failure.httpStatus === 401 || failure.httpStatus === 403
+          ? 'The server refused the credentials: check the values sent in "headers".'
+          : 'Check the URL, the headers and that the server is running.';
+    const why = [
+      failure.httpStatus === undefined ? '' : `HTTP ${failure.httpStatus}: `,
+      error.message,
+      failure.code === undefined ? '' : ` (${failure.code})`,
+    ].join('');
+    throw redactor.error(
+      new RuntimeError(
+        ErrorCode.SERVER_START_FAILED,
+        `Server "${name}" could not be started (${what}): ${why}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\n${advice}`,
+        { detail: { server: name, stderr: tail, ...failure }, cause: error.cause },
+      ),
+    );
+  }
+}
+
+/** Options of {@link connectTransport}. */
+export interface ConnectTransportOptions {
+  readonly signal?: AbortSignal;
+  /** Budget for `initialize`. @default 30000 */
+  readonly timeoutMs?: number;
+  /** Answers to server-to-client requests (roots, sampling, elicitation). */
+  readonly handlers?: ClientHandlers;
+}
+
+/**
+ * Completes `initialize` over any SDK transport (for example one end of
+ * `InMemoryTransport.createLinkedPair()`) and returns the session. The transport is closed on failure.
+ *
+ * @throws RuntimeError `SERVER_START_FAILED`, `TIMEOUT` or `ABORTED`.
+ */
+export function connectTransport(
+  name: string,
+  transport: Transport,
+  options: ConnectTransportOptions = {},
+): Promise<SdkConnection> {
+  return openSession(name, transport, {
+    timeoutMs: options.timeoutMs ?? 30_000,
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+    pid: () => undefined,
+    fault: () => undefined,
+    stderrTail: new StderrTail('pipe'),
+    ...(options.handlers === undefined ? {} : { handlers: options.handlers }),
+  });
+}
+
+/** Codes an `initialize` failure keeps as they are (anything else is `SERVER_START_FAILED`). */
+const START_CODES: ReadonlySet<string> = new Set([
+  ErrorCode.TIMEOUT,
+  ErrorCode.ABORTED,
+  ErrorCode.SERVER_START_FAILED,
+  ErrorCode.MESSAGE_TOO_LARGE,
+  ErrorCode.MALFORMED_MESSAGE,
+]);
+
+async function openSession(
+  name: string,
+  transport: Transport,
+  options: {
+    readonly timeoutMs: number;
+    readonly signal?: AbortSignal;
+    readonly pid: () => number | undefined;
+    readonly fault: () => FaultError | undefined;
+    readonly stderrTail: StderrTail;
+    readonly handlers?: ClientHandlers;
+    readonly http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor };
+  },
+): Promise<SdkConnection> {
+  const client = new Client({ ...CLIENT_INFO }, { capabilities: CLIENT_CAPABILITIES });
+  installClientHandlers(client, name, options.handlers ?? {});
+  // Transport errors are observed from spawn on: those before the session exists explain a start
+  // that fails (the SdkConnection takes over the handler once it succeeds).
+  const early: Error[] = [];
+  client.onerror = (error) => {
+    early.push(error);
+    if (early.length > EARLY_ERRORS) early.shift();
+  };
+  // The client reports the negotiated version only through this optional transport hook.
+  let protocolVersion: string | undefined;
+  const forward = transport.setProtocolVersion?.bind(transport);
+  transport.setProtocolVersion = (version: string) => {
+    protocolVersion = version;
+    forward?.(version);
+  };
+  const link = linkSignal(options.signal);
+  try {
+    await client.connect(transport, {
+      timeout: options.timeoutMs,
+      ...(link === undefined ? {} : { signal: link.signal }),
+    });
+  } catch (error) {
+    try {
+      // Ends a stdio server's whole process group (and waits for it) on every failure path.
+      await client.close();
+    } catch {
+      // The start already failed; the close is best effort and the original error is reported.
+    }
+    const mapped = mapSdkError(error, {
+      server: name,
+      operation: 'initialize',
+      timeoutMs: options.timeoutMs,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      fault: options.fault(),
+    });
+    if (START_CODES.has(mapped.code)) throw mapped;
+    const seen = early.map((e) => `\n  transport: ${e.message}`).join('');
+    throw new RuntimeError(
+      ErrorCode.SERVER_START_FAILED,
+      `${error instanceof Error ? error.message : String(error)}${seen}`,
+      { detail: { server: name }, cause: error },
+    );
+  } finally {
+    link?.dispose();
+  }
+  return new SdkConnection(
+    name,
+    client,
+    options.pid(),
+    options.stderrTail,
+    protocolVersion,
+    options.fault,
+    options.http,
+  );
+}
