@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runCli } from '@stepbind/runtime';
+import { runCli } from '../src/cli/run.js';
 import {
   hostileServerParams,
   isProcessAlive,

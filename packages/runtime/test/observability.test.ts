@@ -14,7 +14,8 @@ import {
   InMemorySpanExporter,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-import { McpRuntime, runCli, type RuntimeEvent } from '@stepbind/runtime';
+import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
+import { runCli } from '../src/cli/run.js';
 import { createInMemoryFleet, scriptedTool, stdioServerParams } from '@stepbind/testkit';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';

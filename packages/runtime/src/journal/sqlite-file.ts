@@ -1,0 +1,203 @@
+/**
+ * The journal file itself: its identity (`application_id`), its schema and migrations, and the
+ * typed errors of a file that cannot be used (not SQLite, foreign, damaged, newer, read-only,
+ * full, locked). `sqlite.ts` holds the store that reads and writes records in it.
+ */
+import { accessSync, constants } from 'node:fs';
+import { dirname } from 'node:path';
+import type Database from 'better-sqlite3';
+import { ErrorCode, JournalError } from '@stepbind/binding';
+
+/** `PRAGMA application_id` of a stepbind journal ("sbJ1"). */
+export const JOURNAL_APPLICATION_ID = 0x73624a31;
+
+/** The schema version this build writes (`PRAGMA user_version`). */
+export const JOURNAL_SCHEMA_VERSION = 1;
+
+/**
+ * The versioned, idempotent migrations: entry `i` takes `user_version` from `i` to `i + 1`. No
+ * secondary indexes: every index page is one more page each commit writes to the WAL (an index on
+ * `records.state` doubles the cost of a claim), and the queries that would use them (recovery at
+ * open, pruning once a minute, `stepbind receipts list --key`) run rarely and scan.
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+   CREATE TABLE IF NOT EXISTS records (
+     key TEXT PRIMARY KEY,
+     state TEXT NOT NULL CHECK (state IN ('INTENT','SENT','COMPLETED','NOT_SENT','OUTCOME_UNKNOWN')),
+     version INTEGER NOT NULL,
+     attempt INTEGER NOT NULL,
+     owner TEXT NOT NULL,
+     context TEXT NOT NULL,
+     args_digest TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL,
+     lease_expires_at INTEGER NOT NULL,
+     expires_at INTEGER,
+     outcome TEXT,
+     error TEXT,
+     resolution TEXT
+   ) STRICT;
+   CREATE TABLE IF NOT EXISTS receipts (
+     seq INTEGER PRIMARY KEY,
+     prev_digest TEXT NOT NULL,
+     digest TEXT NOT NULL,
+     key TEXT,
+     at INTEGER NOT NULL,
+     body TEXT NOT NULL
+   ) STRICT;
+   CREATE TABLE IF NOT EXISTS chain_anchor (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     seq INTEGER NOT NULL,
+     digest TEXT NOT NULL
+   ) STRICT;`,
+];
+
+/** Why a journal file cannot be used (`detail.reason` of its JournalError). */
+export type Reason =
+  | 'not-sqlite'
+  | 'foreign'
+  | 'malformed'
+  | 'integrity'
+  | 'newer-schema'
+  | 'older-schema'
+  | 'read-only'
+  | 'disk-full'
+  | 'locked'
+  | 'missing-directory'
+  | 'cannot-open'
+  | 'closed'
+  | 'io';
+
+export function checkIdentity(db: Database.Database, path: string, readOnly: boolean): void {
+  const applicationId = db.pragma('application_id', { simple: true }) as number;
+  const version = db.pragma('user_version', { simple: true }) as number;
+  const tables = db
+    .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'")
+    .all();
+  if (applicationId !== JOURNAL_APPLICATION_ID && (applicationId !== 0 || tables.length > 0)) {
+    throw new JournalError(
+      ErrorCode.JOURNAL_CORRUPT,
+      `${path} is a SQLite database of another application (application_id ${applicationId}), not a stepbind journal; nothing was changed. Point the journal at a new file.`,
+      { detail: { path, reason: 'foreign', applicationId } },
+    );
+  }
+  if (version > JOURNAL_SCHEMA_VERSION) {
+    throw new JournalError(
+      ErrorCode.JOURNAL_VERSION,
+      `The journal ${path} was written by a newer stepbind (schema ${version}; this one reads up to ${JOURNAL_SCHEMA_VERSION}); nothing was changed. Upgrade stepbind to use it.`,
+      { detail: { path, reason: 'newer-schema', version, supported: JOURNAL_SCHEMA_VERSION } },
+    );
+  }
+  if (readOnly && version < JOURNAL_SCHEMA_VERSION) {
+    throw new JournalError(
+      ErrorCode.JOURNAL_VERSION,
+      `The journal ${path} has schema ${version}; open it read-write once (McpRuntime.open) to migrate it to ${JOURNAL_SCHEMA_VERSION}.`,
+      { detail: { path, reason: 'older-schema', version, supported: JOURNAL_SCHEMA_VERSION } },
+    );
+  }
+  if (applicationId === JOURNAL_APPLICATION_ID) {
+    const check = db.pragma('quick_check', { simple: true }) as string;
+    if (check !== 'ok') {
+      throw new JournalError(
+        ErrorCode.JOURNAL_CORRUPT,
+        `The journal ${path} is damaged (${check}); nothing was changed. Restore it from a backup or move it aside.`,
+        { detail: { path, reason: 'integrity', check } },
+      );
+    }
+  }
+}
+
+/** Applies the missing migrations, each in one IMMEDIATE transaction that re-reads the version. */
+export function migrate(db: Database.Database): void {
+  for (;;) {
+    const step = db
+      .transaction(() => {
+        const version = db.pragma('user_version', { simple: true }) as number;
+        const migration = MIGRATIONS[version];
+        if (migration === undefined) return false;
+        db.exec(migration);
+        if (version === 0) db.pragma(`application_id = ${JOURNAL_APPLICATION_ID}`);
+        db.pragma(`user_version = ${version + 1}`);
+        return true;
+      })
+      .immediate();
+    if (!step) return;
+  }
+}
+
+export function journalError(path: string, reason: Reason, why: string): JournalError {
+  const code = ErrorCode.JOURNAL_UNAVAILABLE;
+  return new JournalError(code, `The journal ${path} cannot be used: ${why}.${advice(reason)}`, {
+    detail: { path, reason },
+  });
+}
+
+function advice(reason: Reason): string {
+  switch (reason) {
+    case 'read-only':
+      return ' Give the process write access to the file and its directory, or choose a writable path.';
+    case 'disk-full':
+      return ' Free disk space (or raise the quota) and retry; nothing was half-written.';
+    case 'locked':
+      return ' Another process holds its write lock; retry, or raise busyTimeoutMs.';
+    case 'missing-directory':
+      return ' Create the directory or fix the journal path.';
+    case 'closed':
+      return ' Open a new runtime.';
+    case 'not-sqlite':
+    case 'foreign':
+    case 'malformed':
+    case 'integrity':
+      return ' Restore the file from a backup or point the journal at a new file.';
+    case 'newer-schema':
+    case 'older-schema':
+    case 'cannot-open':
+    case 'io':
+      return ' Check the path and the disk.';
+  }
+}
+
+/** Maps a better-sqlite3 failure to a typed JournalError naming the file. */
+export function mapSqliteError(error: unknown, path: string, what: string): JournalError {
+  const code = (error as { code?: unknown }).code;
+  const sqlite = typeof code === 'string' ? code : '';
+  const message = error instanceof Error ? error.message : String(error);
+  let reason: Reason;
+  let errorCode: typeof ErrorCode.JOURNAL_CORRUPT | typeof ErrorCode.JOURNAL_UNAVAILABLE =
+    ErrorCode.JOURNAL_UNAVAILABLE;
+  if (sqlite === 'SQLITE_NOTADB') {
+    reason = 'not-sqlite';
+    errorCode = ErrorCode.JOURNAL_CORRUPT;
+  } else if (sqlite.startsWith('SQLITE_CORRUPT')) {
+    reason = 'malformed';
+    errorCode = ErrorCode.JOURNAL_CORRUPT;
+  } else if (sqlite === 'SQLITE_FULL') {
+    reason = 'disk-full';
+  } else if (sqlite.startsWith('SQLITE_READONLY') || sqlite === 'SQLITE_PERM') {
+    reason = 'read-only';
+  } else if (sqlite.startsWith('SQLITE_BUSY') || sqlite.startsWith('SQLITE_LOCKED')) {
+    reason = 'locked';
+  } else if (sqlite.startsWith('SQLITE_CANTOPEN')) {
+    reason = writable(dirname(path)) ? 'cannot-open' : 'read-only';
+  } else {
+    reason = 'io';
+  }
+  const text =
+    errorCode === ErrorCode.JOURNAL_CORRUPT
+      ? `The journal ${path} is not a readable stepbind journal (${sqlite || 'error'}: ${message}); nothing was changed.${advice(reason)}`
+      : `The journal ${path} failed to ${what} (${sqlite || 'error'}: ${message}).${advice(reason)}`;
+  return new JournalError(errorCode, text, {
+    detail: { path, reason, ...(sqlite === '' ? {} : { sqliteCode: sqlite }) },
+    cause: error,
+  });
+}
+
+function writable(dir: string): boolean {
+  try {
+    accessSync(dir, constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
