@@ -1,3 +1,4 @@
+import { DEFAULT_ENUMERATE_LIMITS } from '@stepbind/binding';
 import {
   checkKeys,
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -216,7 +217,11 @@ function parseServer(
     audience:
       obj['audience'] === undefined ? 'default' : expectString(obj['audience'], `${path}.audience`),
     startupTimeoutMs: optInt(obj['startupTimeoutMs'], `${path}.startupTimeoutMs`, 30_000),
-    requestTimeoutMs: optInt(obj['requestTimeoutMs'], `${path}.requestTimeoutMs`, 30_000),
+    requestTimeoutMs: optInt(
+      obj['requestTimeoutMs'],
+      `${path}.requestTimeoutMs`,
+      DEFAULT_ENUMERATE_LIMITS.requestTimeoutMs,
+    ),
     callTimeoutMs,
     limits: parseLimits(obj['limits'], `${path}.limits`),
     ...(obj['approval'] === undefined
@@ -262,6 +267,8 @@ function parseLimits(value: unknown, path: string): ServerLimits {
   checkKeys(obj, path, LIMIT_KEYS);
   const out: Record<string, number> = {};
   for (const [key, v] of Object.entries(obj)) {
+    // The minimums of binding's resolveEnumerateLimits (0 means "none" for these two); binding does
+    // not export them yet (issue 9, helper A), so they are repeated here once.
     const min = key === 'maxTools' || key === 'maxRestarts' ? 0 : 1;
     out[key] = expectInt(v, `${path}.${key}`, min, 2_147_483_647);
   }
