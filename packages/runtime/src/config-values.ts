@@ -73,6 +73,7 @@ export interface CommonServerConfig {
  */
 export const DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
 
+/** Refuses any key of `obj` not in `allowed`, naming its path and the keys allowed there. */
 export function checkKeys(
   obj: Record<string, unknown>,
   path: string,
@@ -88,6 +89,7 @@ export function checkKeys(
   }
 }
 
+/** An optional array of strings (frozen; empty when absent). */
 export function stringList(value: unknown, path: string): readonly string[] {
   if (value === undefined) return Object.freeze([]);
   return Object.freeze(expectArray(value, path).map((v, i) => expectString(v, `${path}[${i}]`)));
@@ -118,16 +120,19 @@ export function serverConfigPath(server: string, key: string): string {
   return `$.mcpServers${pathKey(server)}${pathKey(key)}`;
 }
 
+/** Throws `INVALID_CONFIG` for `path` with `problem` (never the value, which may be a secret). */
 export function fail(path: string, problem: string): never {
   throw new ConfigError(ErrorCode.INVALID_CONFIG, `Invalid configuration at ${path}: ${problem}.`, {
     detail: { path },
   });
 }
 
+/** One JSON-path step: `.key` for an identifier, `["key"]` otherwise. */
 export function pathKey(key: string): string {
   return /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
 }
 
+/** A plain object (not null, not an array). */
 export function expectObject(value: unknown, path: string): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     fail(path, 'expected an object');
@@ -135,11 +140,13 @@ export function expectObject(value: unknown, path: string): Record<string, unkno
   return value as Record<string, unknown>;
 }
 
+/** An array. */
 export function expectArray(value: unknown, path: string): unknown[] {
   if (!Array.isArray(value)) fail(path, 'expected an array');
   return value;
 }
 
+/** A string, non-empty unless `allowEmpty`. */
 export function expectString(value: unknown, path: string, allowEmpty = false): string {
   if (typeof value !== 'string' || (!allowEmpty && value.length === 0)) {
     fail(path, allowEmpty ? 'expected a string' : 'expected a non-empty string');
@@ -147,6 +154,7 @@ export function expectString(value: unknown, path: string, allowEmpty = false): 
   return value;
 }
 
+/** One of the string `options`. */
 export function expectOneOf<const T extends readonly string[]>(
   value: unknown,
   path: string,
@@ -158,11 +166,13 @@ export function expectOneOf<const T extends readonly string[]>(
   return value;
 }
 
+/** `true` or `false`. */
 export function expectBool(value: unknown, path: string): boolean {
   if (typeof value !== 'boolean') fail(path, 'expected true or false');
   return value;
 }
 
+/** An integer from `min` to `max`. */
 export function expectInt(value: unknown, path: string, min: number, max: number): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     fail(path, `expected an integer from ${min} to ${max}`);
@@ -170,13 +180,17 @@ export function expectInt(value: unknown, path: string, min: number, max: number
   return value;
 }
 
+/** A positive 32-bit integer, or `fallback` when absent. */
 export function optInt(value: unknown, path: string, fallback: number): number {
   return value === undefined ? fallback : expectInt(value, path, 1, 2_147_483_647);
 }
 
+/** An environment variable name. */
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** An HTTP header name (RFC 9110 token). */
 export const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
+/** An object of string values (interpolated) whose keys match `keyPattern` (`__proto__` refused). */
 export function expectStringRecord(
   value: unknown,
   path: string,
