@@ -5,7 +5,7 @@
  * @packageDocumentation
  */
 import { sha256Hex } from './canonical.js';
-import { canonicalText, keyPrefix, lastCanonicalDepth, sortKeys } from './fastcanonical.js';
+import { canonicalJson as canonicalText, keyPrefix, lastCanonicalDepth, sortKeys } from './canonical.js';
 import { CatalogError, ErrorCode } from './errors.js';
 import { sanitizeNamePart } from './names.js';
 import {
