@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { assignModelNames, sanitizeNamePart, type QualifiedToolName } from '@stepbind/binding';
+import { assignModelNames, sanitizeNamePart, type QualifiedToolName } from '@stepbind/binding/internal';
 import { modelNamesOf } from '../src/names.js';
 
 const seed = Number(process.env.STEPBIND_SEED ?? Date.now());

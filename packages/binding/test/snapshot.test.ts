@@ -15,7 +15,7 @@ import {
   withGeneration,
   type CatalogSnapshot,
   type CreateCatalogSnapshotInput,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 
 interface Golden {
   readonly digests: readonly {

@@ -1,4 +1,4 @@
-import { computeTransportDigest, type ServerIdentity } from '@stepbind/binding';
+import { computeTransportDigest, type ServerIdentity } from '@stepbind/binding/internal';
 import { DEFAULT_MAX_MESSAGE_BYTES, type ServerConfig } from './config.js';
 import type { SdkConnection } from './sdk.js';
 

@@ -31,7 +31,7 @@ import {
   type ServerIdentity,
   type UnenforcedPattern,
   type ValidationOptions,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import type { ClientHandlers } from './client-capabilities.js';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from './config.js';
 import { discoverSnapshot, type DiscoveryProgress } from './discover.js';

@@ -22,7 +22,7 @@ import {
   type McpContentBlock,
   type ToolListSource,
   onAbort,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import {
   CLIENT_CAPABILITIES,
   installClientHandlers,

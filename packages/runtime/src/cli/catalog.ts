@@ -9,7 +9,7 @@ import {
   StepbindError,
   type CatalogSnapshot,
   type ToolEnumeration,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from '../config.js';
 import { discoverSnapshot, type DiscoveryProgress } from '../discover.js';
 import { identityOf } from '../identity.js';

@@ -25,7 +25,7 @@ import {
   type ReceiptEntry,
   type StoredReceipt,
   type UpdateResult,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 
 /** `PRAGMA application_id` of a stepbind journal ("sbJ1"). */
 export const JOURNAL_APPLICATION_ID = 0x73624a31;

@@ -11,7 +11,7 @@ import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js
 import { serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { ErrorCode, RuntimeError, type StepbindError } from '@stepbind/binding';
+import { ErrorCode, RuntimeError, type StepbindError } from '@stepbind/binding/internal';
 import { serverConfigPath } from '../config.js';
 import { MessageGuard, messageTooLargeError, type FaultError } from './guard.js';
 
