@@ -552,7 +552,7 @@ function discoveryAborted(server: string, reason: unknown): CatalogError {
     `Discovery of server "${server}" was cancelled by the caller; nothing was published.`,
     reason,
     { detail: { server }, as: CatalogError },
-  ) as CatalogError;
+  );
 }
 
 function deadlineError(server: string, totalTimeoutMs: number, pageIndex: number): CatalogError {

@@ -193,9 +193,9 @@ export type ErrorDetail<C extends ErrorCode = ErrorCode> = C extends keyof Error
   : BaseErrorDetail;
 
 /** Options accepted by every stepbind error constructor. */
-export interface StepbindErrorOptions<C extends ErrorCode = ErrorCode> {
-  /** Structured facts about the failure. */
-  readonly detail?: ErrorDetail<C>;
+export interface StepbindErrorOptions {
+  /** Structured facts about the failure (see {@link ErrorDetailMap} for what each code carries). */
+  readonly detail?: BaseErrorDetail;
   /** The original error, kept for debugging. */
   readonly cause?: unknown;
 }
@@ -208,20 +208,29 @@ export interface StepbindErrorOptions<C extends ErrorCode = ErrorCode> {
 const STEPBIND_ERROR = Symbol.for('io.stepbind.error');
 
 /**
- * The base class of every error stepbind raises. `code` is stable; match on it, not on messages.
- * `detail` is typed by the code ({@link ErrorDetailMap}): narrow with
- * `isStepbindError(e, ErrorCode.UNKNOWN_TOOL)` and `e.detail.modelName` is a `string`.
+ * A stepbind error whose `code` is `C`, with `detail` typed for that code ({@link ErrorDetailMap}):
+ * what {@link isStepbindError} and {@link StepbindError.isInstance} narrow to when given a code,
+ * so `isStepbindError(e, ErrorCode.UNKNOWN_TOOL) && e.detail.modelName` is typed.
  */
-export class StepbindError<C extends ErrorCode = ErrorCode> extends Error {
-  /** Stable machine-readable code. */
+export type StepbindErrorOf<C extends ErrorCode> = StepbindError & {
   readonly code: C;
-  /** Structured facts: server, tool, JSON-RPC code and the fields of {@link ErrorDetailMap}. */
   readonly detail: ErrorDetail<C>;
+};
 
-  constructor(code: C, message: string, options: StepbindErrorOptions<C> = {}) {
+/** The base class of every error stepbind raises. `code` is stable; match on it, not on messages. */
+export class StepbindError extends Error {
+  /** Stable machine-readable code. */
+  readonly code: ErrorCode;
+  /**
+   * Structured facts: server, tool, JSON-RPC code and code-specific fields ({@link ErrorDetailMap};
+   * narrow by code with {@link isStepbindError} to type them).
+   */
+  readonly detail: ErrorDetail;
+
+  constructor(code: ErrorCode, message: string, options: StepbindErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
-    this.detail = Object.freeze({ ...(options.detail ?? {}) }) as ErrorDetail<C>;
+    this.detail = Object.freeze({ ...(options.detail ?? {}) });
     Object.defineProperty(this, STEPBIND_ERROR, { value: true });
   }
 
@@ -229,12 +238,15 @@ export class StepbindError<C extends ErrorCode = ErrorCode> extends Error {
    * True for any stepbind error, also one created by another installed copy of
    * `@stepbind/binding` (checked by a global brand, not by `instanceof`).
    */
-  static isInstance(value: unknown): value is StepbindError {
+  static isInstance(value: unknown): value is StepbindError;
+  static isInstance<C extends ErrorCode>(value: unknown, code: C): value is StepbindErrorOf<C>;
+  static isInstance(value: unknown, code?: ErrorCode): boolean {
     return (
       typeof value === 'object' &&
       value !== null &&
       (value as Record<symbol, unknown>)[STEPBIND_ERROR] === true &&
-      typeof (value as { code?: unknown }).code === 'string'
+      typeof (value as { code?: unknown }).code === 'string' &&
+      (code === undefined || (value as { code?: unknown }).code === code)
     );
   }
 
@@ -253,13 +265,13 @@ export class StepbindError<C extends ErrorCode = ErrorCode> extends Error {
   }
 
   /** A JSON-serialisable view: `{ code, message, detail }`. */
-  toJSON(): { code: C; message: string; detail: ErrorDetail<C> } {
+  toJSON(): { code: ErrorCode; message: string; detail: ErrorDetail } {
     return { code: this.code, message: this.message, detail: this.detail };
   }
 }
 
 /** Discovery, validation and publication failures: nothing partial was returned or published. */
-export class CatalogError<C extends ErrorCode = ErrorCode> extends StepbindError<C> {
+export class CatalogError extends StepbindError {
   override get name(): string {
     return 'CatalogError';
   }
@@ -275,14 +287,14 @@ export type Delivery = 'not-sent' | 'sent';
  * A prepared tool call that was refused or failed. `detail.delivery` says whether the request was
  * written to the server (`not-sent`: it did not run; `sent`: it may have run).
  */
-export class CallError<C extends ErrorCode = ErrorCode> extends StepbindError<C> {
+export class CallError extends StepbindError {
   override get name(): string {
     return 'CallError';
   }
 
   /** `detail.delivery`; `sent` when a foreign error left it out (it may have run). */
   get delivery(): Delivery {
-    return (this.detail as CallErrorDetail).delivery === 'not-sent' ? 'not-sent' : 'sent';
+    return this.detail['delivery'] === 'not-sent' ? 'not-sent' : 'sent';
   }
 }
 
@@ -291,21 +303,21 @@ export class CallError<C extends ErrorCode = ErrorCode> extends StepbindError<C>
  * newer schema (`JOURNAL_VERSION`), or not writable (`JOURNAL_UNAVAILABLE`: read-only path, full
  * disk, locked). `detail.path` names the file and `detail.reason` the problem.
  */
-export class JournalError<C extends ErrorCode = ErrorCode> extends StepbindError<C> {
+export class JournalError extends StepbindError {
   override get name(): string {
     return 'JournalError';
   }
 }
 
 /** A configuration file or option bag that is malformed. `detail.path` is the JSON path. */
-export class ConfigError<C extends ErrorCode = ErrorCode> extends StepbindError<C> {
+export class ConfigError extends StepbindError {
   override get name(): string {
     return 'ConfigError';
   }
 }
 
 /** Runtime lifecycle failures: servers that did not start, are not ready, or a closed runtime. */
-export class RuntimeError<C extends ErrorCode = ErrorCode> extends StepbindError<C> {
+export class RuntimeError extends StepbindError {
   override get name(): string {
     return 'RuntimeError';
   }
@@ -315,10 +327,12 @@ export class RuntimeError<C extends ErrorCode = ErrorCode> extends StepbindError
  * True when `value` is any stepbind error (optionally with the given code, which then types
  * `detail`), also one from another installed copy of the package.
  */
-export function isStepbindError<C extends ErrorCode = ErrorCode>(
+export function isStepbindError(value: unknown): value is StepbindError;
+export function isStepbindError<C extends ErrorCode>(
   value: unknown,
-  code?: C,
-): value is StepbindError<C> {
+  code: C | undefined,
+): value is StepbindErrorOf<C>;
+export function isStepbindError(value: unknown, code?: ErrorCode): boolean {
   return StepbindError.isInstance(value) && (code === undefined || value.code === code);
 }
 

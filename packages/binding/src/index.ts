@@ -22,7 +22,11 @@ export type {
   Delivery,
   ErrorDetail,
   ErrorDetailMap,
+  StepbindErrorOf,
   StepbindErrorOptions,
+  CallErrorDetail,
+  ToolErrorDetail,
+  LimitErrorDetail,
 } from './errors.js';
 export { canonicalJson, digestOf } from './canonical.js';
 export type { CallLimits } from './bounds.js';

@@ -137,7 +137,8 @@ export class CatalogRegistry {
   check(candidate: CatalogSnapshot, options: PublishOptions): CatalogError | undefined {
     const name = candidate.identity.name;
     const { audience } = candidate;
-    const activeGeneration = this.#pointers.get(pointerKey(name, audience))?.active?.generation ?? 0;
+    const activeGeneration =
+      this.#pointers.get(pointerKey(name, audience))?.active?.generation ?? 0;
     const refuse = (reason: PublishConflictReason, message: string): CatalogError =>
       new CatalogError(ErrorCode.PUBLISH_CONFLICT, `${message} Nothing was published.`, {
         detail: {

@@ -7,7 +7,11 @@
 import { sha256Hex } from './canonical.js';
 import { canonicalJson, keyPrefix, lastCanonicalDepth, sortKeys } from './canonical.js';
 import { CatalogError, ErrorCode } from './errors.js';
-import { SchemaValidatorCache, type SchemaProblem, type UnenforcedSchemaPattern } from './schema/cache.js';
+import {
+  SchemaValidatorCache,
+  type SchemaProblem,
+  type UnenforcedSchemaPattern,
+} from './schema/cache.js';
 import { DEFAULT_SCHEMA_DIALECTS, dialectOf, type SchemaDialect } from './schema/dialects.js';
 import { toPointer } from './schema/pointer.js';
 
@@ -169,7 +173,8 @@ export function validateCatalog(
   const resolved = resolveValidationOptions(options);
   const names = new UniqueNames();
   const out: ValidatedTool[] = [];
-  for (let i = 0; i < tools.length; i++) out.push(validatedOf(checkTool(tools[i], resolved, i, names)));
+  for (let i = 0; i < tools.length; i++)
+    out.push(validatedOf(checkTool(tools[i], resolved, i, names)));
   return Object.freeze(out);
 }
 
@@ -283,13 +288,13 @@ export function checkTool(
   const inputDialect = schemaDialect(input, 'inputSchema', where);
   const output = tool.outputSchema;
   // The output schema's failures come after every check of the input schema: kept until then.
-  let outputFailure: unknown;
+  let outputFailure: CatalogError | undefined;
   let outputDialect: SchemaDialect = '2020-12';
   if (output !== undefined) {
     try {
       outputDialect = schemaDialect(output, 'outputSchema', where);
     } catch (error) {
-      outputFailure = error;
+      outputFailure = error as CatalogError;
     }
   }
   let memberFailure: unknown;
@@ -320,7 +325,7 @@ export function checkTool(
         text += schema;
         outputEnd = text.length;
       } catch (error) {
-        outputFailure = error;
+        outputFailure = error as CatalogError;
         continue;
       }
     } else {
@@ -354,7 +359,10 @@ export function checkTool(
     throw new CatalogError(
       ErrorCode.INVALID_TOOL,
       `Tool "${name}" on server "${o.server}" is not plain JSON (or is nested thousands of levels deep). Fix the tool definition on server "${o.server}".`,
-      { detail: { server: o.server, tool: name }, cause: (memberFailure as { error: unknown }).error },
+      {
+        detail: { server: o.server, tool: name },
+        cause: (memberFailure as { error: unknown }).error,
+      },
     );
   }
   return {

@@ -58,7 +58,11 @@ describe('@stepbind/binding/internal', () => {
   });
 
   it('adds exactly these runtime-only values (kept out of the public surface)', () => {
-    expect(Object.keys(internal).filter((name) => !(name in binding)).sort()).toEqual([
+    expect(
+      Object.keys(internal)
+        .filter((name) => !(name in binding))
+        .sort(),
+    ).toEqual([
       'CATALOG_REVISION_META_KEY',
       'CATALOG_SNAPSHOT_SCHEMA',
       'CATALOG_TRANSITIONS',

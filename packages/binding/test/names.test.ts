@@ -124,7 +124,7 @@ describe('model tool shapes', () => {
     expect(modelToolOf('odd__x', odd.tools[0] as ToolDescriptor).description).toBe('');
   });
 
-  it('names every tool by one cross-server table when two servers\' model names clash', () => {
+  it("names every tool by one cross-server table when two servers' model names clash", () => {
     // Server "a__b" tool "c" and server "a" tool "b__c" both sanitise to "a__b__c".
     const first = catalogOf('a__b', [{ name: 'c', inputSchema: { type: 'object' } }]);
     const second = catalogOf('a', [{ name: 'b__c', inputSchema: { type: 'object' } }]);

@@ -85,8 +85,10 @@ function reference(pages: readonly (readonly unknown[])[], cache: SchemaValidato
 }
 
 /** The first error the reference expects. */
-class Expected {
-  constructor(readonly error: unknown) {}
+class Expected extends Error {
+  constructor(readonly error: unknown) {
+    super('expected');
+  }
 }
 
 function outcome<T>(fn: () => T): { ok: true; value: T } | { ok: false; error: unknown } {

@@ -143,4 +143,3 @@ export interface CallOutcome {
   /** True when the result came from the journal for a repeated idempotency key: nothing was sent. */
   readonly replayed: boolean;
 }
-

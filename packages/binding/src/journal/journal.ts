@@ -30,7 +30,6 @@ import type {
   JournalStore,
   ReceiptBody,
   ReceiptEntry,
-  RecordedOutcome,
   Resolution,
 } from './store.js';
 

@@ -167,4 +167,3 @@ export const re2Engine = Object.assign(
   },
   { code: 'stepbindRe2' },
 );
-

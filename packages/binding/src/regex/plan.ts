@@ -559,4 +559,3 @@ export function planPattern(source: string): PatternPlan {
     throw error;
   }
 }
-

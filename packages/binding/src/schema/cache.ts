@@ -331,4 +331,3 @@ class LazyValidator implements SchemaValidator {
 }
 
 const OK: ValidationResult = Object.freeze({ ok: true });
-

@@ -31,4 +31,3 @@ export function dialectOf(schemaUri: unknown): SchemaDialect | undefined {
   if (bare === 'json-schema.org/draft-07/schema') return 'draft-07';
   return undefined;
 }
-

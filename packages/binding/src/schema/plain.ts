@@ -142,12 +142,7 @@ function isTypeKeyword(v: unknown): boolean {
   return true;
 }
 
-function isSchemaMap(
-  keyword: string,
-  v: unknown,
-  dialect: SchemaDialect,
-  depth: number,
-): boolean {
+function isSchemaMap(keyword: string, v: unknown, dialect: SchemaDialect, depth: number): boolean {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
   const map = v as Record<string, unknown>;
   for (const key of Object.keys(map)) {

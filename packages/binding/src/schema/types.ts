@@ -60,4 +60,3 @@ export interface SchemaProblem {
   readonly ref?: string;
   readonly cause?: unknown;
 }
-

@@ -339,4 +339,3 @@ function resolveLocal(
   }
   return node;
 }
-

@@ -7,11 +7,7 @@
 import { digestOf } from '../canonical.js';
 import type { SchemaValidator } from '../schema/cache.js';
 import type { CatalogState } from '../states.js';
-import type {
-  McpToolDefinition,
-  UnenforcedPattern,
-  ValidationOptions,
-} from '../validation.js';
+import type { McpToolDefinition, UnenforcedPattern, ValidationOptions } from '../validation.js';
 import type { SchemaValidatorCache } from '../schema/cache.js';
 
 /** The schema tag of every snapshot. */

@@ -83,7 +83,6 @@ export interface BindingView {
   readonly leftOut: readonly LeftOutServer[];
 }
 
-
 /**
  * The view of `servers` (and the servers left out of it), built once per publication or catalog
  * swap: every tool of every server under its model name, in server then catalog order. Each
@@ -100,7 +99,11 @@ export function bindingViewOf(
   for (const server of servers) {
     for (const descriptor of server.catalog.tools) {
       if (byModelName.has(descriptor.modelName)) clash = true;
-      byModelName.set(descriptor.modelName, { modelName: descriptor.modelName, server, descriptor });
+      byModelName.set(descriptor.modelName, {
+        modelName: descriptor.modelName,
+        server,
+        descriptor,
+      });
     }
   }
   if (clash) {
@@ -117,7 +120,8 @@ export function bindingViewOf(
     }
   }
   const tools: ModelTool[] = [];
-  for (const bound of byModelName.values()) tools.push(modelToolOf(bound.modelName, bound.descriptor));
+  for (const bound of byModelName.values())
+    tools.push(modelToolOf(bound.modelName, bound.descriptor));
   return Object.freeze({
     tools: Object.freeze(tools),
     byModelName,
