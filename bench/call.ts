@@ -19,7 +19,7 @@ import {
   type BoundServer,
   type BoundTool,
   type PreparedCall,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { McpRuntime } from '@stepbind/runtime';
 import {
   connectInMemory,

@@ -16,7 +16,7 @@
  *
  * Run alone: `npx tsx bench/enumerate.ts [--strict]`.
  */
-import { computeTransportDigest, SchemaValidatorCache } from '@stepbind/binding';
+import { computeTransportDigest, SchemaValidatorCache } from '@stepbind/binding/internal';
 import {
   connectServer,
   McpRuntime,

@@ -17,15 +17,15 @@
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { SchemaValidatorCache, validateTool, type StepbindError } from '@stepbind/binding';
+import { SchemaValidatorCache, validateTool, type StepbindError } from '@stepbind/binding/internal';
 import { McpRuntime } from '@stepbind/runtime';
 import {
   COMPILE_BASE_COST,
   COMPILE_UNIT_COST,
   REGEX_BUDGET,
-  planPattern,
   stepsPerCharacter,
-} from '../packages/binding/src/regex.js';
+} from '../packages/binding/src/regex/budget.js';
+import { planPattern } from '../packages/binding/src/regex/plan.js';
 
 const SERVER = fileURLToPath(
   new URL('../packages/testkit/test/fixtures/hostile/server.mjs', import.meta.url),

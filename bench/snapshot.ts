@@ -18,7 +18,7 @@ import {
   SchemaValidatorCache,
   createCatalogSnapshot,
   type CatalogSnapshot,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 
 /** Summary of one distribution, in milliseconds (or a plain ratio). */
 export interface Spread {

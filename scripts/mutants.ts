@@ -59,7 +59,7 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'skip the revision compare',
-    file: 'packages/binding/src/binding.ts',
+    file: 'packages/binding/src/call/prepared.ts',
     find: 'if (slot.revision !== this.revision) {',
     replace: 'if (false as boolean) {',
     testFile: 'packages/runtime/test/runtime.memory.test.ts',
@@ -69,7 +69,7 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'release the read lock before tools/call',
-    file: 'packages/binding/src/binding.ts',
+    file: 'packages/binding/src/call/prepared.ts',
     find: "      phase = 'call';\n",
     replace: "      release?.();\n      release = undefined;\n      phase = 'call';\n",
     testFile: 'packages/runtime/test/runtime.memory.test.ts',
@@ -138,7 +138,7 @@ const MUTANTS: readonly Mutant[] = [
   {
     // Issue 10: the key's SENT record must be durable before a byte is written.
     name: 'send before the SENT record',
-    file: 'packages/binding/src/binding.ts',
+    file: 'packages/binding/src/call/prepared.ts',
     find: 'if (claim !== undefined && journal !== undefined) await journal.markSent(claim, timeoutMs);',
     replace:
       'if (claim !== undefined && journal !== undefined) void journal.markSent(claim, timeoutMs);',

@@ -1,4 +1,4 @@
-import { CatalogError, ErrorCode, StepbindError } from './errors.js';
+import { CatalogError, ErrorCode, StepbindError, abortedError } from './errors.js';
 import { classifyRevisions } from './states.js';
 
 /** The `_meta` key under which a server or gateway may publish its catalog revision token. */
@@ -124,8 +124,25 @@ export const DEFAULT_ENUMERATE_LIMITS: ResolvedLimits = Object.freeze({
   maxRestarts: 3,
 });
 
-// Node clamps larger timer delays to 1 ms, which would turn a generous budget into an instant one.
-const MAX_TIMER_MS = 2_147_483_647;
+/**
+ * @internal The longest timer delay, in milliseconds: Node clamps larger delays to 1 ms, which
+ * would turn a generous budget into an instant one. The upper bound of every timeout option.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * @internal The smallest value each discovery limit accepts (0 is meaningful for `maxTools` and
+ * `maxRestarts`). The one home of these minimums: configuration parsing imports them.
+ */
+export const ENUMERATE_LIMIT_MINIMUMS: Readonly<Record<keyof ResolvedLimits, number>> =
+  Object.freeze({
+    maxPages: 1,
+    maxTools: 0,
+    maxCursorBytes: 1,
+    requestTimeoutMs: 1,
+    totalTimeoutMs: 1,
+    maxRestarts: 0,
+  });
 
 /**
  * Checks the numeric limits of an {@link EnumerateOptions} bag and returns them with defaults
@@ -136,7 +153,8 @@ const MAX_TIMER_MS = 2_147_483_647;
  */
 export function resolveEnumerateLimits(options: EnumerateOptions = {}): ResolvedLimits {
   const server = options.server ?? 'server';
-  const pick = (key: keyof ResolvedLimits, min: number, max = Number.MAX_SAFE_INTEGER): number => {
+  const pick = (key: keyof ResolvedLimits, max = Number.MAX_SAFE_INTEGER): number => {
+    const min = ENUMERATE_LIMIT_MINIMUMS[key];
     const value: unknown = options[key];
     if (value === undefined) return DEFAULT_ENUMERATE_LIMITS[key];
     if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
@@ -149,12 +167,12 @@ export function resolveEnumerateLimits(options: EnumerateOptions = {}): Resolved
     return value;
   };
   const limits: ResolvedLimits = {
-    maxPages: pick('maxPages', 1),
-    maxTools: pick('maxTools', 0),
-    maxCursorBytes: pick('maxCursorBytes', 1),
-    requestTimeoutMs: pick('requestTimeoutMs', 1, MAX_TIMER_MS),
-    totalTimeoutMs: pick('totalTimeoutMs', 1, MAX_TIMER_MS),
-    maxRestarts: pick('maxRestarts', 0),
+    maxPages: pick('maxPages'),
+    maxTools: pick('maxTools'),
+    maxCursorBytes: pick('maxCursorBytes'),
+    requestTimeoutMs: pick('requestTimeoutMs', MAX_TIMER_MS),
+    totalTimeoutMs: pick('totalTimeoutMs', MAX_TIMER_MS),
+    maxRestarts: pick('maxRestarts'),
   };
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
     throw new CatalogError(
@@ -500,7 +518,7 @@ async function requestPage(
     }, timeoutMs);
     if (ctx.signal !== undefined) {
       onAbort = () => {
-        const error = abortedError(server, ctx.signal?.reason);
+        const error = discoveryAborted(server, ctx.signal?.reason);
         controller.abort(error);
         reject(error);
       };
@@ -526,14 +544,14 @@ async function requestPage(
 }
 
 function checkAborted(signal: AbortSignal, server: string): void {
-  if (signal.aborted) throw abortedError(server, signal.reason);
+  if (signal.aborted) throw discoveryAborted(server, signal.reason);
 }
 
-function abortedError(server: string, reason: unknown): CatalogError {
-  return new CatalogError(
-    ErrorCode.ABORTED,
+function discoveryAborted(server: string, reason: unknown): CatalogError {
+  return abortedError(
     `Discovery of server "${server}" was cancelled by the caller; nothing was published.`,
-    { detail: { server }, cause: reason },
+    reason,
+    { detail: { server }, as: CatalogError },
   );
 }
 

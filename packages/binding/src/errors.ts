@@ -79,9 +79,122 @@ export interface BaseErrorDetail {
   readonly [key: string]: unknown;
 }
 
+/** Detail of every call failure (`CallError`): where it happened and whether it was sent. */
+export interface CallErrorDetail extends BaseErrorDetail {
+  readonly modelName?: string;
+  readonly stepId?: string;
+  /** Whether the `tools/call` request was written to the server (DESIGN §13). */
+  readonly delivery?: Delivery;
+  /** The run's idempotency key, when it had one. */
+  readonly key?: string;
+  /** True when the outcome came from the journal (nothing was sent again). */
+  readonly replayed?: boolean;
+}
+
+/** Detail of a tool-definition failure: where in the catalog and in the definition. */
+export interface ToolErrorDetail extends BaseErrorDetail {
+  /** JSON pointer into the tool definition. */
+  readonly path?: string;
+  readonly pageIndex?: number;
+  readonly toolIndex?: number;
+}
+
+/** Detail of a failure over a bound (a limit, its value, or a size met). */
+export interface LimitErrorDetail extends BaseErrorDetail {
+  /** The option or limit that was exceeded. */
+  readonly limit?: string | number;
+  readonly max?: number;
+}
+
+/**
+ * What `detail` carries for each code, beyond {@link BaseErrorDetail}. Codes not listed carry
+ * the base fields (and code-specific extras under the index signature).
+ */
+export interface ErrorDetailMap {
+  INVALID_OPTIONS: BaseErrorDetail & {
+    /** The option at fault. */
+    readonly option?: string;
+    readonly value?: unknown;
+    readonly key?: string;
+  };
+  DUPLICATE_TOOL_NAME: ToolErrorDetail & {
+    readonly firstIndex?: number;
+    readonly index?: number;
+  };
+  CURSOR_REPEATED: BaseErrorDetail & { readonly cursor?: string; readonly page?: number };
+  PAGE_LIMIT: LimitErrorDetail & { readonly page?: number };
+  TOOL_LIMIT: LimitErrorDetail & { readonly page?: number };
+  CURSOR_TOO_LARGE: LimitErrorDetail & { readonly page?: number; readonly bytes?: number };
+  INVALID_TOOL: ToolErrorDetail;
+  INVALID_PAGE: BaseErrorDetail & { readonly page?: number };
+  INVALID_TOOL_NAME: ToolErrorDetail;
+  INVALID_INPUT_SCHEMA: ToolErrorDetail;
+  INVALID_OUTPUT_SCHEMA: ToolErrorDetail;
+  UNKNOWN_SCHEMA_DIALECT: ToolErrorDetail & { readonly dialect?: unknown };
+  REMOTE_REF: ToolErrorDetail & { readonly ref?: string };
+  UNRESOLVED_REF: ToolErrorDetail & { readonly ref?: string };
+  SCHEMA_TOO_LARGE: ToolErrorDetail &
+    LimitErrorDetail & { readonly bytes?: number; readonly depth?: number };
+  SCHEMA_INVALID: ToolErrorDetail & { readonly ref?: string };
+  STALE_CATALOG: CallErrorDetail & {
+    readonly capturedRevision?: number;
+    readonly currentRevision?: number;
+  };
+  UNKNOWN_TOOL: CallErrorDetail;
+  INVALID_ARGUMENTS: CallErrorDetail &
+    LimitErrorDetail & {
+      /** The validation errors, `<instance path> <message>`. */
+      readonly errors?: string;
+      /** Where a value that is not plain JSON sits. */
+      readonly path?: string;
+    };
+  INVALID_TOOL_OUTPUT: CallErrorDetail &
+    LimitErrorDetail & { readonly errors?: string; readonly path?: string };
+  TOOL_DENIED: CallErrorDetail & {
+    /** `policy-epoch`, `revoked`, `prepare` or `admission`. */
+    readonly reason?: string;
+    readonly capturedEpoch?: number;
+    readonly currentEpoch?: number;
+  };
+  APPROVAL_REQUIRED: CallErrorDetail & {
+    readonly reason?: 'approval-required';
+    readonly approval?: string;
+    readonly catalogState?: string;
+    readonly effectClass?: string;
+  };
+  BINDING_RELEASED: CallErrorDetail;
+  TIMEOUT: CallErrorDetail & {
+    /** `request` (one request) or `total` (a whole enumeration). */
+    readonly scope?: string;
+    readonly timeoutMs?: number;
+    readonly page?: number;
+  };
+  ABORTED: CallErrorDetail;
+  CONNECTION_CLOSED: CallErrorDetail;
+  SERVER_ERROR: CallErrorDetail & { readonly page?: number };
+  OUTCOME_UNKNOWN: CallErrorDetail;
+  IDEMPOTENCY_CONFLICT: CallErrorDetail;
+  IDEMPOTENCY_IN_PROGRESS: CallErrorDetail;
+  INVALID_CONFIG: BaseErrorDetail & {
+    /** JSON path of the configuration value at fault. */
+    readonly path?: string;
+    readonly configPath?: string;
+  };
+  MESSAGE_TOO_LARGE: LimitErrorDetail & { readonly method?: string; readonly configKey?: string };
+  MALFORMED_MESSAGE: BaseErrorDetail & { readonly reason?: string; readonly method?: string };
+  JOURNAL_CORRUPT: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
+  JOURNAL_VERSION: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
+  JOURNAL_UNAVAILABLE: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
+}
+
+/** The `detail` of an error with code `C`: {@link ErrorDetailMap}`[C]`, or the base fields. */
+export type ErrorDetail<C extends ErrorCode = ErrorCode> = C extends keyof ErrorDetailMap
+  ? ErrorDetailMap[C]
+  : BaseErrorDetail;
+
 /** Options accepted by every stepbind error constructor. */
 export interface StepbindErrorOptions {
-  /** Structured facts about the failure. */
+  /** Structured facts about the failure (see {@link ErrorDetailMap} for what each code carries). */
   readonly detail?: BaseErrorDetail;
   /** The original error, kept for debugging. */
   readonly cause?: unknown;
@@ -94,12 +207,25 @@ export interface StepbindErrorOptions {
  */
 const STEPBIND_ERROR = Symbol.for('io.stepbind.error');
 
+/**
+ * A stepbind error whose `code` is `C`, with `detail` typed for that code ({@link ErrorDetailMap}):
+ * what {@link isStepbindError} and {@link StepbindError.isInstance} narrow to when given a code,
+ * so `isStepbindError(e, ErrorCode.UNKNOWN_TOOL) && e.detail.modelName` is typed.
+ */
+export type StepbindErrorOf<C extends ErrorCode> = StepbindError & {
+  readonly code: C;
+  readonly detail: ErrorDetail<C>;
+};
+
 /** The base class of every error stepbind raises. `code` is stable; match on it, not on messages. */
 export class StepbindError extends Error {
   /** Stable machine-readable code. */
   readonly code: ErrorCode;
-  /** Structured facts: server, tool, JSON-RPC code and code-specific fields. */
-  readonly detail: BaseErrorDetail;
+  /**
+   * Structured facts: server, tool, JSON-RPC code and code-specific fields ({@link ErrorDetailMap};
+   * narrow by code with {@link isStepbindError} to type them).
+   */
+  readonly detail: ErrorDetail;
 
   constructor(code: ErrorCode, message: string, options: StepbindErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -112,12 +238,15 @@ export class StepbindError extends Error {
    * True for any stepbind error, also one created by another installed copy of
    * `@stepbind/binding` (checked by a global brand, not by `instanceof`).
    */
-  static isInstance(value: unknown): value is StepbindError {
+  static isInstance(value: unknown): value is StepbindError;
+  static isInstance<C extends ErrorCode>(value: unknown, code: C): value is StepbindErrorOf<C>;
+  static isInstance(value: unknown, code?: ErrorCode): boolean {
     return (
       typeof value === 'object' &&
       value !== null &&
       (value as Record<symbol, unknown>)[STEPBIND_ERROR] === true &&
-      typeof (value as { code?: unknown }).code === 'string'
+      typeof (value as { code?: unknown }).code === 'string' &&
+      (code === undefined || (value as { code?: unknown }).code === code)
     );
   }
 
@@ -136,7 +265,7 @@ export class StepbindError extends Error {
   }
 
   /** A JSON-serialisable view: `{ code, message, detail }`. */
-  toJSON(): { code: ErrorCode; message: string; detail: BaseErrorDetail } {
+  toJSON(): { code: ErrorCode; message: string; detail: ErrorDetail } {
     return { code: this.code, message: this.message, detail: this.detail };
   }
 }
@@ -194,7 +323,38 @@ export class RuntimeError extends StepbindError {
   }
 }
 
-/** True when `value` is any stepbind error (optionally with the given code). */
-export function isStepbindError(value: unknown, code?: ErrorCode): value is StepbindError {
+/**
+ * True when `value` is any stepbind error (optionally with the given code, which then types
+ * `detail`), also one from another installed copy of the package.
+ */
+export function isStepbindError(value: unknown): value is StepbindError;
+export function isStepbindError<C extends ErrorCode>(
+  value: unknown,
+  code: C | undefined,
+): value is StepbindErrorOf<C>;
+export function isStepbindError(value: unknown, code?: ErrorCode): boolean {
   return StepbindError.isInstance(value) && (code === undefined || value.code === code);
+}
+
+/**
+ * @internal The one `ABORTED` error: `message` says what was cancelled and what was left undone;
+ * the abort `reason` is the cause, and a reason that is already a stepbind error is returned as
+ * is. `as` is the error family of the operation (`CatalogError` for discovery, `RuntimeError`
+ * for a refresh), which callers match with `instanceof`.
+ */
+export function abortedError(
+  message: string,
+  reason: unknown,
+  options: {
+    readonly detail?: ErrorDetail<typeof ErrorCode.ABORTED>;
+    readonly as?: typeof StepbindError;
+    readonly keepStepbindReason?: boolean;
+  } = {},
+): StepbindError {
+  if (options.keepStepbindReason === true && StepbindError.isInstance(reason)) return reason;
+  const Class = options.as ?? StepbindError;
+  return new Class(ErrorCode.ABORTED, message, {
+    ...(options.detail === undefined ? {} : { detail: options.detail }),
+    cause: reason,
+  });
 }

@@ -1,3 +1,12 @@
+/**
+ * @stepbind/binding: the public surface for applications. Errors, the step binding and its
+ * prepared calls, the model tools and their provider formats and tool-result messages, the
+ * snapshot and descriptor types a step exposes, canonical digests, and the journal store
+ * interface (with its in-memory store and receipt chain) that durable stores implement. The
+ * runtime's internals are the `@stepbind/binding/internal` subpath.
+ *
+ * @packageDocumentation
+ */
 export {
   ErrorCode,
   StepbindError,
@@ -8,92 +17,35 @@ export {
   JournalError,
   isStepbindError,
 } from './errors.js';
-export type { BaseErrorDetail, Delivery, StepbindErrorOptions } from './errors.js';
-export { canonicalJson, digestOf, sha256Hex } from './canonical.js';
-export {
-  CATALOG_REVISION_META_KEY,
-  DEFAULT_ENUMERATE_LIMITS,
-  enumerateCatalog,
-  resolveEnumerateLimits,
-} from './discovery.js';
 export type {
-  ChangeFeed,
-  EnumerateOptions,
-  ListPageRequest,
-  RawTool,
-  RevisionProof,
-  ToolEnumeration,
-  ToolListSource,
-} from './discovery.js';
-export {
-  DEFAULT_SCHEMA_DIALECTS,
-  SCHEMA_DIALECT_URIS,
-  SchemaValidatorCache,
-  dialectOf,
-} from './schema.js';
+  BaseErrorDetail,
+  Delivery,
+  ErrorDetail,
+  ErrorDetailMap,
+  StepbindErrorOf,
+  StepbindErrorOptions,
+  CallErrorDetail,
+  ToolErrorDetail,
+  LimitErrorDetail,
+} from './errors.js';
+export { canonicalJson, digestOf } from './canonical.js';
+export type { CallLimits } from './bounds.js';
+export type { SchemaDialect } from './schema/dialects.js';
+export type { SchemaValidator, ValidationResult } from './schema/types.js';
 export type {
-  SchemaCacheStats,
-  SchemaDialect,
-  SchemaProblem,
-  SchemaValidator,
-  ValidationResult,
-} from './schema.js';
-export {
-  DEFAULT_MAX_SCHEMA_BYTES,
-  TOOL_NAME_PATTERN,
-  validateCatalog,
-  validateTool,
-} from './validation.js';
-export type {
-  CheckedSchema,
   McpToolDefinition,
   ObjectSchema,
   ToolAnnotations,
   UnenforcedPattern,
-  ValidatedTool,
-  ValidationOptions,
 } from './validation.js';
-export { DEFAULT_CALL_LIMITS } from './bounds.js';
-export type { CallLimits } from './bounds.js';
-export {
-  CATALOG_SNAPSHOT_SCHEMA,
-  DEFAULT_SNAPSHOT_TTL_MS,
-  computeTransportDigest,
-  createCatalogSnapshot,
-  createSnapshotBuilder,
-  effectClassOf,
-  withGeneration,
-} from './snapshot.js';
 export type {
   CatalogSnapshot,
-  CreateCatalogSnapshotInput,
   EffectClass,
   ServerIdentity,
   ServerInfo,
-  SnapshotBuilder,
-  SnapshotBuilderOptions,
-  SnapshotFinishInput,
   ToolDescriptor,
-} from './snapshot.js';
-export {
-  CATALOG_TRANSITIONS,
-  CatalogState,
-  DiscoveryTracker,
-  classifyRevisions,
-  isLegalTransition,
-  isTerminalState,
-  transition,
-} from './states.js';
-export type { RevisionClassification, RevisionIncompleteReason } from './states.js';
-export {
-  MAX_MODEL_NAME_LENGTH,
-  MODEL_NAME_HASH_LENGTH,
-  assignModelNames,
-  sanitizeNamePart,
-  toModelTools,
-} from './names.js';
-export type { ModelNameEntry, ModelNameTable, QualifiedToolName } from './names.js';
-export { modelToolOf } from './tools/view.js';
+} from './snapshot/snapshot.js';
+export { CatalogState } from './states.js';
 export type { ModelTool } from './tools/view.js';
 export type {
   McpAnnotations,
@@ -153,43 +105,24 @@ export type {
   ToolResultLike,
   ToolResultPart,
 } from './tools/results.js';
-export { CatalogRegistry, sameIdentity } from './registry.js';
-export type {
-  CatalogRegistryOptions,
-  HeldSnapshot,
-  PublishConflictReason,
-  PublishOptions,
-  SnapshotLifecycle,
-} from './registry.js';
-export { acquireMutex, RevisionLock } from './lock.js';
-export { onAbort } from './signals.js';
-export type { LockAcquireOptions, Release } from './lock.js';
-export { CatalogSlot, createBinding, McpBinding, PreparedCall, toToolResult } from './binding.js';
+export { McpBinding } from './call/binding.js';
+export type { BindingServerStatus } from './call/binding.js';
+export { PreparedCall } from './call/prepared.js';
+export { toToolResult } from './call/result.js';
+export type { ErrorToolResult } from './call/result.js';
 export type {
   ApprovalMode,
-  BindingServerStatus,
-  BindingView,
-  BoundServer,
-  BoundTool,
   CallOutcome,
-  CallPolicy,
   CallReceipt,
-  CreateBindingOptions,
-  ErrorToolResult,
-  LeftOutServer,
   PrepareContext,
   RunOptions,
   ToolCallResult,
-  ToolCaller,
-} from './binding.js';
-export { CallJournal, JournalClaim } from './journal/journal.js';
-export type {
-  BeginOptions,
-  BeginResult,
-  CallIntent,
-  CallJournalOptions,
-  ResolveInput,
-} from './journal/journal.js';
+} from './call/types.js';
+export type { LeftOutServer } from './tools/view.js';
+export { CallJournal } from './journal/journal.js';
+export type { CallJournalOptions } from './journal/journal.js';
+export { JournalClaim } from './journal/claim.js';
+export type { BeginOptions, BeginResult, CallIntent, ResolveInput } from './journal/claim.js';
 export { MemoryJournalStore } from './journal/memory.js';
 export type { MemoryJournalStoreOptions } from './journal/memory.js';
 export {

@@ -1,5 +1,5 @@
 import { Mutex } from 'async-mutex';
-import { ErrorCode, StepbindError } from './errors.js';
+import { abortedError, type StepbindError } from './errors.js';
 import { onAbort } from './signals.js';
 
 /** Releases a lock that was acquired. Calling it more than once has no effect. */
@@ -44,18 +44,13 @@ export class RevisionLock {
     return this.#writing;
   }
 
-  /** True when a writer holds the turnstile or waiters are queued on it. */
-  get contended(): boolean {
-    return this.#turnstile.isLocked();
-  }
-
   /**
    * Acquires a shared read hold. Fast path: with no writer queued or writing, it is taken
    * synchronously inside the returned promise's first tick without touching the mutex queue.
    */
   async acquireRead(options: LockAcquireOptions = {}): Promise<Release> {
     if (!this.#turnstile.isLocked()) {
-      if (options.signal?.aborted === true) throw abortedError(options.signal);
+      if (options.signal?.aborted === true) throw lockAborted(options.signal);
       return this.#admitReader();
     }
     const releaseTurnstile = await this.#passTurnstile(options.signal);
@@ -75,7 +70,7 @@ export class RevisionLock {
       try {
         await new Promise<void>((resolve, reject) => {
           const abort = (): void => {
-            if (signal !== undefined) reject(abortedError(signal));
+            if (signal !== undefined) reject(lockAborted(signal));
           };
           let off: () => void = () => undefined;
           this.#drained = () => {
@@ -121,10 +116,8 @@ export class RevisionLock {
   }
 }
 
-function abortedError(signal: AbortSignal): StepbindError {
-  return new StepbindError(ErrorCode.ABORTED, 'Waiting for a lock was cancelled.', {
-    cause: signal.reason,
-  });
+function lockAborted(signal: AbortSignal): StepbindError {
+  return abortedError('Waiting for a lock was cancelled.', signal.reason);
 }
 
 /**
@@ -135,14 +128,14 @@ export async function acquireMutex(
   mutex: Mutex,
   signal: AbortSignal | undefined,
 ): Promise<Release> {
-  if (signal?.aborted === true) throw abortedError(signal);
+  if (signal?.aborted === true) throw lockAborted(signal);
   const acquiring = mutex.acquire();
   if (signal === undefined) return acquiring;
   return new Promise<Release>((resolve, reject) => {
     const off = onAbort(signal, () => {
       // Keep the FIFO slot but hand it straight back when it comes up.
       void acquiring.then((release) => release());
-      reject(abortedError(signal));
+      reject(lockAborted(signal));
     });
     void acquiring.then((release) => {
       off();

@@ -1,12 +1,9 @@
 /**
- * Model-facing tool names (DESIGN §8) and the model tools of one snapshot. Provider shapes live in
- * `tools/formats.ts`.
+ * Model-facing tool names (DESIGN §8). The model tools themselves are built in `tools/view.ts`.
  *
  * @packageDocumentation
  */
 import { sha256Hex } from './canonical.js';
-import type { CatalogSnapshot } from './snapshot.js';
-import { modelToolOf, type ModelTool } from './tools/view.js';
 
 /** Longest model-facing name. OpenAI and Anthropic both accept `^[A-Za-z0-9_-]{1,64}$`. */
 export const MAX_MODEL_NAME_LENGTH = 64;
@@ -163,34 +160,4 @@ class NameTable implements ModelNameTable {
 
 function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-const modelToolsCache = new WeakMap<CatalogSnapshot, readonly ModelTool[]>();
-
-/**
- * The model-facing tools of one snapshot, in catalog order: `name` is the descriptor's model name,
- * `description` the tool's description (or `''`), `inputSchema` the frozen raw schema. Built once
- * per snapshot and cached. Pass `names` (from {@link assignModelNames} over several servers) to
- * name tools across servers; the result is then not cached.
- */
-export function toModelTools(
-  snapshot: CatalogSnapshot,
-  names?: ModelNameTable,
-): readonly ModelTool[] {
-  if (names === undefined) {
-    const cached = modelToolsCache.get(snapshot);
-    if (cached !== undefined) return cached;
-  }
-  const server = snapshot.identity.name;
-  const tools = Object.freeze(
-    snapshot.tools.map((d) => {
-      const name = names === undefined ? d.modelName : names.forward(server, d.name);
-      if (name === undefined) {
-        throw new Error(`stepbind: the name table has no entry for ${server}/${d.name}`);
-      }
-      return modelToolOf(name, d);
-    }),
-  );
-  if (names === undefined) modelToolsCache.set(snapshot, tools);
-  return tools;
 }

@@ -5,8 +5,8 @@
  */
 import { canonicalJson } from './canonical.js';
 import { CatalogError, ErrorCode } from './errors.js';
-import { CATALOG_SNAPSHOT_SCHEMA, withGeneration } from './snapshot.js';
-import type { CatalogSnapshot, ServerIdentity } from './snapshot.js';
+import { CATALOG_SNAPSHOT_SCHEMA, withGeneration } from './snapshot/snapshot.js';
+import type { CatalogSnapshot, ServerIdentity } from './snapshot/snapshot.js';
 
 /**
  * Where a published snapshot is in its life, as the registry sees it:
@@ -49,7 +49,8 @@ export interface HeldSnapshot {
   readonly release: () => void;
 }
 
-interface Slot {
+/** The active catalog of one (server, audience) pair and the generations issued for it. */
+interface AudiencePointer {
   readonly server: string;
   active: CatalogSnapshot | undefined;
   /** Highest generation ever issued for this key; never decreases. */
@@ -76,7 +77,7 @@ export class CatalogRegistry {
   #policyEpoch: number;
   readonly #onRetired: ((snapshot: CatalogSnapshot) => void) | undefined;
   readonly #identities = new Map<string, ServerIdentity>();
-  readonly #slots = new Map<string, Slot>();
+  readonly #pointers = new Map<string, AudiencePointer>();
   readonly #records = new WeakMap<CatalogSnapshot, SnapshotRecord>();
 
   constructor(options: CatalogRegistryOptions = {}) {
@@ -117,7 +118,7 @@ export class CatalogRegistry {
    */
   current(server: string | ServerIdentity, audience: string): CatalogSnapshot | undefined {
     const name = typeof server === 'string' ? server : server.name;
-    const active = this.#slots.get(slotKey(name, audience))?.active;
+    const active = this.#pointers.get(pointerKey(name, audience))?.active;
     if (active === undefined) return undefined;
     if (typeof server !== 'string' && !sameIdentity(active.identity, server)) return undefined;
     return active;
@@ -125,7 +126,7 @@ export class CatalogRegistry {
 
   /** Highest generation ever issued for (server, audience); 0 when none. */
   lastIssuedGeneration(server: string, audience: string): number {
-    return this.#slots.get(slotKey(server, audience))?.issued ?? 0;
+    return this.#pointers.get(pointerKey(server, audience))?.issued ?? 0;
   }
 
   /**
@@ -136,7 +137,8 @@ export class CatalogRegistry {
   check(candidate: CatalogSnapshot, options: PublishOptions): CatalogError | undefined {
     const name = candidate.identity.name;
     const { audience } = candidate;
-    const activeGeneration = this.#slots.get(slotKey(name, audience))?.active?.generation ?? 0;
+    const activeGeneration =
+      this.#pointers.get(pointerKey(name, audience))?.active?.generation ?? 0;
     const refuse = (reason: PublishConflictReason, message: string): CatalogError =>
       new CatalogError(ErrorCode.PUBLISH_CONFLICT, `${message} Nothing was published.`, {
         detail: {
@@ -199,21 +201,21 @@ export class CatalogRegistry {
     const conflict = this.check(candidate, options);
     if (conflict !== undefined) throw conflict;
     const name = candidate.identity.name;
-    const key = slotKey(name, candidate.audience);
-    const slot = this.#slots.get(key);
+    const key = pointerKey(name, candidate.audience);
+    const pointer = this.#pointers.get(key);
     const registered = this.#identities.get(name);
     const identityChanged =
       registered !== undefined && !sameIdentity(registered, candidate.identity);
 
     const retired: CatalogSnapshot[] = [];
     if (identityChanged) {
-      for (const [otherKey, other] of this.#slots) {
+      for (const [otherKey, other] of this.#pointers) {
         if (otherKey !== key && other.server === name) this.#supersede(other, retired);
       }
     }
     this.#identities.set(name, candidate.identity);
-    const target = slot ?? { server: name, active: undefined, issued: 0 };
-    if (slot === undefined) this.#slots.set(key, target);
+    const target = pointer ?? { server: name, active: undefined, issued: 0 };
+    if (pointer === undefined) this.#pointers.set(key, target);
     const published = withGeneration(
       candidate,
       target.issued + 1,
@@ -234,8 +236,8 @@ export class CatalogRegistry {
    */
   retireServer(server: string): void {
     const retired: CatalogSnapshot[] = [];
-    for (const slot of this.#slots.values()) {
-      if (slot.server === server) this.#supersede(slot, retired);
+    for (const pointer of this.#pointers.values()) {
+      if (pointer.server === server) this.#supersede(pointer, retired);
     }
     this.#identities.delete(server);
     this.#notify(retired);
@@ -299,15 +301,10 @@ export class CatalogRegistry {
     return snapshot.state === 'ELIGIBLE' ? 'ELIGIBLE' : 'UNVERSIONED_OBSERVATION';
   }
 
-  /** Number of holders of a published snapshot (0 for unknown snapshots). */
-  holdersOf(snapshot: CatalogSnapshot): number {
-    return this.#records.get(snapshot)?.holders ?? 0;
-  }
-
-  #supersede(slot: Slot, retired: CatalogSnapshot[]): void {
-    const old = slot.active;
+  #supersede(pointer: AudiencePointer, retired: CatalogSnapshot[]): void {
+    const old = pointer.active;
     if (old === undefined) return;
-    slot.active = undefined;
+    pointer.active = undefined;
     const record = this.#records.get(old);
     if (record === undefined) return;
     record.active = false;
@@ -336,6 +333,6 @@ export function sameIdentity(a: ServerIdentity, b: ServerIdentity): boolean {
   );
 }
 
-function slotKey(server: string, audience: string): string {
+function pointerKey(server: string, audience: string): string {
   return JSON.stringify([server, audience]);
 }

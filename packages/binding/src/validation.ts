@@ -5,18 +5,15 @@
  * @packageDocumentation
  */
 import { sha256Hex } from './canonical.js';
-import { canonicalText, keyPrefix, lastCanonicalDepth, sortKeys } from './fastcanonical.js';
+import { canonicalJson, keyPrefix, lastCanonicalDepth, sortKeys } from './canonical.js';
 import { CatalogError, ErrorCode } from './errors.js';
-import { sanitizeNamePart } from './names.js';
 import {
-  DEFAULT_SCHEMA_DIALECTS,
   SchemaValidatorCache,
-  dialectOf,
-  toPointer,
-  type SchemaDialect,
   type SchemaProblem,
   type UnenforcedSchemaPattern,
-} from './schema.js';
+} from './schema/cache.js';
+import { DEFAULT_SCHEMA_DIALECTS, dialectOf, type SchemaDialect } from './schema/dialects.js';
+import { toPointer } from './schema/pointer.js';
 
 /** The pattern every raw MCP tool name must match. */
 export const TOOL_NAME_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
@@ -118,12 +115,6 @@ export interface ValidatedTool {
   readonly unenforcedPatterns: readonly UnenforcedPattern[];
 }
 
-/** @internal A validated tool plus the canonical JSON of its schemas, for digest composition. */
-export interface ValidatedToolInternal extends ValidatedTool {
-  readonly inputCanonical: string;
-  readonly outputCanonical: string | undefined;
-}
-
 interface Resolved {
   readonly server: string;
   readonly maxSchemaBytes: number;
@@ -132,6 +123,9 @@ interface Resolved {
   readonly cache: SchemaValidatorCache;
   readonly pageIndex: number | undefined;
 }
+
+/** @internal Validation options with every default applied. */
+export type ResolvedValidationOptions = Resolved;
 
 /** @internal */
 export function resolveValidationOptions(options: ValidationOptions): Resolved {
@@ -163,7 +157,7 @@ export function resolveValidationOptions(options: ValidationOptions): Resolved {
  *   known, `pageIndex` and `toolIndex`.
  */
 export function validateTool(raw: unknown, options: ValidationOptions): ValidatedTool {
-  return checkTool(raw, resolveValidationOptions(options), undefined);
+  return validatedOf(checkTool(raw, resolveValidationOptions(options), undefined, undefined));
 }
 
 /**
@@ -177,29 +171,35 @@ export function validateCatalog(
   options: ValidationOptions,
 ): readonly ValidatedTool[] {
   const resolved = resolveValidationOptions(options);
-  const seen = new Map<string, number>();
+  const names = new UniqueNames();
   const out: ValidatedTool[] = [];
-  for (let i = 0; i < tools.length; i++) {
-    const tool = checkTool(tools[i], resolved, i);
-    checkUnique(seen, tool.name, i, resolved);
-    out.push(tool);
-  }
+  for (let i = 0; i < tools.length; i++)
+    out.push(validatedOf(checkTool(tools[i], resolved, i, names)));
   return Object.freeze(out);
 }
 
-/** @internal Throw `DUPLICATE_TOOL_NAME` when `name` was seen before. */
-export function checkUnique(
-  seen: Map<string, number>,
-  name: string,
-  index: number,
-  o: Pick<Resolved, 'server' | 'pageIndex'>,
-): void {
-  const first = seen.get(name);
-  if (first !== undefined) throw duplicateError(name, first, index, o);
-  seen.set(name, index);
+/**
+ * @internal Where {@link checkTool} records the names of a catalog: `add` throws
+ * {@link duplicateError} when the name was added before.
+ */
+export interface ToolNames {
+  add(name: string, o: Pick<Resolved, 'server' | 'pageIndex'>): void;
 }
 
-function duplicateError(
+/** The names of one catalog, for {@link validateCatalog}. */
+class UniqueNames implements ToolNames {
+  readonly #seen = new Map<string, number>();
+
+  add(name: string, o: Pick<Resolved, 'server' | 'pageIndex'>): void {
+    const index = this.#seen.size;
+    const first = this.#seen.get(name);
+    if (first !== undefined) throw duplicateError(name, first, index, o);
+    this.#seen.set(name, index);
+  }
+}
+
+/** @internal The `DUPLICATE_TOOL_NAME` error: tool #`index` repeats the name of tool #`first`. */
+export function duplicateError(
   name: string,
   first: number,
   index: number,
@@ -213,12 +213,43 @@ function duplicateError(
   );
 }
 
-/** @internal */
+/** @internal A tool that passed {@link checkTool}: what the snapshot keeps of it. */
+export interface CheckedTool {
+  readonly raw: McpToolDefinition;
+  readonly name: string;
+  /** The canonical JSON of the whole definition (for the page digest). */
+  readonly text: string;
+  /** `sha256:` digest of {@link text}. */
+  readonly digest: string;
+  readonly input: SchemaText;
+  readonly output: SchemaText | undefined;
+  readonly unenforcedPatterns: readonly UnenforcedPattern[];
+}
+
+/** @internal One checked schema of a {@link CheckedTool}. */
+export interface SchemaText {
+  readonly schema: ObjectSchema;
+  /** Its canonical JSON (a slice of the tool's text when the schema is an own member). */
+  readonly text: string;
+  readonly digest: string;
+  readonly dialect: SchemaDialect;
+}
+
+/**
+ * @internal The one tool check (DESIGN §4), for {@link validateTool}, {@link validateCatalog} and
+ * the snapshot builder. The canonical text of the whole definition is built in one pass, and the
+ * schema digests hash slices of it, so no schema text is materialised on its own. The checks run
+ * in this order, and the first failure is thrown: the definition is an object with a valid
+ * `name` and an `inputSchema`; the input schema's shape, dialect, depth, size and meta-schema
+ * (cache); the same for the output schema; the duplicate check (`names`); every other member is
+ * plain JSON.
+ */
 export function checkTool(
   raw: unknown,
   o: Resolved,
   toolIndex: number | undefined,
-): ValidatedToolInternal {
+  names: ToolNames | undefined,
+): CheckedTool {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     const where = toolIndex === undefined ? 'a tool' : `tool #${toolIndex}`;
     throw new CatalogError(
@@ -228,7 +259,8 @@ export function checkTool(
     );
   }
   const tool = raw as Record<string, unknown>;
-  if (typeof tool.name !== 'string') {
+  const name = tool.name;
+  if (typeof name !== 'string') {
     const where = toolIndex === undefined ? 'a tool' : `tool #${toolIndex}`;
     throw new CatalogError(
       ErrorCode.INVALID_TOOL,
@@ -236,7 +268,6 @@ export function checkTool(
       { detail: detailOf(o, toolIndex, undefined, '/name') },
     );
   }
-  const name = tool.name;
   if (!TOOL_NAME_PATTERN.test(name)) {
     throw new CatalogError(
       ErrorCode.INVALID_TOOL_NAME,
@@ -245,26 +276,232 @@ export function checkTool(
       { detail: detailOf(o, toolIndex, name, '/name') },
     );
   }
-  if (tool.inputSchema === undefined) {
+  const input = tool.inputSchema;
+  if (input === undefined) {
     throw new CatalogError(
       ErrorCode.INVALID_TOOL,
       `Tool "${name}" on server "${o.server}" has no inputSchema. Fix the tool definition on server "${o.server}".`,
       { detail: detailOf(o, toolIndex, name, '/inputSchema') },
     );
   }
-  const input = checkSchema(tool.inputSchema, 'inputSchema', name, o, toolIndex);
-  const output =
-    tool.outputSchema === undefined
-      ? undefined
-      : checkSchema(tool.outputSchema, 'outputSchema', name, o, toolIndex);
+  const where: Where = { o, tool: name, toolIndex };
+  const inputDialect = schemaDialect(input, 'inputSchema', where);
+  const output = tool.outputSchema;
+  // The output schema's failures come after every check of the input schema: kept until then.
+  let outputFailure: CatalogError | undefined;
+  let outputDialect: SchemaDialect = '2020-12';
+  if (output !== undefined) {
+    try {
+      outputDialect = schemaDialect(output, 'outputSchema', where);
+    } catch (error) {
+      outputFailure = error as CatalogError;
+    }
+  }
+  let memberFailure: unknown;
+  const keys = sortKeys(Object.keys(tool));
+  let text = '{';
+  let first = true;
+  let inputStart = -1;
+  let inputEnd = -1;
+  let outputStart = -1;
+  let outputEnd = -1;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i] as string;
+    const member = key === 'inputSchema' ? input : key === 'outputSchema' ? output : tool[key];
+    if (member === undefined) continue;
+    const prefix = keyPrefix(key, !first);
+    if (key === 'inputSchema') {
+      const schema = schemaText(member, 'inputSchema', where);
+      text += prefix;
+      inputStart = text.length;
+      text += schema;
+      inputEnd = text.length;
+    } else if (key === 'outputSchema') {
+      if (outputFailure !== undefined) continue;
+      try {
+        const schema = schemaText(member, 'outputSchema', where);
+        text += prefix;
+        outputStart = text.length;
+        text += schema;
+        outputEnd = text.length;
+      } catch (error) {
+        outputFailure = error as CatalogError;
+        continue;
+      }
+    } else {
+      try {
+        text += prefix + canonicalJson(member);
+      } catch (error) {
+        memberFailure ??= { error };
+        continue;
+      }
+    }
+    first = false;
+  }
+  text += '}';
+  // Hashing the whole text first flattens it once; the schema digests then hash slices of it.
+  const digest = `sha256:${sha256Hex(text)}`;
+  // A schema that is not an own member (inherited) is not in the text: encoded on its own.
+  const inputText =
+    inputStart < 0 ? schemaText(input, 'inputSchema', where) : text.slice(inputStart, inputEnd);
+  const inputChecked = cacheCheck(input, inputText, inputDialect, 'inputSchema', where);
+  let outputChecked: SchemaText | undefined;
+  if (outputFailure !== undefined) throw outputFailure;
+  if (output !== undefined) {
+    const outputText =
+      outputStart < 0
+        ? schemaText(output, 'outputSchema', where)
+        : text.slice(outputStart, outputEnd);
+    outputChecked = cacheCheck(output, outputText, outputDialect, 'outputSchema', where);
+  }
+  names?.add(name, o);
+  if (memberFailure !== undefined) {
+    throw new CatalogError(
+      ErrorCode.INVALID_TOOL,
+      `Tool "${name}" on server "${o.server}" is not plain JSON (or is nested thousands of levels deep). Fix the tool definition on server "${o.server}".`,
+      {
+        detail: { server: o.server, tool: name },
+        cause: (memberFailure as { error: unknown }).error,
+      },
+    );
+  }
   return {
     raw: tool as McpToolDefinition,
     name,
-    inputSchema: input,
-    outputSchema: output,
-    unenforcedPatterns: unenforcedOf(o.cache, input.digest, output?.digest),
-    inputCanonical: input.canonical,
-    outputCanonical: output?.canonical,
+    text,
+    digest,
+    input: inputChecked,
+    output: outputChecked,
+    unenforcedPatterns: unenforcedOf(o.cache, inputChecked.digest, outputChecked?.digest),
+  };
+}
+
+/** The tool a check is about, for its errors. */
+interface Where {
+  readonly o: Resolved;
+  readonly tool: string;
+  readonly toolIndex: number | undefined;
+}
+
+/** The dialect of an object schema; `INVALID_*_SCHEMA` or `UNKNOWN_SCHEMA_DIALECT` otherwise. */
+function schemaDialect(
+  schema: unknown,
+  field: 'inputSchema' | 'outputSchema',
+  { o, tool, toolIndex }: Where,
+): SchemaDialect {
+  if (
+    typeof schema !== 'object' ||
+    schema === null ||
+    Array.isArray(schema) ||
+    (schema as Record<string, unknown>).type !== 'object'
+  ) {
+    throw new CatalogError(
+      field === 'inputSchema' ? ErrorCode.INVALID_INPUT_SCHEMA : ErrorCode.INVALID_OUTPUT_SCHEMA,
+      `Tool "${tool}" on server "${o.server}" has an ${field} that is not an object schema ` +
+        `(a JSON object with "type": "object"). ${fixOf(o)}`,
+      { detail: detailOf(o, toolIndex, tool, `/${field}`) },
+    );
+  }
+  const declared = (schema as Record<string, unknown>).$schema;
+  const dialect = dialectOf(declared);
+  if (dialect === undefined || !o.allowed.includes(dialect)) {
+    throw new CatalogError(
+      ErrorCode.UNKNOWN_SCHEMA_DIALECT,
+      `Tool "${tool}" on server "${o.server}" declares "$schema": ${JSON.stringify(declared) ?? 'undefined'}, ` +
+        `which is not an allowed dialect (${o.allowed.join(', ')}). ${fixOf(o)}`,
+      { detail: { ...detailOf(o, toolIndex, tool, `/${field}/$schema`), dialect: declared } },
+    );
+  }
+  return dialect;
+}
+
+/**
+ * The canonical JSON of a schema within the depth and byte budgets: `INVALID_TOOL` when it is not
+ * plain JSON, `SCHEMA_TOO_LARGE` when it is too deep or too large.
+ */
+function schemaText(
+  schema: unknown,
+  field: 'inputSchema' | 'outputSchema',
+  { o, tool, toolIndex }: Where,
+): string {
+  let text: string;
+  try {
+    text = canonicalJson(schema);
+  } catch (error) {
+    if (error instanceof RangeError) {
+      throw new CatalogError(
+        ErrorCode.SCHEMA_TOO_LARGE,
+        `Tool "${tool}" on server "${o.server}" has an ${field} nested more than ${MAX_SCHEMA_DEPTH} ` +
+          `levels deep. Flatten the schema on server "${o.server}" (use $defs and $ref).`,
+        {
+          detail: { ...detailOf(o, toolIndex, tool, `/${field}`), limit: MAX_SCHEMA_DEPTH },
+          cause: error,
+        },
+      );
+    }
+    throw new CatalogError(
+      ErrorCode.INVALID_TOOL,
+      `Tool "${tool}" on server "${o.server}" has an ${field} that is not plain JSON. ${fixOf(o)}`,
+      { detail: detailOf(o, toolIndex, tool, `/${field}`), cause: error },
+    );
+  }
+  const depth = lastCanonicalDepth();
+  if (depth > MAX_SCHEMA_DEPTH) {
+    throw new CatalogError(
+      ErrorCode.SCHEMA_TOO_LARGE,
+      `Tool "${tool}" on server "${o.server}" has an ${field} nested ${depth} levels deep, over the ` +
+        `limit of ${MAX_SCHEMA_DEPTH}. Flatten the schema on server "${o.server}" (use $defs and $ref).`,
+      { detail: { ...detailOf(o, toolIndex, tool, `/${field}`), depth, limit: MAX_SCHEMA_DEPTH } },
+    );
+  }
+  // The budget in UTF-8 bytes: at most 3 bytes per UTF-16 unit, so short texts need no count.
+  if (text.length * 3 > o.maxSchemaBytes) {
+    const bytes = Buffer.byteLength(text, 'utf8');
+    if (bytes > o.maxSchemaBytes) {
+      throw new CatalogError(
+        ErrorCode.SCHEMA_TOO_LARGE,
+        `Tool "${tool}" on server "${o.server}" has an ${field} of ${bytes} bytes, over the ` +
+          `${o.maxSchemaBytes}-byte budget. Shrink the schema on server "${o.server}" or raise maxSchemaBytes.`,
+        {
+          detail: { ...detailOf(o, toolIndex, tool, `/${field}`), bytes, limit: o.maxSchemaBytes },
+        },
+      );
+    }
+  }
+  return text;
+}
+
+/** Digest the schema text and prove the schema valid (meta-schema, `$ref`s, patterns; cached). */
+function cacheCheck(
+  schema: unknown,
+  text: string,
+  dialect: SchemaDialect,
+  field: 'inputSchema' | 'outputSchema',
+  { o, tool, toolIndex }: Where,
+): SchemaText {
+  const digest = `sha256:${sha256Hex(text)}`;
+  const problem = o.cache.check(schema as object, digest, dialect, o.compile);
+  if (problem !== undefined) throw schemaProblemError(problem, field, tool, o, toolIndex);
+  return { schema: schema as ObjectSchema, text, digest, dialect };
+}
+
+/** The public view of a checked tool. */
+function validatedOf(tool: CheckedTool): ValidatedTool {
+  return {
+    raw: tool.raw,
+    name: tool.name,
+    inputSchema: checkedSchemaOf(tool.input),
+    outputSchema: tool.output === undefined ? undefined : checkedSchemaOf(tool.output),
+    unenforcedPatterns: tool.unenforcedPatterns,
+  };
+}
+
+function checkedSchemaOf(s: SchemaText): CheckedSchema {
+  return {
+    schema: s.schema,
+    digest: s.digest,
+    dialect: s.dialect,
+    bytes: Buffer.byteLength(s.text, 'utf8'),
   };
 }
 
@@ -315,108 +552,6 @@ function detailOf(
   );
 }
 
-/** A checked schema that also carries its canonical text (not enumerable: never serialised). */
-class Checked implements CheckedSchema {
-  readonly schema: ObjectSchema;
-  readonly digest: string;
-  readonly dialect: SchemaDialect;
-  readonly bytes: number;
-  readonly #canonical: string;
-
-  constructor(
-    schema: ObjectSchema,
-    digest: string,
-    dialect: SchemaDialect,
-    bytes: number,
-    canonical: string,
-  ) {
-    this.schema = schema;
-    this.digest = digest;
-    this.dialect = dialect;
-    this.bytes = bytes;
-    this.#canonical = canonical;
-  }
-
-  get canonical(): string {
-    return this.#canonical;
-  }
-}
-
-function checkSchema(
-  schema: unknown,
-  field: 'inputSchema' | 'outputSchema',
-  tool: string,
-  o: Resolved,
-  toolIndex: number | undefined,
-): Checked {
-  if (
-    typeof schema !== 'object' ||
-    schema === null ||
-    Array.isArray(schema) ||
-    (schema as Record<string, unknown>).type !== 'object'
-  ) {
-    throw new CatalogError(
-      field === 'inputSchema' ? ErrorCode.INVALID_INPUT_SCHEMA : ErrorCode.INVALID_OUTPUT_SCHEMA,
-      `Tool "${tool}" on server "${o.server}" has an ${field} that is not an object schema ` +
-        `(a JSON object with "type": "object"). ${fixOf(o)}`,
-      { detail: detailOf(o, toolIndex, tool, `/${field}`) },
-    );
-  }
-  const s = schema as Record<string, unknown>;
-  const dialect = dialectOf(s.$schema);
-  if (dialect === undefined || !o.allowed.includes(dialect)) {
-    throw new CatalogError(
-      ErrorCode.UNKNOWN_SCHEMA_DIALECT,
-      `Tool "${tool}" on server "${o.server}" declares "$schema": ${JSON.stringify(s.$schema) ?? 'undefined'}, ` +
-        `which is not an allowed dialect (${o.allowed.join(', ')}). ${fixOf(o)}`,
-      { detail: { ...detailOf(o, toolIndex, tool, `/${field}/$schema`), dialect: s.$schema } },
-    );
-  }
-  let canonical: string;
-  try {
-    canonical = canonicalText(s);
-  } catch (error) {
-    if (error instanceof RangeError) {
-      throw new CatalogError(
-        ErrorCode.SCHEMA_TOO_LARGE,
-        `Tool "${tool}" on server "${o.server}" has an ${field} nested more than ${MAX_SCHEMA_DEPTH} ` +
-          `levels deep. Flatten the schema on server "${o.server}" (use $defs and $ref).`,
-        {
-          detail: { ...detailOf(o, toolIndex, tool, `/${field}`), limit: MAX_SCHEMA_DEPTH },
-          cause: error,
-        },
-      );
-    }
-    throw new CatalogError(
-      ErrorCode.INVALID_TOOL,
-      `Tool "${tool}" on server "${o.server}" has an ${field} that is not plain JSON. ${fixOf(o)}`,
-      { detail: detailOf(o, toolIndex, tool, `/${field}`), cause: error },
-    );
-  }
-  const depth = lastCanonicalDepth();
-  if (depth > MAX_SCHEMA_DEPTH) {
-    throw new CatalogError(
-      ErrorCode.SCHEMA_TOO_LARGE,
-      `Tool "${tool}" on server "${o.server}" has an ${field} nested ${depth} levels deep, over the ` +
-        `limit of ${MAX_SCHEMA_DEPTH}. Flatten the schema on server "${o.server}" (use $defs and $ref).`,
-      { detail: { ...detailOf(o, toolIndex, tool, `/${field}`), depth, limit: MAX_SCHEMA_DEPTH } },
-    );
-  }
-  const bytes = Buffer.byteLength(canonical, 'utf8');
-  if (bytes > o.maxSchemaBytes) {
-    throw new CatalogError(
-      ErrorCode.SCHEMA_TOO_LARGE,
-      `Tool "${tool}" on server "${o.server}" has an ${field} of ${bytes} bytes, over the ` +
-        `${o.maxSchemaBytes}-byte budget. Shrink the schema on server "${o.server}" or raise maxSchemaBytes.`,
-      { detail: { ...detailOf(o, toolIndex, tool, `/${field}`), bytes, limit: o.maxSchemaBytes } },
-    );
-  }
-  const digest = `sha256:${sha256Hex(canonical)}`;
-  const problem = o.cache.check(s, digest, dialect, o.compile);
-  if (problem !== undefined) throw schemaProblemError(problem, field, tool, o, toolIndex);
-  return new Checked(s as ObjectSchema, digest, dialect, bytes, canonical);
-}
-
 function schemaProblemError(
   problem: SchemaProblem,
   field: 'inputSchema' | 'outputSchema',
@@ -447,269 +582,4 @@ function withPage(
   pageIndex: number | undefined,
 ): Record<string, unknown> {
   return pageIndex === undefined ? detail : { ...detail, pageIndex };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Snapshot hot path
-
-/**
- * @internal The names of a catalog, indexed for the duplicate check, for `toolsByName` and for
- * model names in one map. Keys are sanitised names (what model names are built from); a raw name
- * whose sanitised form is taken by another raw name is kept in a second, usually empty, map.
- */
-export class ToolNameIndex {
-  /** Raw names by catalog index. */
-  readonly names: string[] = [];
-  /** Sanitised names by catalog index (`sanitizeNamePart`). */
-  readonly parts: string[] = [];
-  /** Sanitised name to the catalog index of the first tool with that sanitised name. */
-  readonly #byPart = new Map<string, number>();
-  /** Raw name to catalog index, for tools whose sanitised name another raw name took first. */
-  #others: Map<string, number> | undefined;
-
-  /** True when two raw names sanitise to the same model-facing part. */
-  get clashes(): boolean {
-    return this.#others !== undefined;
-  }
-
-  /** The catalog index of a raw name. */
-  get(name: string): number | undefined {
-    const i = this.#byPart.get(sanitizeNamePart(name));
-    if (i !== undefined && this.names[i] === name) return i;
-    return this.#others?.get(name);
-  }
-
-  /**
-   * Add the next tool's name, which matches {@link TOOL_NAME_PATTERN}; throws
-   * `DUPLICATE_TOOL_NAME` exactly like {@link checkUnique}.
-   */
-  add(name: string, o: Pick<Resolved, 'server' | 'pageIndex'>): void {
-    const index = this.names.length;
-    // sanitizeNamePart for a valid tool name: '.' is the only character it replaces.
-    const part = name.includes('.') ? name.replaceAll('.', '_') : name;
-    const holder = this.#byPart.get(part);
-    if (holder === undefined) {
-      this.#byPart.set(part, index);
-    } else {
-      if (this.names[holder] === name) throw duplicateError(name, holder, index, o);
-      this.#others ??= new Map();
-      const first = this.#others.get(name);
-      if (first !== undefined) throw duplicateError(name, first, index, o);
-      this.#others.set(name, index);
-    }
-    this.names.push(name);
-    this.parts.push(part);
-  }
-}
-
-/** @internal What a snapshot keeps of a validated tool. */
-export interface SnapshotTool {
-  readonly raw: McpToolDefinition;
-  readonly name: string;
-  /** `sha256:` digest of the canonical JSON of the whole definition. */
-  readonly digest: string;
-  /** The canonical JSON of the whole definition (for the page digest). */
-  readonly text: string;
-  readonly inputSchemaDigest: string;
-  readonly outputSchemaDigest: string | undefined;
-  readonly unenforcedPatterns: readonly UnenforcedPattern[];
-}
-
-/**
- * @internal {@link checkTool}, the duplicate check and the descriptor's canonical text in one pass,
- * for `createCatalogSnapshot`: the canonical text of the whole definition is built once, and the
- * schema digests hash slices of it, so no schema text is materialised on its own.
- *
- * Same result and same error as `checkTool` + `names.add` + `toolCanonical`: the pure checks run
- * first (and any failure among them re-runs that exact sequence, which throws the error the
- * original order gives); the cache checks and the duplicate check then run in the original order
- * with the original error constructors.
- */
-export function checkSnapshotTool(
-  raw: unknown,
-  o: Resolved,
-  toolIndex: number,
-  names: ToolNameIndex,
-): SnapshotTool {
-  const fast = composeTool(raw, o);
-  if (fast === undefined) return checkToolInOrder(raw, o, toolIndex, names);
-  const tool = fast.raw as McpToolDefinition;
-  const text = fast.text;
-  // Hashing the whole text first flattens it once; the schema digests then hash slices of it.
-  const digest = `sha256:${sha256Hex(text)}`;
-  const inputSchemaDigest = `sha256:${sha256Hex(text.slice(fast.inputStart, fast.inputEnd))}`;
-  let problem = o.cache.check(fast.input, inputSchemaDigest, fast.inputDialect, o.compile);
-  if (problem !== undefined)
-    throw schemaProblemError(problem, 'inputSchema', tool.name, o, toolIndex);
-  let outputSchemaDigest: string | undefined;
-  if (fast.output !== undefined) {
-    outputSchemaDigest = `sha256:${sha256Hex(text.slice(fast.outputStart, fast.outputEnd))}`;
-    problem = o.cache.check(fast.output, outputSchemaDigest, fast.outputDialect, o.compile);
-    if (problem !== undefined) {
-      throw schemaProblemError(problem, 'outputSchema', tool.name, o, toolIndex);
-    }
-  }
-  names.add(tool.name, o);
-  return {
-    raw: tool,
-    name: tool.name,
-    digest,
-    text,
-    inputSchemaDigest,
-    outputSchemaDigest,
-    unenforcedPatterns: unenforcedOf(o.cache, inputSchemaDigest, outputSchemaDigest),
-  };
-}
-
-/** The original order: checkTool, then the duplicate check, then the descriptor's text. */
-function checkToolInOrder(
-  raw: unknown,
-  o: Resolved,
-  toolIndex: number,
-  names: ToolNameIndex,
-): SnapshotTool {
-  const tool = checkTool(raw, o, toolIndex);
-  names.add(tool.name, o);
-  const text = toolCanonical(tool, o.server);
-  return {
-    raw: tool.raw,
-    name: tool.name,
-    digest: `sha256:${sha256Hex(text)}`,
-    text,
-    inputSchemaDigest: tool.inputSchema.digest,
-    outputSchemaDigest: tool.outputSchema?.digest,
-    unenforcedPatterns: tool.unenforcedPatterns,
-  };
-}
-
-/**
- * @internal Canonical JSON of a validated tool, reusing the canonical text of its schemas; equal to
- * `canonicalJson(tool.raw)` (a golden test pins this).
- */
-export function toolCanonical(tool: ValidatedToolInternal, server: string): string {
-  const raw = tool.raw as Record<string, unknown>;
-  const keys = sortKeys(Object.keys(raw));
-  let out = '{';
-  let first = true;
-  try {
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[i] as string;
-      const member = raw[key];
-      if (member === undefined) continue;
-      out += keyPrefix(key, !first);
-      first = false;
-      if (key === 'inputSchema') out += tool.inputCanonical;
-      else if (key === 'outputSchema' && tool.outputCanonical !== undefined)
-        out += tool.outputCanonical;
-      else out += canonicalText(member);
-    }
-  } catch (error) {
-    throw new CatalogError(
-      ErrorCode.INVALID_TOOL,
-      `Tool "${tool.name}" on server "${server}" is not plain JSON (or is nested thousands of levels deep). Fix the tool definition on server "${server}".`,
-      { detail: { server, tool: tool.name }, cause: error },
-    );
-  }
-  return out + '}';
-}
-
-interface Composed {
-  readonly raw: Record<string, unknown>;
-  readonly text: string;
-  readonly input: object;
-  readonly inputDialect: SchemaDialect;
-  readonly inputStart: number;
-  readonly inputEnd: number;
-  readonly output: object | undefined;
-  readonly outputDialect: SchemaDialect;
-  readonly outputStart: number;
-  readonly outputEnd: number;
-}
-
-/**
- * Every check of {@link checkTool} that needs no cache, and the canonical text of the definition
- * with the position of each schema in it; `undefined` when any check fails or any member is not
- * plain JSON (the caller then takes the original path, which throws the right error).
- */
-function composeTool(raw: unknown, o: Resolved): Composed | undefined {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return undefined;
-  const tool = raw as Record<string, unknown>;
-  const name = tool.name;
-  if (typeof name !== 'string' || !TOOL_NAME_PATTERN.test(name)) return undefined;
-  const input = tool.inputSchema;
-  const inputDialect = plainSchemaDialect(input, o);
-  if (inputDialect === undefined) return undefined;
-  const output = tool.outputSchema;
-  const outputDialect = output === undefined ? '2020-12' : plainSchemaDialect(output, o);
-  if (outputDialect === undefined) return undefined;
-  const keys = sortKeys(Object.keys(tool));
-  let out = '{';
-  let first = true;
-  let inputStart = -1;
-  let inputEnd = -1;
-  let outputStart = -1;
-  let outputEnd = -1;
-  try {
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[i] as string;
-      const member = key === 'inputSchema' ? input : key === 'outputSchema' ? output : tool[key];
-      if (member === undefined) continue;
-      out += keyPrefix(key, !first);
-      first = false;
-      if (key === 'inputSchema' || key === 'outputSchema') {
-        const start = out.length;
-        const schema = canonicalText(member);
-        // Too deep: the in-order path reports it with its proper error.
-        if (lastCanonicalDepth() > MAX_SCHEMA_DEPTH) return undefined;
-        // The budget in UTF-8 bytes: at most 3 bytes per UTF-16 unit, so short texts need no count.
-        if (schema.length * 3 > o.maxSchemaBytes && utf8Bytes(schema) > o.maxSchemaBytes) {
-          return undefined;
-        }
-        out += schema;
-        if (key === 'inputSchema') {
-          inputStart = start;
-          inputEnd = out.length;
-        } else {
-          outputStart = start;
-          outputEnd = out.length;
-        }
-      } else {
-        out += canonicalText(member);
-      }
-    }
-  } catch {
-    return undefined;
-  }
-  // A schema that is not an own member (inherited) is not in the text: take the original path.
-  if (inputStart < 0 || (output !== undefined && outputStart < 0)) return undefined;
-  return {
-    raw: tool,
-    text: out + '}',
-    input: input as object,
-    inputDialect,
-    inputStart,
-    inputEnd,
-    output: output as object | undefined,
-    outputDialect,
-    outputStart,
-    outputEnd,
-  };
-}
-
-/** The dialect of an object schema that checkSchema's first checks accept, else `undefined`. */
-function plainSchemaDialect(schema: unknown, o: Resolved): SchemaDialect | undefined {
-  if (
-    typeof schema !== 'object' ||
-    schema === null ||
-    Array.isArray(schema) ||
-    (schema as Record<string, unknown>).type !== 'object'
-  ) {
-    return undefined;
-  }
-  const dialect = dialectOf((schema as Record<string, unknown>).$schema);
-  return dialect !== undefined && o.allowed.includes(dialect) ? dialect : undefined;
-}
-
-function utf8Bytes(text: string): number {
-  return Buffer.byteLength(text, 'utf8');
 }

@@ -12,7 +12,7 @@ import {
   type StepbindError,
   type ToolCallResult,
   type ToolCaller,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { checkJsonValue } from '../src/bounds.js';
 
 /** A caller that records what it was asked to send and answers with `result`. */

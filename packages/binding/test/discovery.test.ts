@@ -5,7 +5,7 @@ import {
   type ListPageRequest,
   type RawTool,
   type ToolListSource,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 
 const tool = (name: string) => ({ name, inputSchema: { type: 'object' } });
 

@@ -1,74 +1,39 @@
 import * as binding from '@stepbind/binding';
+import * as internal from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
 
 describe('@stepbind/binding public surface', () => {
-  it('exports exactly these values (a new export is a deliberate act)', () => {
+  it('exports exactly these values for applications (a new export is a deliberate act)', () => {
     expect(Object.keys(binding).sort()).toEqual([
-      'CATALOG_REVISION_META_KEY',
-      'CATALOG_SNAPSHOT_SCHEMA',
-      'CATALOG_TRANSITIONS',
       'CallError',
       'CallJournal',
       'CatalogError',
-      'CatalogRegistry',
-      'CatalogSlot',
       'CatalogState',
       'ConfigError',
-      'DEFAULT_CALL_LIMITS',
-      'DEFAULT_ENUMERATE_LIMITS',
-      'DEFAULT_MAX_SCHEMA_BYTES',
-      'DEFAULT_SCHEMA_DIALECTS',
-      'DEFAULT_SNAPSHOT_TTL_MS',
-      'DiscoveryTracker',
       'ErrorCode',
       'GENESIS_ANCHOR',
       'GENESIS_DIGEST',
       'JOURNAL_STATES',
       'JournalClaim',
       'JournalError',
-      'MAX_MODEL_NAME_LENGTH',
-      'MODEL_NAME_HASH_LENGTH',
       'McpBinding',
       'MemoryJournalStore',
       'PreparedCall',
-      'RevisionLock',
       'RuntimeError',
-      'SCHEMA_DIALECT_URIS',
       'STRICT_MAX_DEPTH',
       'STRICT_MAX_ENUM_VALUES',
       'STRICT_MAX_PROPERTIES',
-      'SchemaValidatorCache',
       'StepbindError',
-      'TOOL_NAME_PATTERN',
-      'acquireMutex',
-      'assignModelNames',
       'canonicalJson',
       'chainReceipt',
-      'classifyRevisions',
-      'computeTransportDigest',
-      'createBinding',
-      'createCatalogSnapshot',
-      'createSnapshotBuilder',
-      'dialectOf',
       'digestOf',
-      'effectClassOf',
-      'enumerateCatalog',
-      'isLegalTransition',
       'isStepbindError',
-      'isTerminalState',
-      'modelToolOf',
-      'onAbort',
       'receiptDigest',
       'receiptText',
-      'resolveEnumerateLimits',
-      'sameIdentity',
-      'sanitizeNamePart',
-      'sha256Hex',
       'toAnthropicToolResult',
       'toAnthropicTools',
       'toGeminiFunctionDeclarations',
       'toGeminiFunctionResponse',
-      'toModelTools',
       'toOpenAIChatToolMessages',
       'toOpenAIChatTools',
       'toOpenAIResponsesOutput',
@@ -76,15 +41,71 @@ describe('@stepbind/binding public surface', () => {
       'toStrictSchema',
       'toToolResult',
       'toolResultParts',
-      'transition',
-      'validateCatalog',
-      'validateTool',
       'verifyChain',
-      'withGeneration',
     ]);
   });
 
   it('gives every error code a stable string value equal to its key', () => {
     for (const [key, value] of Object.entries(binding.ErrorCode)) expect(value).toBe(key);
+  });
+});
+
+describe('@stepbind/binding/internal', () => {
+  it('re-exports the public surface, the same objects', () => {
+    for (const [name, value] of Object.entries(binding)) {
+      expect((internal as Record<string, unknown>)[name], name).toBe(value);
+    }
+  });
+
+  it('adds exactly these runtime-only values (kept out of the public surface)', () => {
+    expect(
+      Object.keys(internal)
+        .filter((name) => !(name in binding))
+        .sort(),
+    ).toEqual([
+      'CATALOG_REVISION_META_KEY',
+      'CATALOG_SNAPSHOT_SCHEMA',
+      'CATALOG_TRANSITIONS',
+      'CatalogRegistry',
+      'CatalogSlot',
+      'DEFAULT_CALL_LIMITS',
+      'DEFAULT_ENUMERATE_LIMITS',
+      'DEFAULT_MAX_SCHEMA_BYTES',
+      'DEFAULT_SCHEMA_DIALECTS',
+      'DEFAULT_SNAPSHOT_TTL_MS',
+      'DiscoveryTracker',
+      'ENUMERATE_LIMIT_MINIMUMS',
+      'MAX_MODEL_NAME_LENGTH',
+      'MAX_TIMER_MS',
+      'MODEL_NAME_HASH_LENGTH',
+      'RevisionLock',
+      'SCHEMA_DIALECT_URIS',
+      'SchemaValidatorCache',
+      'TOOL_NAME_PATTERN',
+      'abortedError',
+      'acquireMutex',
+      'assignModelNames',
+      'bindingViewOf',
+      'classifyRevisions',
+      'computeTransportDigest',
+      'createBinding',
+      'createCatalogSnapshot',
+      'createSnapshotBuilder',
+      'dialectOf',
+      'effectClassOf',
+      'enumerateCatalog',
+      'isLegalTransition',
+      'isTerminalState',
+      'modelToolOf',
+      'onAbort',
+      'resolveEnumerateLimits',
+      'sameIdentity',
+      'sanitizeNamePart',
+      'sha256Hex',
+      'transition',
+      'validateCatalog',
+      'validateTool',
+      'withGeneration',
+    ]);
   });
 });

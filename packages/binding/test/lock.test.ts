@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { RevisionLock, isStepbindError } from '@stepbind/binding';
+import { RevisionLock, isStepbindError } from '@stepbind/binding/internal';
 import { propertyRun } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
 

@@ -1,6 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { assignModelNames, sanitizeNamePart, type QualifiedToolName } from '@stepbind/binding';
+import {
+  assignModelNames,
+  sanitizeNamePart,
+  type QualifiedToolName,
+} from '@stepbind/binding/internal';
 import { modelNamesOf } from '../src/names.js';
 
 const seed = Number(process.env.STEPBIND_SEED ?? Date.now());
@@ -94,7 +98,7 @@ describe('model-facing names (property)', () => {
   it('are identical in another process', async () => {
     const { execFileSync } = await import('node:child_process');
     const { fileURLToPath } = await import('node:url');
-    const dist = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+    const dist = fileURLToPath(new URL('../dist/internal.js', import.meta.url));
     const list = [
       { server: 's', tool: 'a.b' },
       { server: 's', tool: 'a_b' },

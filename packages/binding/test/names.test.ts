@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { assignModelNames, createCatalogSnapshot, toModelTools } from '@stepbind/binding';
+import {
+  CatalogSlot,
+  assignModelNames,
+  bindingViewOf,
+  createCatalogSnapshot,
+  modelToolOf,
+  type BoundServer,
+  type CatalogSnapshot,
+  type McpToolDefinition,
+  type ToolDescriptor,
+} from '@stepbind/binding/internal';
 
 describe('assignModelNames', () => {
   it('qualifies names as server__tool', () => {
@@ -66,8 +76,28 @@ describe('model tool shapes', () => {
     ],
   });
 
-  it('builds provider-neutral tools once per snapshot', () => {
-    const tools = toModelTools(snapshot);
+  const server = (name: string, catalog: CatalogSnapshot): BoundServer => ({
+    name,
+    slot: new CatalogSlot(name, catalog),
+    catalog,
+    revision: 1,
+    caller: { closed: false, callTool: () => Promise.resolve({ content: [] }) },
+    callTimeoutMs: 1000,
+    approval: 'none',
+  });
+  const catalogOf = (name: string, tools: readonly McpToolDefinition[]): CatalogSnapshot =>
+    createCatalogSnapshot({
+      identity: { name, transportDigest: 'sha256:t' },
+      audience: 'default',
+      policyEpoch: 0,
+      revisionProof: 'unversioned',
+      discoveryStartedAt: 0,
+      pages: [tools],
+    });
+
+  it('projects every bound tool to a frozen provider-neutral tool', () => {
+    const view = bindingViewOf([server('files', snapshot)], []);
+    const tools = view.tools;
     expect(tools).toEqual([
       { name: 'files__read_file', description: 'Read.', inputSchema: { type: 'object' } },
       {
@@ -76,8 +106,9 @@ describe('model tool shapes', () => {
         inputSchema: { type: 'object', properties: { p: { type: 'string' } } },
       },
     ]);
-    expect(toModelTools(snapshot)).toBe(tools);
+    expect(Object.isFrozen(tools)).toBe(true);
     expect(Object.isFrozen(tools[0])).toBe(true);
+    expect(view.byModelName.get('files__stat')?.descriptor).toBe(snapshot.tools[1]);
   });
 
   it('gives a tool whose description is not a string the empty description', () => {
@@ -89,17 +120,22 @@ describe('model tool shapes', () => {
       discoveryStartedAt: 0,
       pages: [[{ name: 'x', description: 42, inputSchema: { type: 'object' } }]],
     });
-    expect(toModelTools(odd)[0]?.description).toBe('');
+    expect(bindingViewOf([server('odd', odd)], []).tools[0]?.description).toBe('');
+    expect(modelToolOf('odd__x', odd.tools[0] as ToolDescriptor).description).toBe('');
   });
 
-  it('names tools with a cross-server table when one is given', () => {
+  it("names every tool by one cross-server table when two servers' model names clash", () => {
+    // Server "a__b" tool "c" and server "a" tool "b__c" both sanitise to "a__b__c".
+    const first = catalogOf('a__b', [{ name: 'c', inputSchema: { type: 'object' } }]);
+    const second = catalogOf('a', [{ name: 'b__c', inputSchema: { type: 'object' } }]);
+    const view = bindingViewOf([server('a__b', first), server('a', second)], []);
+    const names = view.tools.map((t) => t.name);
+    expect(new Set(names).size).toBe(2);
     const table = assignModelNames([
-      { server: 'files', tool: 'read.file' },
-      { server: 'files', tool: 'stat' },
-      { server: 'files', tool: 'read_file' },
+      { server: 'a__b', tool: 'c' },
+      { server: 'a', tool: 'b__c' },
     ]);
-    const names = toModelTools(snapshot, table).map((t) => t.name);
-    expect(names[0]).toMatch(/^files__read_file_[0-9a-f]{8}$/);
-    expect(table.reverse(names[0] ?? '')).toEqual({ server: 'files', tool: 'read.file' });
+    expect(names).toEqual([table.forward('a__b', 'c'), table.forward('a', 'b__c')]);
+    for (const name of names) expect(view.byModelName.get(name)?.modelName).toBe(name);
   });
 });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SchemaValidatorCache, validateTool, type SchemaDialect } from '@stepbind/binding';
+import { SchemaValidatorCache, validateTool, type SchemaDialect } from '@stepbind/binding/internal';
 
 const seed = Number(process.env.STEPBIND_SEED ?? Date.now());
 console.log(`ownprops.prop: seed ${seed} (STEPBIND_SEED=${seed} to replay)`);

@@ -6,9 +6,10 @@ import {
   createCatalogSnapshot,
   validateTool,
   type SchemaValidator,
-} from '@stepbind/binding';
-import { planPattern, REGEX_BUDGET } from '../src/regex.js';
-import { isPlainSchema } from '../src/schema.js';
+} from '@stepbind/binding/internal';
+import { REGEX_BUDGET } from '../src/regex/budget.js';
+import { planPattern } from '../src/regex/plan.js';
+import { isPlainSchema } from '../src/schema/plain.js';
 
 const seed = Number(process.env.STEPBIND_SEED ?? Date.now());
 console.log(`regex: seed ${seed} (STEPBIND_SEED=${seed} to replay)`);

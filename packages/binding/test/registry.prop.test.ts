@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CatalogError, CatalogRegistry, createCatalogSnapshot } from '@stepbind/binding';
+import { CatalogError, CatalogRegistry, createCatalogSnapshot } from '@stepbind/binding/internal';
 
 const seed = Number(process.env.STEPBIND_SEED ?? Date.now());
 console.log(`registry.prop: seed ${seed} (STEPBIND_SEED=${seed} to replay)`);

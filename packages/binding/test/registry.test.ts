@@ -5,7 +5,7 @@ import {
   createCatalogSnapshot,
   type CatalogSnapshot,
   type ServerIdentity,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 
 const identity: ServerIdentity = { name: 'files', transportDigest: 'sha256:t1' };
 const toolA = { name: 'a', inputSchema: { type: 'object' } };

@@ -2,8 +2,9 @@ import fc from 'fast-check';
 import { Ajv } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
-import { SchemaValidatorCache, type SchemaDialect } from '@stepbind/binding';
-import { inspectSchema, isPlainSchema } from '../src/schema.js';
+import { SchemaValidatorCache, type SchemaDialect } from '@stepbind/binding/internal';
+import { isPlainSchema } from '../src/schema/plain.js';
+import { inspectSchema } from '../src/schema/walk.js';
 
 const seed = Number(process.env.STEPBIND_SEED ?? Date.now());
 console.log(`schema.prop: seed ${seed} (STEPBIND_SEED=${seed} to replay)`);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SchemaValidatorCache, dialectOf, validateCatalog } from '@stepbind/binding';
+import { SchemaValidatorCache, dialectOf, validateCatalog } from '@stepbind/binding/internal';
 
 const shared = { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] };
 

@@ -7,15 +7,9 @@ import {
   assignModelNames,
   createCatalogSnapshot,
   digestOf,
+  validateTool,
   type CatalogSnapshot,
-} from '@stepbind/binding';
-import {
-  checkTool,
-  checkUnique,
-  resolveValidationOptions,
-  toolCanonical,
-} from '../src/validation.js';
-
+} from '@stepbind/binding/internal';
 const seed = Number(process.env.STEPBIND_SEED ?? Date.now());
 console.log(`snapshot.prop: seed ${seed} (STEPBIND_SEED=${seed} to replay)`);
 
@@ -24,12 +18,14 @@ const SERVER = 'srv.x';
 const MAX_SCHEMA_BYTES = 400;
 
 /**
- * The snapshot pipeline in its original order (checkTool, the duplicate check, the descriptor's
- * canonical text, assignModelNames, page digest = digestOf(page)): what the one-pass hot path
- * must reproduce exactly, results and errors alike.
+ * The snapshot pipeline stated independently, from public pieces: each tool's name and schemas
+ * pass `validateTool`, names are unique across pages, every other member is plain JSON
+ * (`digestOf`), the descriptor digest is `digestOf(raw)`, model names come from
+ * `assignModelNames` and the page root hashes `digestOf(page)`. The builder must give the same
+ * result, or fail with the same first error (code, tool, pointer and page).
  */
 function reference(pages: readonly (readonly unknown[])[], cache: SchemaValidatorCache) {
-  const seen = new Map<string, number>();
+  const seen = new Set<string>();
   const tools: {
     name: string;
     digest: string;
@@ -39,19 +35,42 @@ function reference(pages: readonly (readonly unknown[])[], cache: SchemaValidato
   const pageDigests: string[] = [];
   for (let p = 0; p < pages.length; p++) {
     const page = pages[p] ?? [];
-    const o = resolveValidationOptions({
-      server: SERVER,
-      maxSchemaBytes: MAX_SCHEMA_BYTES,
-      validatorCache: cache,
-      pageIndex: p,
-    });
-    for (let i = 0; i < page.length; i++) {
-      const tool = checkTool(page[i], o, i);
-      checkUnique(seen, tool.name, tools.length, o);
-      const text = toolCanonical(tool, SERVER);
+    for (const raw of page) {
+      const core =
+        typeof raw === 'object' && raw !== null && !Array.isArray(raw)
+          ? Object.fromEntries(
+              Object.entries(raw).filter(([key]) =>
+                ['name', 'inputSchema', 'outputSchema'].includes(key),
+              ),
+            )
+          : raw;
+      let tool;
+      try {
+        tool = validateTool(core, {
+          server: SERVER,
+          maxSchemaBytes: MAX_SCHEMA_BYTES,
+          validatorCache: cache,
+          pageIndex: p,
+        });
+      } catch (error) {
+        throw new Expected(error);
+      }
+      if (seen.has(tool.name)) {
+        throw new Expected({
+          code: 'DUPLICATE_TOOL_NAME',
+          detail: { tool: tool.name, pageIndex: p },
+        });
+      }
+      seen.add(tool.name);
+      let digest: string;
+      try {
+        digest = digestOf(raw);
+      } catch {
+        throw new Expected({ code: 'INVALID_TOOL', detail: { tool: tool.name } });
+      }
       tools.push({
         name: tool.name,
-        digest: `sha256:${sha(text)}`,
+        digest,
         input: tool.inputSchema.digest,
         output: tool.outputSchema?.digest,
       });
@@ -65,6 +84,13 @@ function reference(pages: readonly (readonly unknown[])[], cache: SchemaValidato
   };
 }
 
+/** The first error the reference expects. */
+class Expected extends Error {
+  constructor(readonly error: unknown) {
+    super('expected');
+  }
+}
+
 function outcome<T>(fn: () => T): { ok: true; value: T } | { ok: false; error: unknown } {
   try {
     return { ok: true, value: fn() };
@@ -73,9 +99,12 @@ function outcome<T>(fn: () => T): { ok: true; value: T } | { ok: false; error: u
   }
 }
 
+/** What the comparison holds the builder to: code, tool, pointer and page. */
 function errorShape(error: unknown): unknown {
-  if (!(error instanceof CatalogError)) return { notCatalogError: String(error) };
-  return { code: error.code, message: error.message, detail: error.detail };
+  const e = error instanceof Expected ? error.error : error;
+  if (typeof e !== 'object' || e === null || !('code' in e)) return { notAnError: String(e) };
+  const { code, detail } = e as { code: unknown; detail: Record<string, unknown> };
+  return { code, tool: detail['tool'], path: detail['path'], pageIndex: detail['pageIndex'] };
 }
 
 // Names from a tiny alphabet collide after sanitising ('.' vs '_') and repeat (duplicates); a few
@@ -184,8 +213,8 @@ function summary(snapshot: CatalogSnapshot) {
   };
 }
 
-describe('the one-pass snapshot path (property)', () => {
-  it('gives exactly the original pipeline: same result, or the same first error, and the same cache work', () => {
+describe('the snapshot builder (property)', () => {
+  it('builds what the pipeline stated from public pieces builds, or fails with its first error, with the same cache work', () => {
     let built = 0;
     let clashed = 0;
     const refused = new Map<string, number>();
@@ -224,10 +253,15 @@ describe('the one-pass snapshot path (property)', () => {
             expect(Object.isFrozen(d.raw.inputSchema)).toBe(true);
           }
         } else {
-          const code = expected.error instanceof CatalogError ? expected.error.code : 'other';
+          const cause = expected.error instanceof Expected ? expected.error.error : expected.error;
+          const code =
+            typeof cause === 'object' && cause !== null && 'code' in cause
+              ? String(cause.code)
+              : 'other';
           refused.set(code, (refused.get(code) ?? 0) + 1);
           expect(actual.ok).toBe(false);
           if (actual.ok) return;
+          expect(actual.error).toBeInstanceOf(CatalogError);
           expect(errorShape(actual.error)).toEqual(errorShape(expected.error));
           // A refused catalog leaves its input untouched.
           for (const page of input) {

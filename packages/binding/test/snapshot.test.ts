@@ -15,7 +15,7 @@ import {
   withGeneration,
   type CatalogSnapshot,
   type CreateCatalogSnapshotInput,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 
 interface Golden {
   readonly digests: readonly {
@@ -109,7 +109,7 @@ describe('digests', () => {
   });
 
   it('are identical in a separate node process importing the compiled package', () => {
-    const dist = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+    const dist = fileURLToPath(new URL('../dist/internal.js', import.meta.url));
     expect(existsSync(dist), 'run `npx tsc -b` first').toBe(true);
     const script = `
       const b = await import(${JSON.stringify(dist)});

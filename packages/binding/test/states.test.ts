@@ -7,7 +7,7 @@ import {
   classifyRevisions,
   isLegalTransition,
   transition,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 
 const all = Object.values(CatalogState);
 const legal: readonly [CatalogState, CatalogState][] = [

@@ -8,7 +8,7 @@ import {
   createCatalogSnapshot,
   validateCatalog,
   validateTool,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 
 const fixtureDir = fileURLToPath(
   new URL('../../testkit/test/fixtures/validation/', import.meta.url),

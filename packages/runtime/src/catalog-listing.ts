@@ -7,7 +7,7 @@ import {
   type ServerIdentity,
   type ToolEnumeration,
   type ValidationOptions,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import type { ServerConfig } from './config.js';
 import type { SdkConnection } from './sdk.js';
 import { createDebug } from './log.js';

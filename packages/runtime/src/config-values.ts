@@ -1,4 +1,4 @@
-import { ConfigError, ErrorCode, type ApprovalMode } from '@stepbind/binding';
+import { ConfigError, ErrorCode, type ApprovalMode } from '@stepbind/binding/internal';
 import { interpolate, type EnvironmentSource } from './interpolate.js';
 import type { ToolFilterConfig } from './tool-filter.js';
 

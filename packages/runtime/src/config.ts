@@ -1,4 +1,4 @@
-import { DEFAULT_ENUMERATE_LIMITS } from '@stepbind/binding';
+import { DEFAULT_ENUMERATE_LIMITS } from '@stepbind/binding/internal';
 import {
   checkKeys,
   DEFAULT_MAX_MESSAGE_BYTES,

@@ -4,7 +4,7 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding';
+import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding/internal';
 import {
   CLIENT_CAPABILITIES,
   installClientHandlers,

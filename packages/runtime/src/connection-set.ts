@@ -1,14 +1,11 @@
 import {
-  assignModelNames,
-  modelToolOf,
+  bindingViewOf,
   type ApprovalMode,
   type BindingView,
   type BoundServer,
-  type BoundTool,
   type LeftOutServer,
-  type ModelTool,
   type StepbindError,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import type { RuntimeConfig } from './config.js';
 import type { ServerSession } from './session.js';
 
@@ -109,41 +106,5 @@ function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
       });
     }
   }
-  // Per-snapshot model names are unique within a server; a clash across servers (e.g. server "a__b"
-  // tool "c" versus server "a" tool "b__c") falls back to one table over every server.
-  const byModelName = new Map<string, BoundTool>();
-  let clash = false;
-  for (const server of servers) {
-    for (const descriptor of server.catalog.tools) {
-      if (byModelName.has(descriptor.modelName)) clash = true;
-      byModelName.set(descriptor.modelName, {
-        modelName: descriptor.modelName,
-        server,
-        descriptor,
-      });
-    }
-  }
-  const tools: ModelTool[] = [];
-  if (clash) {
-    byModelName.clear();
-    const table = assignModelNames(
-      servers.flatMap((s) => s.catalog.tools.map((t) => ({ server: s.name, tool: t.name }))),
-    );
-    for (const server of servers) {
-      for (const descriptor of server.catalog.tools) {
-        const modelName = table.forward(server.name, descriptor.name);
-        if (modelName === undefined) throw new Error('model name table is missing a tool');
-        byModelName.set(modelName, { modelName, server, descriptor });
-      }
-    }
-  }
-  for (const bound of byModelName.values()) {
-    tools.push(modelToolOf(bound.modelName, bound.descriptor));
-  }
-  return Object.freeze({
-    tools: Object.freeze(tools),
-    byModelName,
-    servers: Object.freeze(servers),
-    leftOut: Object.freeze(leftOut),
-  });
+  return bindingViewOf(servers, leftOut);
 }

@@ -4,7 +4,7 @@ import {
   SchemaValidatorCache,
   type CatalogSnapshot,
   type ServerIdentity,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { listCatalog, type CatalogListing } from './catalog-listing.js';
 import { systemClock, type RuntimeClock } from './clock.js';
 import type { RuntimeConfig, ServerConfig } from './config.js';

@@ -4,7 +4,7 @@ import {
   ErrorCode,
   StepbindError,
   type CatalogSnapshot,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import type { Emit } from './events.js';
 import type { DiscoveryStatus } from './options.js';
 

@@ -3,7 +3,7 @@ import {
   type ChangeFeed,
   type EnumerateOptions,
   type ToolEnumeration,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { clientListSource, type Client } from './sdk.js';
 
 /** Options for {@link enumerateTools}: discovery limits plus the server name used in errors. */

@@ -4,7 +4,7 @@ import type {
   JournalRecord,
   StepbindError,
   UnenforcedPattern,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import type { DiscoveryProgress } from './catalog-listing.js';
 import { createDebug } from './log.js';
 import type { ServerLogMessage } from './sdk.js';

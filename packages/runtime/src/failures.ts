@@ -1,4 +1,9 @@
-import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding';
+import {
+  abortedError as abortOf,
+  ErrorCode,
+  RuntimeError,
+  StepbindError,
+} from '@stepbind/binding/internal';
 
 /** `RUNTIME_CLOSED`: what every operation of a closed runtime throws. */
 export function closedError(): RuntimeError {
@@ -7,9 +12,9 @@ export function closedError(): RuntimeError {
 
 /** The error of a cancelled refresh: the abort reason when it is typed, else `ABORTED`. */
 export function abortedError(reason: unknown): StepbindError {
-  if (reason instanceof StepbindError) return reason;
-  return new RuntimeError(ErrorCode.ABORTED, 'The refresh was cancelled; nothing was published.', {
-    cause: reason,
+  return abortOf('The refresh was cancelled; nothing was published.', reason, {
+    as: RuntimeError,
+    keepStepbindReason: true,
   });
 }
 

@@ -1,4 +1,4 @@
-import { acquireMutex, ErrorCode, RuntimeError } from '@stepbind/binding';
+import { acquireMutex, ErrorCode, RuntimeError } from '@stepbind/binding/internal';
 import type { RuntimeCore } from './core.js';
 import { combineSignals, toStepbindError } from './failures.js';
 import { publishCatalogs } from './publish.js';

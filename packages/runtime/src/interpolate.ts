@@ -1,4 +1,4 @@
-import { ConfigError, ErrorCode } from '@stepbind/binding';
+import { ConfigError, ErrorCode } from '@stepbind/binding/internal';
 
 /** Where `${env:NAME}` and `${NAME}` references are looked up. */
 export type EnvironmentSource = Readonly<Record<string, string | undefined>>;

@@ -3,7 +3,7 @@ import type {
   CatalogState,
   JournalStore,
   ValidationOptions,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import type { RuntimeClock } from './clock.js';
 import type { ClientHandlers } from './client-capabilities.js';
 import type { ServerConfig } from './config.js';

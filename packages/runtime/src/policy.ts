@@ -1,4 +1,4 @@
-import type { CallPolicy } from '@stepbind/binding';
+import type { CallPolicy } from '@stepbind/binding/internal';
 
 /**
  * The runtime's call policy, read by every binding's admission (`PreparedCall` in

@@ -4,7 +4,7 @@ import {
   ErrorCode,
   type CatalogSnapshot,
   type StepbindError,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import type { RuntimeCore } from './core.js';
 import { reportUnenforced } from './events.js';
 import { abortedError, closedError } from './failures.js';

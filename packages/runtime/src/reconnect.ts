@@ -1,4 +1,4 @@
-import { acquireMutex, CatalogError } from '@stepbind/binding';
+import { acquireMutex, CatalogError } from '@stepbind/binding/internal';
 import type { ServerConfig } from './config.js';
 import type { RuntimeCore } from './core.js';
 import { toStepbindError } from './failures.js';

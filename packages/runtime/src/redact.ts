@@ -2,7 +2,7 @@
  * Redaction of the secrets a server configuration may carry (URL query values, header values), for
  * every error, event, status and CLI line that could mention them. One place, so no path forgets.
  */
-import { StepbindError } from '@stepbind/binding';
+import { StepbindError } from '@stepbind/binding/internal';
 
 /** What replaces a secret value. */
 export const REDACTED = '***';

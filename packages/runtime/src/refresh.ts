@@ -5,7 +5,7 @@ import {
   RuntimeError,
   type CatalogSnapshot,
   type StepbindError,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import type { ServerConfig } from './config.js';
 import { ConnectionSet } from './connection-set.js';
 import type { RuntimeCore } from './core.js';

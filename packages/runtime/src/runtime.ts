@@ -7,7 +7,7 @@ import {
   type JournalRecord,
   type McpBinding,
   type ResolveInput,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import type { ClientHandlers } from './client-capabilities.js';
 import { parseConfig, type RuntimeConfig } from './config.js';
 import type { ConnectionSet } from './connection-set.js';

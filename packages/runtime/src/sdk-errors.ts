@@ -3,7 +3,7 @@
  * (the original kept as `cause`), saying for a `tools/call` whether it was written.
  */
 import { ErrorCode as RpcErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
-import { ErrorCode, RuntimeError, StepbindError, type Delivery } from '@stepbind/binding';
+import { ErrorCode, RuntimeError, StepbindError, type Delivery } from '@stepbind/binding/internal';
 import { guardErrorOf, type FaultError } from './transports/guard.js';
 
 /** Error-mapping context: what was being done, to whom. */

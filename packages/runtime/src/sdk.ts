@@ -19,7 +19,7 @@ import {
   type McpContentBlock,
   type ToolListSource,
   onAbort,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import type { HttpSessionWatch, SessionLoss, TrackedRequest } from './transports/http-session.js';
 import { NO_REDACTION, type Redactor } from './redact.js';
 import { createDebug } from './log.js';

@@ -4,7 +4,7 @@ import type {
   CatalogSnapshot,
   ServerIdentity,
   StepbindError,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import type { RuntimeClock, TimerHandle } from './clock.js';
 import type { ServerConfig } from './config.js';
 import type { SdkConnection } from './sdk.js';

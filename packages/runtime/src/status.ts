@@ -1,4 +1,4 @@
-import { ErrorCode } from '@stepbind/binding';
+import { ErrorCode } from '@stepbind/binding/internal';
 import type { RuntimeCore } from './core.js';
 import type { DiscoveryStatus, RuntimeStatus, ServerStatus } from './options.js';
 import { lossMessage } from './session.js';

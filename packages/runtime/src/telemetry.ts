@@ -21,7 +21,7 @@ import {
   type MeterProvider,
   type Span,
 } from '@opentelemetry/api';
-import { StepbindError } from '@stepbind/binding';
+import { StepbindError } from '@stepbind/binding/internal';
 
 /** The instrumentation scope of every span and metric. */
 export const TELEMETRY_SCOPE = '@stepbind/runtime';

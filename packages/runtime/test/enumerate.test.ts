@@ -1,5 +1,5 @@
 import { ListToolsResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
-import { CatalogError, type ToolEnumeration } from '@stepbind/binding';
+import { CatalogError, type ToolEnumeration } from '@stepbind/binding/internal';
 import { enumerateTools, type EnumerateToolsOptions } from '@stepbind/runtime';
 import { isProcessAlive, type ServerFixture } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';

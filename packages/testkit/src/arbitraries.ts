@@ -8,7 +8,7 @@
  * @packageDocumentation
  */
 import fc from 'fast-check';
-import { CATALOG_REVISION_META_KEY, type McpToolDefinition } from '@stepbind/binding';
+import { CATALOG_REVISION_META_KEY, type McpToolDefinition } from '@stepbind/binding/internal';
 
 /** Every character a raw MCP tool name may use (`^[A-Za-z0-9._-]{1,128}$`). */
 const NAME_UNIT = fc.constantFrom(

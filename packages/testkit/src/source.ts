@@ -10,7 +10,7 @@ import {
   ErrorCode,
   type ListPageRequest,
   type ToolListSource,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 
 /** The JSON-RPC code a scripted source answers for a cursor it cannot resolve (`InvalidParams`). */
 const INVALID_PARAMS = -32602;

@@ -5,7 +5,7 @@ import {
   enumerateCatalog,
   isStepbindError,
   validateTool,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import {
   arbCatalog,
   arbCursorCycle,

@@ -5,7 +5,7 @@ import {
   toToolResult,
   type McpBinding,
   type StepbindError,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import {
   McpRuntime,
   type McpRuntimeOptions,

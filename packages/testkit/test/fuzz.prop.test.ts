@@ -7,7 +7,7 @@ import {
   isStepbindError,
   validateTool,
   type CatalogSnapshot,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { McpRuntime } from '@stepbind/runtime';
 import {
   arbListResult,

@@ -73,7 +73,7 @@ describe('@stepbind/testkit public surface', () => {
 
 describe('the revision _meta key', () => {
   it('is the one @stepbind/binding reads (testkit keeps its own copy so its server starts light)', async () => {
-    const binding = await import('@stepbind/binding');
+    const binding = await import('@stepbind/binding/internal');
     expect(testkit.CATALOG_REVISION_META_KEY).toBe(binding.CATALOG_REVISION_META_KEY);
   });
 });

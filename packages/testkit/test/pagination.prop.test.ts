@@ -8,7 +8,7 @@ import {
   type McpToolDefinition,
   type StepbindError,
   type ToolEnumeration,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { parseConfig, type SdkConnection } from '@stepbind/runtime';
 import {
   arbCatalog,

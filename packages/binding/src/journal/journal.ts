@@ -1,8 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import type { CallReceipt, ToolCallResult } from '../binding.js';
+import type { CallReceipt, ToolCallResult } from '../call/types.js';
 import { sha256Hex } from '../canonical.js';
 import { CallError, ConfigError, ErrorCode, JournalError, type Delivery } from '../errors.js';
 import { verifyChain, type ChainVerification } from './chain.js';
+import {
+  JournalClaim,
+  type BeginOptions,
+  type BeginResult,
+  type CallIntent,
+  type ResolveInput,
+} from './claim.js';
 import {
   conflictOf,
   contextDetail,
@@ -23,7 +30,6 @@ import type {
   JournalStore,
   ReceiptBody,
   ReceiptEntry,
-  RecordedOutcome,
   Resolution,
 } from './store.js';
 
@@ -56,89 +62,6 @@ export interface CallJournalOptions {
    */
   readonly receipts?: 'all' | 'keyed';
 }
-
-/** What a keyed `run` asks the journal for. */
-export interface CallIntent {
-  readonly key: string;
-  readonly context: CallContext;
-  /** `sha256:` digest of the arguments given to `run` (the payload the key commits to). */
-  readonly argsDigest: string;
-  /** The server allows re-sending `read` tools whose outcome is unknown. */
-  readonly retryReads: boolean;
-}
-
-/** Options of {@link CallJournal.begin}. */
-export interface BeginOptions {
-  /**
-   * Write nothing yet: the claim is checked again and written directly as `SENT` by
-   * {@link CallJournal.markSent} (one durable write instead of two). For runs with nothing between
-   * the claim and the send that could take long or fail on its own (no `prepare` hook); a key
-   * claimed this way is visible to other processes only from its `SENT` write on, and to this
-   * process at once. @default false (an `INTENT` record is written now)
-   */
-  readonly deferWrite?: boolean;
-}
-
-/** A key this journal instance holds for one `run`. Opaque outside the binding. */
-export class JournalClaim {
-  readonly key: string;
-  /** @internal the record as last written, or to be written when `pending`. */
-  record: JournalRecord;
-  /**
-   * @internal for a deferred claim: the version the stored record must still have when the claim
-   * is written (`null`: there must be no record).
-   */
-  pending: { readonly expectedVersion: number | null } | undefined;
-  /** @internal */
-  readonly intent: CallIntent;
-  /** @internal true once the `SENT` record is durable. */
-  sent = false;
-  /** @internal true when another holder took the key over (nothing more may be written). */
-  lost = false;
-
-  /** @internal */
-  constructor(
-    record: JournalRecord,
-    intent: CallIntent,
-    pending: { readonly expectedVersion: number | null } | undefined,
-  ) {
-    this.key = record.key;
-    this.record = record;
-    this.intent = intent;
-    this.pending = pending;
-  }
-
-  /** The attempt (fencing token) of this claim. */
-  get attempt(): number {
-    return this.record.attempt;
-  }
-}
-
-/** What {@link CallJournal.begin} decided. */
-export type BeginResult =
-  | { readonly kind: 'claimed'; readonly claim: JournalClaim }
-  | { readonly kind: 'replay'; readonly record: JournalRecord; readonly outcome: RecordedOutcome }
-  | { readonly kind: 'refused'; readonly error: CallError };
-
-/** A decision about an `OUTCOME_UNKNOWN` key, for {@link CallJournal.resolve}. */
-export type ResolveInput =
-  | {
-      /** It took effect: the key becomes `COMPLETED`, and a repeat returns `result`. */
-      readonly outcome: 'ran';
-      /**
-       * What a repeated call returns. @default a text result saying the call ran and its original
-       * result was lost
-       */
-      readonly result?: ToolCallResult;
-      readonly by?: string;
-      readonly note?: string;
-    }
-  | {
-      /** It did not take effect: the key becomes `NOT_SENT` and may run again. */
-      readonly outcome: 'not-run';
-      readonly by?: string;
-      readonly note?: string;
-    };
 
 const MAX_ROUNDS = 16;
 const IN_PROGRESS: readonly JournalState[] = Object.freeze(['INTENT', 'SENT']);

@@ -2,9 +2,9 @@
  * The rules `CallJournal` decides by, as plain functions: the payload comparison every path makes
  * first, which failures count as answered, and the refusals (with the record summary they carry).
  */
-import type { CallReceipt, ToolCallResult } from '../binding.js';
+import type { CallReceipt, ToolCallResult } from '../call/types.js';
 import { CallError, ErrorCode, JournalError, type StepbindError } from '../errors.js';
-import type { CallIntent } from './journal.js';
+import type { CallIntent } from './claim.js';
 import type { CallContext, JournalRecord, JournalStore, Resolution } from './store.js';
 
 /** The refusal for a key this process already holds for `held`. */

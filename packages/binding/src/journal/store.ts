@@ -8,9 +8,9 @@
  *
  * @packageDocumentation
  */
-import type { CallReceipt, ToolCallResult } from '../binding.js';
+import type { CallReceipt, ToolCallResult } from '../call/types.js';
 import type { Delivery, ErrorCode } from '../errors.js';
-import type { EffectClass } from '../snapshot.js';
+import type { EffectClass } from '../snapshot/snapshot.js';
 
 /**
  * Where an idempotency key stands.

@@ -10,6 +10,7 @@
  * @packageDocumentation
  */
 import type { ObjectSchema } from '../validation.js';
+import { needsRestore, restoreValue, type Plan } from './restore.js';
 
 /** A JSON Schema object as the provider SDKs type it. */
 export interface JsonSchemaObject {
@@ -84,20 +85,6 @@ const TYPE_KEYWORDS: Readonly<Record<string, ReadonlySet<string>>> = {
 };
 const STRUCTURAL = new Set(['type', 'enum', 'const', 'anyOf', '$ref', 'default']);
 const JSON_TYPES = new Set(Object.keys(TYPE_KEYWORDS));
-
-/**
- * Restores one value: `undefined` means "nothing to undo below here". Object plans list the
- * properties whose `null` the conversion introduced.
- */
-type Plan =
-  | {
-      readonly kind: 'object';
-      readonly nulled: ReadonlySet<string>;
-      readonly props: ReadonlyMap<string, Plan>;
-    }
-  | { readonly kind: 'array'; readonly items: Plan }
-  | { readonly kind: 'ref'; readonly target: string }
-  | undefined;
 
 class NotStrict extends Error {
   constructor(
@@ -536,53 +523,6 @@ function nullable(schema: Record<string, unknown>): Record<string, unknown> {
   else if (Array.isArray(type)) out['type'] = [...(type as unknown[]), 'null'];
   if (Array.isArray(schema['enum'])) out['enum'] = [...(schema['enum'] as unknown[]), null];
   return out;
-}
-
-function needsRestore(plan: Plan, defs: ReadonlyMap<string, Plan>, seen: Set<string>): boolean {
-  if (plan === undefined) return false;
-  switch (plan.kind) {
-    case 'object':
-      return (
-        plan.nulled.size > 0 || [...plan.props.values()].some((p) => needsRestore(p, defs, seen))
-      );
-    case 'array':
-      return needsRestore(plan.items, defs, seen);
-    case 'ref':
-      if (seen.has(plan.target)) return false;
-      seen.add(plan.target);
-      return needsRestore(defs.get(plan.target), defs, seen);
-  }
-}
-
-/** Deepest value {@link StrictSchema.restore} walks into (recursive `$ref`s follow the data). */
-const MAX_RESTORE_DEPTH = 256;
-
-function restoreValue(
-  value: unknown,
-  plan: Plan,
-  defs: ReadonlyMap<string, Plan>,
-  depth: number,
-): unknown {
-  if (plan === undefined || value === null || typeof value !== 'object') return value;
-  if (depth > MAX_RESTORE_DEPTH) throw new RangeError('arguments nest too deeply');
-  switch (plan.kind) {
-    case 'ref':
-      return restoreValue(value, defs.get(plan.target), defs, depth + 1);
-    case 'array':
-      return Array.isArray(value)
-        ? value.map((v) => restoreValue(v, plan.items, defs, depth + 1))
-        : value;
-    case 'object': {
-      if (Array.isArray(value)) return value;
-      const out: Record<string, unknown> = {};
-      for (const [key, v] of Object.entries(value as Record<string, unknown>)) {
-        if (v === null && plan.nulled.has(key)) continue;
-        const child = plan.props.get(key);
-        out[key] = child === undefined ? v : restoreValue(v, child, defs, depth + 1);
-      }
-      return out;
-    }
-  }
 }
 
 function isPlainObject(value: unknown): value is Readonly<Record<string, unknown>> {

@@ -1,10 +1,16 @@
 /**
- * The one projection of a tool descriptor into what a model sees. Every place that builds model
- * tools (a snapshot's {@link toModelTools}, the runtime's step view) goes through {@link modelToolOf}.
+ * The one projection of bound servers into what a model sees (DESIGN §14): the step view shared by
+ * every binding captured until the next publication, its model tools and the name each tool is
+ * called by. A non-string description is `''` everywhere, because every model tool is built by
+ * {@link modelToolOf}.
  *
  * @packageDocumentation
  */
-import type { ToolDescriptor } from '../snapshot.js';
+import type { CallLimits } from '../bounds.js';
+import type { CatalogSlot } from '../call/slot.js';
+import type { ApprovalMode, ToolCaller } from '../call/types.js';
+import { assignModelNames } from '../names.js';
+import type { CatalogSnapshot, ToolDescriptor } from '../snapshot/snapshot.js';
 import type { ObjectSchema } from '../validation.js';
 
 /** A provider-neutral model tool: name, description, JSON Schema of the arguments. */
@@ -24,5 +30,102 @@ export function modelToolOf(modelName: string, descriptor: ToolDescriptor): Mode
     name: modelName,
     description: typeof description === 'string' ? description : '',
     inputSchema: descriptor.raw.inputSchema,
+  });
+}
+
+/** One server as a binding sees it: a frozen catalog at a revision, and the exact client. */
+export interface BoundServer {
+  readonly name: string;
+  readonly slot: CatalogSlot;
+  readonly catalog: CatalogSnapshot;
+  /** The slot's revision when this view was built. */
+  readonly revision: number;
+  readonly caller: ToolCaller;
+  /** Default per-call timeout for this server's tools. */
+  readonly callTimeoutMs: number;
+  /** Which calls to this server need an approval from the `prepare` hook. */
+  readonly approval: ApprovalMode;
+  /** Raw tool names of this server that never need an approval. @default none */
+  readonly autoApprove?: ReadonlySet<string>;
+  /** Depth and size bounds of this server's call arguments and results (positive integers). */
+  readonly callLimits?: Partial<CallLimits>;
+  /**
+   * `read` tools of this server whose outcome is unknown may be sent again under the same
+   * idempotency key. @default false
+   */
+  readonly retryReads?: boolean;
+}
+
+/** A model-facing tool and where it runs. */
+export interface BoundTool {
+  readonly modelName: string;
+  readonly server: BoundServer;
+  readonly descriptor: ToolDescriptor;
+}
+
+/** A server that is not part of a step, and why. */
+export interface LeftOutServer {
+  readonly name: string;
+  readonly required: boolean;
+  readonly reason: 'starting' | 'failed' | 'closed';
+  readonly error?: { readonly code: string; readonly message: string };
+}
+
+/**
+ * An immutable projection of a ConnectionSet at one set of revisions: built once per publication
+ * or catalog swap, shared by every binding captured until the next one. Capture cost is O(1) in the
+ * number of tools because bindings only point at a view.
+ */
+export interface BindingView {
+  readonly tools: readonly ModelTool[];
+  readonly byModelName: ReadonlyMap<string, BoundTool>;
+  readonly servers: readonly BoundServer[];
+  readonly leftOut: readonly LeftOutServer[];
+}
+
+/**
+ * The view of `servers` (and the servers left out of it), built once per publication or catalog
+ * swap: every tool of every server under its model name, in server then catalog order. Each
+ * snapshot's model names are unique within its server; when two servers' names clash (server
+ * `a__b` tool `c` versus server `a` tool `b__c`) every tool is named by one
+ * {@link assignModelNames} table over all servers, so the names stay injective.
+ */
+export function bindingViewOf(
+  servers: readonly BoundServer[],
+  leftOut: readonly LeftOutServer[],
+): BindingView {
+  const byModelName = new Map<string, BoundTool>();
+  let clash = false;
+  for (const server of servers) {
+    for (const descriptor of server.catalog.tools) {
+      if (byModelName.has(descriptor.modelName)) clash = true;
+      byModelName.set(descriptor.modelName, {
+        modelName: descriptor.modelName,
+        server,
+        descriptor,
+      });
+    }
+  }
+  if (clash) {
+    byModelName.clear();
+    const table = assignModelNames(
+      servers.flatMap((s) => s.catalog.tools.map((t) => ({ server: s.name, tool: t.name }))),
+    );
+    for (const server of servers) {
+      for (const descriptor of server.catalog.tools) {
+        const modelName = table.forward(server.name, descriptor.name);
+        if (modelName === undefined) throw new Error('stepbind: the name table is missing a tool');
+        byModelName.set(modelName, { modelName, server, descriptor });
+      }
+    }
+  }
+  const tools: ModelTool[] = [];
+  for (const bound of byModelName.values())
+    tools.push(modelToolOf(bound.modelName, bound.descriptor));
+  return Object.freeze({
+    tools: Object.freeze(tools),
+    byModelName,
+    servers: Object.freeze([...servers]),
+    leftOut: Object.freeze([...leftOut]),
   });
 }

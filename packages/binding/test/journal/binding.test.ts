@@ -17,7 +17,7 @@ import {
   type McpBinding,
   type ToolCallResult,
   type ToolCaller,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from './support.js';
 

@@ -7,25 +7,24 @@ import {
   isStepbindError,
   toAnthropicTools,
   toGeminiFunctionDeclarations,
-  toModelTools,
+  modelToolOf,
   toOpenAIChatTools,
   toOpenAIResponsesTools,
   toToolResult,
   type McpToolDefinition,
   type ModelTool,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 
 function stepTools(server: string, tools: McpToolDefinition[]): readonly ModelTool[] {
-  return toModelTools(
-    createCatalogSnapshot({
-      identity: { name: server, transportDigest: 'sha256:t' },
-      audience: 'default',
-      policyEpoch: 0,
-      revisionProof: 'unversioned',
-      discoveryStartedAt: 0,
-      pages: [tools],
-    }),
-  );
+  const snapshot = createCatalogSnapshot({
+    identity: { name: server, transportDigest: 'sha256:t' },
+    audience: 'default',
+    policyEpoch: 0,
+    revisionProof: 'unversioned',
+    discoveryStartedAt: 0,
+    pages: [tools],
+  });
+  return snapshot.tools.map((d) => modelToolOf(d.modelName, d));
 }
 
 const READ: McpToolDefinition = {

@@ -29,7 +29,7 @@ import {
   type McpBinding,
   type RunOptions,
   type ToolCallResult,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 
 /** The AI SDK's tool model output (`ToolResultOutput` of `@ai-sdk/provider-utils`). */
 export type AiSdkToolOutput = Awaited<ReturnType<NonNullable<Tool['toModelOutput']>>>;

@@ -11,7 +11,7 @@ import {
   toolResultParts,
   type CallReceipt,
   type ToolCallResult,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { McpRuntime } from '../runtime.js';
 import { configFrom, describeError, parseArgs } from './options.js';
 import type { CliIo } from './io.js';

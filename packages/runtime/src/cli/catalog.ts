@@ -9,7 +9,7 @@ import {
   StepbindError,
   type CatalogSnapshot,
   type ToolEnumeration,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from '../config.js';
 import { listCatalog, type DiscoveryProgress } from '../catalog-listing.js';
 import { identityOf } from '../transports/index.js';

@@ -4,7 +4,7 @@
  *
  * @packageDocumentation
  */
-import { StepbindError } from '@stepbind/binding';
+import { StepbindError } from '@stepbind/binding/internal';
 import type { RuntimeConfig } from '../config.js';
 import { loadConfigFile } from './catalog.js';
 import type { CliIo } from './io.js';

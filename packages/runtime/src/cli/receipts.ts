@@ -1,4 +1,4 @@
-import { verifyChain, type ReceiptBody, type StoredReceipt } from '@stepbind/binding';
+import { verifyChain, type ReceiptBody, type StoredReceipt } from '@stepbind/binding/internal';
 import { openSqliteJournal } from '../journal/sqlite.js';
 
 /** The outcome of a `stepbind receipts` command: what to print and the exit code. */

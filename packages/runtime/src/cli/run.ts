@@ -1,4 +1,4 @@
-import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding';
+import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding/internal';
 import {
   catalogReportJson,
   discoverCatalogs,

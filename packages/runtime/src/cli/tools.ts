@@ -12,7 +12,7 @@ import {
   toOpenAIResponsesTools,
   type FormattedTools,
   type McpBinding,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { McpRuntime } from '../runtime.js';
 import { configFrom, describeError, parseArgs } from './options.js';
 import type { CliIo } from './io.js';

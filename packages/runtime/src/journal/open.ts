@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { CallJournal, MemoryJournalStore, type JournalStore } from '@stepbind/binding';
+import { CallJournal, MemoryJournalStore, type JournalStore } from '@stepbind/binding/internal';
 import type { RuntimeJournalOptions } from '../options.js';
 import { openSqliteJournal } from './sqlite.js';
 

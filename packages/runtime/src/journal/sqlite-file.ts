@@ -6,7 +6,7 @@
 import { accessSync, constants } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
-import { ErrorCode, JournalError } from '@stepbind/binding';
+import { ErrorCode, JournalError } from '@stepbind/binding/internal';
 
 /** `PRAGMA application_id` of a stepbind journal ("sbJ1"). */
 export const JOURNAL_APPLICATION_ID = 0x73624a31;

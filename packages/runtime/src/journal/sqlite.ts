@@ -25,7 +25,7 @@ import {
   type ReceiptEntry,
   type StoredReceipt,
   type UpdateResult,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { checkIdentity, journalError, mapSqliteError, migrate } from './sqlite-file.js';
 
 export { JOURNAL_APPLICATION_ID, JOURNAL_SCHEMA_VERSION } from './sqlite-file.js';

@@ -16,7 +16,7 @@ import {
   type MessageExtraInfo,
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
-import { ErrorCode, RuntimeError, type StepbindError } from '@stepbind/binding';
+import { ErrorCode, RuntimeError, type StepbindError } from '@stepbind/binding/internal';
 
 /** A request this client sent that has not been answered or cancelled yet. */
 export interface LiveRequest {

@@ -15,7 +15,7 @@ import type {
   MessageExtraInfo,
   RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
-import { computeTransportDigest } from '@stepbind/binding';
+import { computeTransportDigest } from '@stepbind/binding/internal';
 import {
   assertNoUrlCredentials,
   DEFAULT_MAX_MESSAGE_BYTES,

@@ -4,7 +4,7 @@
  * over the kinds; a new transport is one new file and one case in each function here.
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { ServerIdentity } from '@stepbind/binding';
+import type { ServerIdentity } from '@stepbind/binding/internal';
 import type { CommonServerConfig } from '../config-values.js';
 import type { EnvironmentSource } from '../interpolate.js';
 import type { Redactor } from '../redact.js';

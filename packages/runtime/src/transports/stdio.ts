@@ -16,7 +16,7 @@ import {
   ErrorCode,
   RuntimeError,
   type StepbindError,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
   ENV_NAME,

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { isStepbindError, type McpBinding } from '@stepbind/binding';
+import { isStepbindError, type McpBinding } from '@stepbind/binding/internal';
 import type { McpRuntime } from '@stepbind/runtime';
 import { agree, trackSessions, type ModelCommand, type ModelSystem } from './commands.js';
 import type { RuntimeOracle } from './oracle.js';

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { isStepbindError, type McpBinding, type PreparedCall } from '@stepbind/binding';
+import { isStepbindError, type McpBinding, type PreparedCall } from '@stepbind/binding/internal';
 import {
   connectServer,
   McpRuntime,

@@ -1,0 +1,131 @@
+/**
+ * The frozen binding of one model sampling step (DESIGN §2, §6).
+ *
+ * @packageDocumentation
+ */
+import { CallError, ErrorCode } from '../errors.js';
+import type { CallJournal } from '../journal/journal.js';
+import type { BindingView, LeftOutServer, ModelTool } from '../tools/view.js';
+import { PreparedCall } from './prepared.js';
+import { maybeDrained, releasedError, type BindingState } from './state.js';
+import type { CallPolicy } from './types.js';
+
+/** Status of one server in a binding. */
+export type BindingServerStatus =
+  | {
+      readonly name: string;
+      readonly bound: true;
+      readonly catalogState: string;
+      readonly generation: number;
+      readonly revision: number;
+      readonly sourceRevision: string | undefined;
+      readonly toolCount: number;
+    }
+  | ({ readonly bound: false } & LeftOutServer);
+
+/** Options of {@link createBinding}. */
+export interface CreateBindingOptions {
+  readonly stepId: string;
+  readonly policy: CallPolicy;
+  /** Called once when the binding is released and its last call finished. */
+  readonly onDrained?: () => void;
+  /** Records every run's outcome and holds idempotency keys. @default none (no keys, no receipts log) */
+  readonly journal?: CallJournal;
+  /**
+   * Called when the journal could not record the outcome of a call that is reported anyway (a
+   * result that came back while the disk was full).
+   */
+  readonly onJournalError?: (error: unknown) => void;
+}
+
+/**
+ * Creates the frozen binding of one sampling step over `view`. O(servers), never O(tools).
+ */
+export function createBinding(view: BindingView, options: CreateBindingOptions): McpBinding {
+  return new McpBinding(view, options);
+}
+
+/**
+ * The tools one model sampling step saw, and the exact clients that run them. Frozen. Release it
+ * (or `await using` it) when the step ends so retired connections can close.
+ */
+export class McpBinding {
+  /** Identifier of the step, echoed in receipts. */
+  readonly stepId: string;
+  /** Policy epoch in force at capture. */
+  readonly policyEpoch: number;
+  /** Model-facing tools: `{ name, description, inputSchema }`. */
+  readonly tools: readonly ModelTool[];
+  /** Every configured server: bound (with catalog generation and revision) or left out (why). */
+  readonly servers: readonly BindingServerStatus[];
+  readonly #view: BindingView;
+  readonly #policy: CallPolicy;
+  readonly #state: BindingState;
+
+  /** @internal use {@link createBinding}. */
+  constructor(view: BindingView, options: CreateBindingOptions) {
+    this.stepId = options.stepId;
+    this.policyEpoch = options.policy.policyEpoch;
+    this.tools = view.tools;
+    this.#view = view;
+    this.#policy = options.policy;
+    this.#state = {
+      released: false,
+      inFlight: 0,
+      onDrained: options.onDrained,
+      journal: options.journal,
+      onJournalError: options.onJournalError ?? (() => undefined),
+    };
+    this.servers = Object.freeze([
+      ...view.servers.map((s): BindingServerStatus =>
+        Object.freeze({
+          name: s.name,
+          bound: true,
+          catalogState: s.catalog.state,
+          generation: s.catalog.generation,
+          revision: s.revision,
+          sourceRevision: s.catalog.sourceRevision,
+          toolCount: s.catalog.tools.length,
+        }),
+      ),
+      ...view.leftOut.map((s): BindingServerStatus => Object.freeze({ ...s, bound: false })),
+    ]);
+    Object.freeze(this);
+  }
+
+  /** True after {@link release}. */
+  get released(): boolean {
+    return this.#state.released;
+  }
+
+  /**
+   * Resolves a model-facing tool name to a call bound to this step's catalog, revision and client.
+   *
+   * @throws CallError `UNKNOWN_TOOL` when the step did not advertise that name; `BINDING_RELEASED`
+   *   after {@link release}.
+   */
+  prepareCall(modelName: string): PreparedCall {
+    if (this.#state.released) throw releasedError(this.stepId, modelName);
+    const bound = this.#view.byModelName.get(modelName);
+    if (bound === undefined) {
+      throw new CallError(
+        ErrorCode.UNKNOWN_TOOL,
+        `This step has no tool named "${modelName}". Call only the tools advertised in this step.`,
+        { detail: { modelName, stepId: this.stepId, delivery: 'not-sent' } },
+      );
+    }
+    return new PreparedCall(bound, this.stepId, this.policyEpoch, this.#policy, this.#state);
+  }
+
+  /** Ends the step. Idempotent. Calls already running finish; new ones are refused. */
+  release(): void {
+    if (this.#state.released) return;
+    this.#state.released = true;
+    maybeDrained(this.#state);
+  }
+
+  /** Same as {@link release}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.release();
+  }
+}

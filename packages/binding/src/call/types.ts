@@ -1,0 +1,145 @@
+/**
+ * What a prepared call works with: the result shape, the client it runs on, the live policy, the
+ * `run` options and hook context, and the receipt and outcome it returns.
+ *
+ * @packageDocumentation
+ */
+import type { StepbindError } from '../errors.js';
+import type { EffectClass } from '../snapshot/snapshot.js';
+import type { McpContentBlock } from '../tools/content.js';
+
+/** A raw `tools/call` result (content, structuredContent, isError, _meta...). */
+export interface ToolCallResult {
+  readonly content?: readonly McpContentBlock[];
+  readonly structuredContent?: Readonly<Record<string, unknown>>;
+  readonly isError?: boolean;
+  readonly [key: string]: unknown;
+}
+
+/**
+ * The one thing a prepared call needs from a server: send `tools/call` on this exact connection.
+ * Implementations map failures to {@link StepbindError}s (`TIMEOUT`, `ABORTED`, `CONNECTION_CLOSED`,
+ * `OUTCOME_UNKNOWN`, `SERVER_ERROR`), say in `detail.delivery` whether the request was written
+ * (`not-sent` only when it certainly was not; a failure without it counts as `sent`), and send
+ * `notifications/cancelled` on timeout or abort. A connection lost after the request was written is
+ * `OUTCOME_UNKNOWN`, never `CONNECTION_CLOSED`.
+ */
+export interface ToolCaller {
+  /** True once the connection is gone; a prepared call then fails with `CONNECTION_CLOSED`. */
+  readonly closed: boolean;
+  /**
+   * The transport fault that closed the connection (`MESSAGE_TOO_LARGE`), if any: a prepared call
+   * on the closed connection then fails with its code instead of `CONNECTION_CLOSED`.
+   */
+  readonly fault?: StepbindError | undefined;
+  callTool(
+    tool: string,
+    args: Readonly<Record<string, unknown>>,
+    options: { readonly signal?: AbortSignal; readonly timeoutMs: number },
+  ): Promise<ToolCallResult>;
+}
+
+/**
+ * Which calls need an approval (`ctx.approve()` in the `prepare` hook) before anything is sent:
+ * - `unproven-writes` (the default): non-`read` tools of a catalog that is not proven (`ELIGIBLE` or
+ *   `SNAPSHOT_PROVEN`); every catalog without a server-provided revision token is unproven;
+ * - `all-writes`: every non-`read` tool, proven or not;
+ * - `none`: no approval is asked for (an explicit opt-out per server).
+ *
+ * Effect classes come from annotations, which are untrusted hints: a tool without annotations is
+ * `unknown`, and only `read` tools are exempt.
+ */
+export type ApprovalMode = 'none' | 'unproven-writes' | 'all-writes';
+
+/** Live policy the runtime owns; read at call time, not at capture. */
+export interface CallPolicy {
+  /** Current policy epoch; a binding captured under another epoch is refused (`TOOL_DENIED`). */
+  readonly policyEpoch: number;
+  /** True when the (server, raw tool) pair was revoked after capture. */
+  isRevoked(server: string, tool: string): boolean;
+}
+
+/** What the `prepare` hook receives. It may throw to veto the call (nothing is sent). */
+export interface PrepareContext {
+  readonly server: string;
+  readonly tool: string;
+  readonly modelName: string;
+  readonly effectClass: EffectClass;
+  readonly catalogState: string;
+  /**
+   * True when the server's {@link ApprovalMode} requires an approval for this call: unless the hook
+   * calls {@link approve}, the call is refused with `APPROVAL_REQUIRED` and nothing is sent.
+   */
+  readonly approvalRequired: boolean;
+  /** Approves this call (the human or policy decision). Returning without it is not an approval. */
+  approve(): void;
+  readonly args: Readonly<Record<string, unknown>>;
+  readonly signal: AbortSignal | undefined;
+}
+
+/** Options of {@link PreparedCall.run}. */
+export interface RunOptions {
+  /**
+   * Runs under the revision read lock after admission and before `tools/call`: approvals, argument
+   * rewriting, uploads. Return new arguments to replace them (they are validated again).
+   */
+  readonly prepare?: (
+    ctx: PrepareContext,
+  ) => Promise<Readonly<Record<string, unknown>> | void> | Readonly<Record<string, unknown>> | void;
+  /** Cancels waiting, preparing or the call (a sent call gets `notifications/cancelled`). */
+  readonly signal?: AbortSignal;
+  /** Per-call timeout. @default the server's `callTimeoutMs` (60000) */
+  readonly timeoutMs?: number;
+  /**
+   * Makes the call idempotent (DESIGN §13): a key whose call completed returns the stored result
+   * and receipt (`replayed: true`, nothing is sent); a key in progress, used for another payload or
+   * whose outcome is unknown is refused (`IDEMPOTENCY_IN_PROGRESS`, `IDEMPOTENCY_CONFLICT`,
+   * `OUTCOME_UNKNOWN`). Use something stable across restarts, such as the model's tool-call id with
+   * the step: `` `${stepKey}:${toolCall.id}` ``. 1 to 512 characters.
+   */
+  readonly idempotencyKey?: string;
+}
+
+/** Proof of what ran: binds a call to the catalog the model saw. */
+export interface CallReceipt {
+  readonly stepId: string;
+  readonly server: string;
+  readonly tool: string;
+  readonly modelName: string;
+  readonly descriptorDigest: string;
+  readonly inputSchemaDigest: string;
+  readonly outputSchemaDigest: string | undefined;
+  readonly generation: number;
+  readonly revision: number;
+  readonly policyEpoch: number;
+  readonly audience: string;
+  readonly catalogState: string;
+  readonly effectClass: EffectClass;
+  /** `ok`, or `tool-error` when the server returned `isError: true`. */
+  readonly outcome: 'ok' | 'tool-error';
+  /** The run's idempotency key, if it had one. */
+  readonly idempotencyKey: string | undefined;
+  /**
+   * `sha256:` digest of the canonical JSON of the arguments given to `run`; `undefined` when the
+   * binding has no journal.
+   */
+  readonly argsDigest: string | undefined;
+  /** Epoch milliseconds when `run` was called. */
+  readonly startedAt: number;
+  /** Milliseconds spent in each phase. */
+  readonly timings: {
+    readonly lockWaitMs: number;
+    readonly prepareMs: number;
+    readonly callMs: number;
+    readonly totalMs: number;
+  };
+}
+
+/** A successful call: the raw result and its receipt. */
+export interface CallOutcome {
+  readonly result: ToolCallResult;
+  /** The receipt of the run that reached the server (the original one for a replay). */
+  readonly receipt: CallReceipt;
+  /** True when the result came from the journal for a repeated idempotency key: nothing was sent. */
+  readonly replayed: boolean;
+}

@@ -1,0 +1,86 @@
+/**
+ * @stepbind/binding/internal: the public surface plus what only `@stepbind/runtime` and
+ * `@stepbind/testkit` use (discovery, validation, snapshot building, the registry, slots, views,
+ * locks, the discovery state machine). Not covered by semver: applications import
+ * `@stepbind/binding`.
+ *
+ * @packageDocumentation
+ */
+export * from './index.js';
+export { abortedError } from './errors.js';
+export { sha256Hex } from './canonical.js';
+export {
+  CATALOG_REVISION_META_KEY,
+  DEFAULT_ENUMERATE_LIMITS,
+  ENUMERATE_LIMIT_MINIMUMS,
+  MAX_TIMER_MS,
+  enumerateCatalog,
+  resolveEnumerateLimits,
+} from './discovery.js';
+export type {
+  ChangeFeed,
+  EnumerateOptions,
+  ListPageRequest,
+  RawTool,
+  RevisionProof,
+  ToolEnumeration,
+  ToolListSource,
+} from './discovery.js';
+export { DEFAULT_SCHEMA_DIALECTS, SCHEMA_DIALECT_URIS, dialectOf } from './schema/dialects.js';
+export { SchemaValidatorCache } from './schema/cache.js';
+export type { SchemaCacheStats, SchemaProblem } from './schema/types.js';
+export {
+  DEFAULT_MAX_SCHEMA_BYTES,
+  TOOL_NAME_PATTERN,
+  validateCatalog,
+  validateTool,
+} from './validation.js';
+export type { CheckedSchema, ValidatedTool, ValidationOptions } from './validation.js';
+export { DEFAULT_CALL_LIMITS } from './bounds.js';
+export {
+  CATALOG_SNAPSHOT_SCHEMA,
+  DEFAULT_SNAPSHOT_TTL_MS,
+  computeTransportDigest,
+  effectClassOf,
+  withGeneration,
+} from './snapshot/snapshot.js';
+export type {
+  CreateCatalogSnapshotInput,
+  SnapshotBuilder,
+  SnapshotBuilderOptions,
+  SnapshotFinishInput,
+} from './snapshot/snapshot.js';
+export { createCatalogSnapshot, createSnapshotBuilder } from './snapshot/builder.js';
+export {
+  CATALOG_TRANSITIONS,
+  DiscoveryTracker,
+  classifyRevisions,
+  isLegalTransition,
+  isTerminalState,
+  transition,
+} from './states.js';
+export type { RevisionClassification, RevisionIncompleteReason } from './states.js';
+export {
+  MAX_MODEL_NAME_LENGTH,
+  MODEL_NAME_HASH_LENGTH,
+  assignModelNames,
+  sanitizeNamePart,
+} from './names.js';
+export type { ModelNameEntry, ModelNameTable, QualifiedToolName } from './names.js';
+export { bindingViewOf, modelToolOf } from './tools/view.js';
+export type { BindingView, BoundServer, BoundTool } from './tools/view.js';
+export { CatalogRegistry, sameIdentity } from './registry.js';
+export type {
+  CatalogRegistryOptions,
+  HeldSnapshot,
+  PublishConflictReason,
+  PublishOptions,
+  SnapshotLifecycle,
+} from './registry.js';
+export { acquireMutex, RevisionLock } from './lock.js';
+export type { LockAcquireOptions, Release } from './lock.js';
+export { onAbort } from './signals.js';
+export { CatalogSlot } from './call/slot.js';
+export { createBinding } from './call/binding.js';
+export type { CreateBindingOptions } from './call/binding.js';
+export type { CallPolicy, ToolCaller } from './call/types.js';

@@ -1,0 +1,92 @@
+/**
+ * What a keyed run asks the journal for and what it gets back: the intent, the claim on a key,
+ * the begin decision and a resolution of an unknown outcome.
+ *
+ * @packageDocumentation
+ */
+import type { ToolCallResult } from '../call/types.js';
+import type { CallError } from '../errors.js';
+import type { CallContext, JournalRecord, RecordedOutcome } from './store.js';
+
+/** What a keyed `run` asks the journal for. */
+export interface CallIntent {
+  readonly key: string;
+  readonly context: CallContext;
+  /** `sha256:` digest of the arguments given to `run` (the payload the key commits to). */
+  readonly argsDigest: string;
+  /** The server allows re-sending `read` tools whose outcome is unknown. */
+  readonly retryReads: boolean;
+}
+
+/** Options of `CallJournal.begin`. */
+export interface BeginOptions {
+  /**
+   * Write nothing yet: the claim is checked again and written directly as `SENT` by
+   * `CallJournal.markSent` (one durable write instead of two). For runs with nothing between
+   * the claim and the send that could take long or fail on its own (no `prepare` hook); a key
+   * claimed this way is visible to other processes only from its `SENT` write on, and to this
+   * process at once. @default false (an `INTENT` record is written now)
+   */
+  readonly deferWrite?: boolean;
+}
+
+/** A key this journal instance holds for one `run`. Opaque outside the binding. */
+export class JournalClaim {
+  readonly key: string;
+  /** @internal the record as last written, or to be written when `pending`. */
+  record: JournalRecord;
+  /**
+   * @internal for a deferred claim: the version the stored record must still have when the claim
+   * is written (`null`: there must be no record).
+   */
+  pending: { readonly expectedVersion: number | null } | undefined;
+  /** @internal */
+  readonly intent: CallIntent;
+  /** @internal true once the `SENT` record is durable. */
+  sent = false;
+  /** @internal true when another holder took the key over (nothing more may be written). */
+  lost = false;
+
+  /** @internal */
+  constructor(
+    record: JournalRecord,
+    intent: CallIntent,
+    pending: { readonly expectedVersion: number | null } | undefined,
+  ) {
+    this.key = record.key;
+    this.record = record;
+    this.intent = intent;
+    this.pending = pending;
+  }
+
+  /** The attempt (fencing token) of this claim. */
+  get attempt(): number {
+    return this.record.attempt;
+  }
+}
+
+/** What `CallJournal.begin` decided. */
+export type BeginResult =
+  | { readonly kind: 'claimed'; readonly claim: JournalClaim }
+  | { readonly kind: 'replay'; readonly record: JournalRecord; readonly outcome: RecordedOutcome }
+  | { readonly kind: 'refused'; readonly error: CallError };
+
+/** A decision about an `OUTCOME_UNKNOWN` key, for `CallJournal.resolve`. */
+export type ResolveInput =
+  | {
+      /** It took effect: the key becomes `COMPLETED`, and a repeat returns `result`. */
+      readonly outcome: 'ran';
+      /**
+       * What a repeated call returns. @default a text result saying the call ran and its original
+       * result was lost
+       */
+      readonly result?: ToolCallResult;
+      readonly by?: string;
+      readonly note?: string;
+    }
+  | {
+      /** It did not take effect: the key becomes `NOT_SENT` and may run again. */
+      readonly outcome: 'not-run';
+      readonly by?: string;
+      readonly note?: string;
+    };
