@@ -18,7 +18,8 @@ import {
   readAuditTrail,
   scriptedTool,
   stdioServerParams,
-  tempAuditPath,
+  tempAudit,
+  type TempAudit,
   type AuditEntry,
   type InMemoryFleet,
   type ScriptedServerOptions,
@@ -551,11 +552,13 @@ describe('fault suite (McpRuntime with in-memory scripted servers)', () => {
 describe('fault suite over real stdio servers', () => {
   const runtimes: McpRuntime[] = [];
   const pids = new Set<number>();
+  const trails: TempAudit[] = [];
   afterEach(async () => {
     for (const runtime of runtimes.splice(0)) {
       for (const pid of runtime.pids()) pids.add(pid);
       await runtime.close();
     }
+    await Promise.all(trails.splice(0).map((trail) => trail.dispose()));
     expect([...pids].filter((pid) => isProcessAlive(pid))).toEqual([]);
     pids.clear();
   });
@@ -564,7 +567,9 @@ describe('fault suite over real stdio servers', () => {
     options: Omit<ScriptedServerOptions, 'auditPath'>,
     runtimeOptions: McpRuntimeOptions = {},
   ): Promise<{ runtime: McpRuntime; audit: () => Promise<AuditEntry[]>; events: RuntimeEvent[] }> {
-    const auditPath = tempAuditPath('faults');
+    const trail = tempAudit('faults');
+    trails.push(trail);
+    const auditPath = trail.path;
     const events: RuntimeEvent[] = [];
     const runtime = await McpRuntime.open(
       { mcpServers: { a: stdioServerParams({ ...options, auditPath }) } },
