@@ -82,7 +82,10 @@ export function modelCommandArbitraries(
   // Sized to what a sequence of 30 commands builds: a few bindings of about 5 tools (up to 10
   // after mutations), a few prepared calls.
   const binding = arbModelIndex(5);
-  const tool = fc.nat({ max: 4 });
+  const tool = fc.oneof(
+    { weight: 3, arbitrary: fc.nat({ max: 4 }) },
+    { weight: 1, arbitrary: fc.nat({ max: 9 }) },
+  );
   const call = arbModelIndex(5);
   const prepare = fc.tuple(binding, tool).map(([b, t]): ModelCommand => new PrepareCall(b, t));
   const run = call.map((c): ModelCommand => new RunCall(c));
