@@ -24,7 +24,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
-    // Removes the audit trails the run's tests left in the temp directory.
+    // A private TMPDIR per run; fails the run if a test leaves anything in it.
     globalSetup: ['./scripts/test-teardown.ts'],
     // CI also writes a JSON report, from which .ci/run prints a plain "N passed, N failed" line.
     reporters: process.env['CI']

@@ -18,7 +18,7 @@ async function server(
 
 afterEach(async () => {
   const closing = open.splice(0);
-  await Promise.all(closing.map((h) => h.close()));
+  await Promise.all(closing.map((h) => h.dispose()));
   expect(closing.filter((h) => isProcessAlive(h.pid))).toEqual([]);
 });
 
@@ -287,6 +287,7 @@ describe('enumerateTools option validation', () => {
   it('sent zero tools/list requests for all those invalid options', async () => {
     await shared.close();
     const methods = (await shared.audit()).map((e) => e.method);
+    await shared.dispose();
     expect(methods.filter((m) => m !== 'notifications/initialized')).toEqual(['initialize']);
   });
 });

@@ -4,7 +4,7 @@ import {
   isProcessAlive,
   readAuditTrail,
   stdioServerParams,
-  tempAuditPath,
+  tempAudit,
   type AuditEntry,
   type ScriptedServerOptions,
 } from '@stepbind/testkit';
@@ -15,7 +15,10 @@ export interface StdioHarness {
   readonly pid: number;
   readonly auditPath: string;
   audit(): Promise<AuditEntry[]>;
+  /** Closes the client and waits for the child to exit; the audit trail stays readable. */
   close(): Promise<void>;
+  /** {@link close}, then removes the audit trail. */
+  dispose(): Promise<void>;
 }
 
 const spawned = new Set<number>();
@@ -34,7 +37,8 @@ export function livePids(): number[] {
 export async function startStdio(
   options: Omit<ScriptedServerOptions, 'auditPath'>,
 ): Promise<StdioHarness> {
-  const auditPath = tempAuditPath(options.scenario);
+  const trail = tempAudit(options.scenario);
+  const auditPath = trail.path;
   const transport = new StdioClientTransport({
     ...stdioServerParams({ ...options, auditPath }),
     stderr: 'pipe',
@@ -44,14 +48,19 @@ export async function startStdio(
   const pid = transport.pid;
   if (pid === null) throw new Error('stdio child has no pid');
   spawned.add(pid);
+  const close = async (): Promise<void> => {
+    await client.close();
+    await waitUntilGone(pid);
+  };
   return {
     client,
     pid,
     auditPath,
     audit: () => readAuditTrail(auditPath),
-    close: async () => {
-      await client.close();
-      await waitUntilGone(pid);
+    close,
+    dispose: async () => {
+      await close();
+      await trail.dispose();
     },
   };
 }

@@ -4,7 +4,8 @@ import {
   isProcessAlive,
   readAuditTrail,
   stdioServerParams,
-  tempAuditPath,
+  tempAudit,
+  type TempAudit,
   type AuditEntry,
   type ServerFixture,
   type ScriptedServerOptions,
@@ -17,6 +18,7 @@ import { waitUntilGone } from './helpers.js';
 
 const runtimes: McpRuntime[] = [];
 const pids = new Set<number>();
+const trails: TempAudit[] = [];
 
 afterEach(async () => {
   for (const r of runtimes.splice(0)) {
@@ -24,6 +26,7 @@ afterEach(async () => {
     await r.close();
   }
   for (const pid of pids) await waitUntilGone(pid);
+  await Promise.all(trails.splice(0).map((trail) => trail.dispose()));
   expect([...pids].filter((pid) => isProcessAlive(pid))).toEqual([]);
   pids.clear();
 });
@@ -44,7 +47,9 @@ async function open(
   const paths: Record<string, string> = {};
   const mcpServers: Record<string, unknown> = {};
   for (const [name, server] of Object.entries(servers)) {
-    paths[name] = tempAuditPath(name);
+    const trail = tempAudit(name);
+    trails.push(trail);
+    paths[name] = trail.path;
     mcpServers[name] = {
       ...stdioServerParams({ ...server.options, auditPath: paths[name] }),
       ...server.extra,

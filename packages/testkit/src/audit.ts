@@ -51,6 +51,7 @@ export function isProcessAlive(pid: number): boolean {
 /**
  * A fresh, not yet existing file path in `os.tmpdir()` for an audit trail, e.g.
  * `/tmp/stepbind-audit-paging-12345-1f2e3d4c5b6a.jsonl`. `label` is reduced to `[A-Za-z0-9_-]`.
+ * The caller removes the file; `tempAudit` (removed on dispose) is usually what a test wants.
  */
 export function tempAuditPath(label: string): string {
   const safe = label.replace(/[^A-Za-z0-9_-]+/g, '-').slice(0, 60);

@@ -78,23 +78,18 @@ export { RuntimeOracle } from './model/oracle.js';
 export { appLoopCommands } from './model/app-loop.js';
 export type { AppLoop } from './model/app-loop.js';
 export type { ExpectedServer, PredictedOutcome, ServedPages } from './model/oracle.js';
+export { agree, observe, OracleDisagreement, trackSessions } from './model/system.js';
+export type { ModelCommand, ModelSystem, ProcessControl, ServerProcess } from './model/system.js';
+export { createModelSystem, MODEL_INITIAL_CATALOGS, runModel } from './model/run.js';
+export type { ModelSystemOptions } from './model/run.js';
 export {
-  createModelSystem,
-  MODEL_INITIAL_CATALOGS,
   MODEL_TOOL_POOL,
-  agree,
   modelCommandArbitraries,
   modelCommands,
   modelScript,
-  OracleDisagreement,
-  runModel,
-  trackSessions,
-} from './model/commands.js';
-export type {
-  ModelCommand,
-  ModelCommandOptions,
-  ModelSystem,
-  ModelSystemOptions,
-  ProcessControl,
-  ServerProcess,
-} from './model/commands.js';
+} from './model/commands/index.js';
+export type { ModelCommandOptions } from './model/commands/index.js';
+export { createEventLog } from './events.js';
+export type { EventLog, RuntimeEventOf } from './events.js';
+export { tempAudit, tempDir } from './temp.js';
+export type { TempAudit, TempDir } from './temp.js';

@@ -3,8 +3,6 @@ import {
   createCatalogSnapshot,
   isStepbindError,
   toToolResult,
-  type McpBinding,
-  type StepbindError,
 } from '@stepbind/binding/internal';
 import {
   McpRuntime,
@@ -13,18 +11,24 @@ import {
   type ServerConnector,
 } from '@stepbind/runtime';
 import {
+  createEventLog,
   createInMemoryFleet,
-  isProcessAlive,
-  readAuditTrail,
   scriptedTool,
-  stdioServerParams,
-  tempAuditPath,
-  type AuditEntry,
+  type EventLog,
   type InMemoryFleet,
   type ScriptedServerOptions,
-  type ServerFixture,
 } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
+import {
+  calls,
+  failure,
+  fixtureServer,
+  listings,
+  pages,
+  RESTARTED_AFTER_PAGE_2,
+  toolNames,
+  withoutStalePage3,
+} from './faults/support.js';
 
 // One deterministic scenario per fault the design names (issue 5, part 4). Each drives a whole
 // McpRuntime against scripted servers and asserts the server's audit trail: what was listed, with
@@ -40,81 +44,25 @@ async function openFleet(
   options: McpRuntimeOptions & {
     readonly wrapConnect?: (c: ServerConnector) => ServerConnector;
   } = {},
-): Promise<{ fleet: InMemoryFleet; runtime: McpRuntime; events: RuntimeEvent[] }> {
+): Promise<{
+  fleet: InMemoryFleet;
+  runtime: McpRuntime;
+  events: RuntimeEvent[];
+  log: EventLog;
+}> {
   const fleet = createInMemoryFleet(servers);
   cleanups.push(() => fleet.close());
-  const events: RuntimeEvent[] = [];
+  const log = createEventLog();
   const { wrapConnect, ...runtimeOptions } = options;
   const runtime = await McpRuntime.open(fleet.config(), {
     connect: wrapConnect === undefined ? fleet.connect : wrapConnect(fleet.connect),
     approval: 'none',
-    onEvent: (e) => events.push(e),
+    onEvent: log.onEvent,
     ...runtimeOptions,
   });
   cleanups.push(() => runtime.close());
-  return { fleet, runtime, events };
+  return { fleet, runtime, events: log.events, log };
 }
-
-async function failure(promise: Promise<unknown>): Promise<StepbindError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  if (!isStepbindError(error)) throw error;
-  return error;
-}
-
-/** `tools/list` requests as `list(<cursor>)@<generation>`, with cursors renamed c1, c2… in order. */
-function listings(audit: readonly AuditEntry[]): string[] {
-  const names = new Map<string, string>();
-  return audit
-    .filter((e) => e.method === 'tools/list')
-    .map((e) => {
-      if (e.cursor === null || e.cursor === undefined) return `list(null)@${e.generation}`;
-      let name = names.get(e.cursor);
-      if (name === undefined) {
-        name = e.cursor === '' ? '""' : `c${names.size + 1}`;
-        names.set(e.cursor, name);
-      }
-      return `list(${name})@${e.generation}`;
-    });
-}
-
-/**
- * The listings of "list_changed after page 2", normalised: page 3 of the old catalog is never
- * served, but whether the client restarts at once or first sends the old page-3 cursor (which then
- * arrives in generation 1 and is refused as stale) depends on when the transport hands the
- * notification over. The refused request is dropped here so both timings compare equal.
- */
-function withoutStalePage3(seen: readonly string[]): string[] {
-  return seen.filter((entry, i) => !(i === 5 && entry === 'list(c2)@1'));
-}
-
-const RESTARTED_AFTER_PAGE_2 = [
-  'list(null)@0',
-  'list(c1)@0',
-  'list(c2)@0',
-  'list(null)@0',
-  'list(c1)@0',
-  'list(null)@1',
-  'list(c3)@1',
-  'list(c4)@1',
-];
-
-const calls = (audit: readonly AuditEntry[]): (string | undefined)[] =>
-  audit.filter((e) => e.method === 'tools/call').map((e) => e.tool);
-
-const toolNames = (binding: McpBinding): string[] => binding.tools.map((t) => t.name);
-
-const fixtureServer = (fixture: ServerFixture): ScriptedServerOptions => ({
-  scenario: 'fixture',
-  fixture,
-});
-
-const pages = (...names: readonly (readonly string[])[]) =>
-  names.map((page) => ({ tools: page.map(scriptedTool) }));
 
 describe('fault suite (McpRuntime with in-memory scripted servers)', () => {
   it('list_changed after page 2: the enumeration restarts and the published catalog is the new one, whole', async () => {
@@ -232,7 +180,7 @@ describe('fault suite (McpRuntime with in-memory scripted servers)', () => {
   });
 
   it('notification after the enumeration ended: the debounced hard refresh publishes the change, never the older listing over it', async () => {
-    const { fleet, runtime, events } = await openFleet(
+    const { fleet, runtime, events, log } = await openFleet(
       {
         a: fixtureServer({
           generations: [
@@ -252,8 +200,9 @@ describe('fault suite (McpRuntime with in-memory scripted servers)', () => {
 
     // The enumeration above is over; only now does the catalog change and say so.
     server.setGeneration(2);
+    const delivered = log.next('list-changed');
     await server.notifyListChanged();
-    await expect.poll(() => events.some((e) => e.type === 'list-changed')).toBe(true);
+    await delivered;
     await runtime.whenIdle();
 
     const swaps = events.filter((e) => e.type === 'catalog-swapped');
@@ -545,109 +494,5 @@ describe('fault suite (McpRuntime with in-memory scripted servers)', () => {
     const audit = fleet.audit('a');
     expect(listings(audit)).toEqual(['list(null)@0', 'list(null)@1']);
     expect(calls(audit)).toEqual(['gamma']);
-  });
-});
-
-describe('fault suite over real stdio servers', () => {
-  const runtimes: McpRuntime[] = [];
-  const pids = new Set<number>();
-  afterEach(async () => {
-    for (const runtime of runtimes.splice(0)) {
-      for (const pid of runtime.pids()) pids.add(pid);
-      await runtime.close();
-    }
-    expect([...pids].filter((pid) => isProcessAlive(pid))).toEqual([]);
-    pids.clear();
-  });
-
-  async function openStdio(
-    options: Omit<ScriptedServerOptions, 'auditPath'>,
-    runtimeOptions: McpRuntimeOptions = {},
-  ): Promise<{ runtime: McpRuntime; audit: () => Promise<AuditEntry[]>; events: RuntimeEvent[] }> {
-    const auditPath = tempAuditPath('faults');
-    const events: RuntimeEvent[] = [];
-    const runtime = await McpRuntime.open(
-      { mcpServers: { a: stdioServerParams({ ...options, auditPath }) } },
-      { approval: 'none', onEvent: (e) => events.push(e), ...runtimeOptions },
-    );
-    runtimes.push(runtime);
-    return { runtime, audit: () => readAuditTrail(auditPath), events };
-  }
-
-  it('source revision changes across pages (stdio): restart, then the catalog is proven at the new revision', async () => {
-    const { runtime, audit } = await openStdio({ scenario: 'revision-changing' });
-    await using step = await runtime.captureBinding();
-    expect(step.servers[0]).toMatchObject({
-      bound: true,
-      catalogState: 'ELIGIBLE',
-      sourceRevision: 'rev-2',
-    });
-    expect(toolNames(step)).toEqual(['a__alpha', 'a__beta', 'a__gamma']);
-    expect(listings(await audit())).toEqual([
-      'list(null)@0',
-      'list(c1)@0',
-      'list(null)@0',
-      'list(c1)@0',
-      'list(c2)@0',
-      'list(null)@0',
-    ]);
-  });
-
-  it('list_changed after page 2 (stdio): the hard refresh restarts and publishes the new catalog whole', async () => {
-    const { runtime, audit } = await openStdio(
-      fixtureServer({
-        generations: [
-          { pages: pages(['alpha'], ['beta'], ['gamma']) },
-          { pages: pages(['alpha'], ['beta', 'delta'], ['gamma', 'epsilon']) },
-        ],
-        triggers: [{ on: { method: 'tools/list', nth: 5 }, setGeneration: 1, notify: 'after' }],
-      }),
-      { listChangedDebounceMs: 10 },
-    );
-    expect(await runtime.hardRefresh('a')).toBe(true);
-    await runtime.whenIdle();
-    await using step = await runtime.captureBinding();
-    expect(toolNames(step)).toEqual(['a__alpha', 'a__beta', 'a__delta', 'a__gamma', 'a__epsilon']);
-    expect(withoutStalePage3(listings(await audit())).slice(0, 8)).toEqual(RESTARTED_AFTER_PAGE_2);
-  });
-
-  it('cursor cycle announced by list_changed (stdio): the debounced re-list fails with CURSOR_REPEATED and the old catalog keeps serving', async () => {
-    const { runtime, audit, events } = await openStdio(
-      fixtureServer({
-        generations: [
-          { pages: pages(['plan'], ['deploy']) },
-          {
-            pages: [
-              { tools: [scriptedTool('plan')] },
-              { tools: [scriptedTool('deploy')] },
-              { tools: [scriptedTool('rollback')], nextPage: 1 },
-            ],
-          },
-        ],
-        triggers: [
-          { on: { method: 'tools/call', tool: 'plan' }, setGeneration: 1, notify: 'after' },
-        ],
-      }),
-      { listChangedDebounceMs: 10 },
-    );
-    await using step = await runtime.captureBinding();
-    await step.prepareCall('a__plan').run({});
-    await expect.poll(() => events.some((e) => e.type === 'hard-refresh-failed')).toBe(true);
-    await runtime.whenIdle();
-    const failed = events.find((e) => e.type === 'hard-refresh-failed');
-    expect(failed?.type === 'hard-refresh-failed' ? failed.error.code : undefined).toBe(
-      'CURSOR_REPEATED',
-    );
-    // Nothing was swapped, so the step is still current and its next call runs.
-    await step.prepareCall('a__deploy').run({});
-    const trail = await audit();
-    expect(listings(trail)).toEqual([
-      'list(null)@0',
-      'list(c1)@0',
-      'list(null)@1',
-      'list(c2)@1',
-      'list(c3)@1',
-    ]);
-    expect(calls(trail)).toEqual(['plan', 'deploy']);
   });
 });

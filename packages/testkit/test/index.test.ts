@@ -22,6 +22,7 @@ describe('@stepbind/testkit public surface', () => {
       'arbTool',
       'arbToolName',
       'connectInMemory',
+      'createEventLog',
       'createInMemoryFleet',
       'createModelSystem',
       'createScriptedServer',
@@ -30,6 +31,7 @@ describe('@stepbind/testkit public surface', () => {
       'modelCommandArbitraries',
       'modelCommands',
       'modelScript',
+      'observe',
       'pagedSource',
       'parseServerFixture',
       'processGroupMembers',
@@ -44,7 +46,9 @@ describe('@stepbind/testkit public surface', () => {
       'spawnHttpServer',
       'startHostileHttpServer',
       'stdioServerParams',
+      'tempAudit',
       'tempAuditPath',
+      'tempDir',
       'trackSessions',
     ]);
   });

@@ -67,3 +67,35 @@ describe('model-based regressions (counterexamples found during development)', (
     expect(comparisons).toBeGreaterThanOrEqual(5);
   });
 });
+
+describe('model commands: check() states the real precondition', () => {
+  it('skips commands whose target does not exist yet (no binding, no tool, no call)', async () => {
+    const comparisons = await runModel(
+      modelScript([
+        'prepareCall(binding#0, tool#0)', // no binding yet: skipped
+        'runCall(call#0)', // no call yet: skipped
+        'releaseBinding(binding#0)', // no binding yet: skipped
+        'captureBinding', // 1 comparison
+        'prepareCall(binding#0, tool#9)', // binding 0 has 5 tools: skipped
+        'prepareCall(binding#1, tool#0)', // no binding 1: skipped
+        'prepareCall(binding#0, tool#4)', // 1 comparison
+        'runCall(call#1)', // only call 0 exists: skipped
+        'runCall(call#0)', // 4 comparisons (outcome, receipt, sent, process)
+      ]),
+    );
+    expect(comparisons).toBe(6);
+  });
+
+  it('skips a crash or a catalog change of a server whose process is already dead', async () => {
+    const comparisons = await runModel(
+      modelScript([
+        'crashServer(a)', // 2 comparisons (closed unexpectedly, dirty)
+        'crashServer(a)', // dead: skipped
+        'mutateCatalog(a, [["alpha"]], withListChanged)', // dead: skipped
+        'hardRefresh(a)', // runs: 1 comparison (SERVER_NOT_READY)
+        'crashServer(c)', // no such server: skipped
+      ]),
+    );
+    expect(comparisons).toBe(3);
+  });
+});

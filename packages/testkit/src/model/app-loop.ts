@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { isStepbindError, type McpBinding } from '@stepbind/binding/internal';
 import type { McpRuntime } from '@stepbind/runtime';
-import { agree, trackSessions, type ModelCommand, type ModelSystem } from './commands.js';
+import { agree, trackSessions, type ModelCommand, type ModelSystem } from './system.js';
 import type { RuntimeOracle } from './oracle.js';
 
 /**
@@ -49,7 +49,9 @@ export function appLoopCommands<Step>(loop: AppLoop<Step>): fc.Arbitrary<ModelCo
   };
 
   class AppCapture implements ModelCommand {
-    check = (): boolean => true;
+    check(): boolean {
+      return true;
+    }
     async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
       const expected = model.capture() === 'FAILED' ? 'REQUIRED_SERVERS_FAILED' : 'OK';
       let captured: { readonly step: Step; readonly binding: McpBinding } | undefined;
@@ -75,7 +77,9 @@ export function appLoopCommands<Step>(loop: AppLoop<Step>): fc.Arbitrary<ModelCo
       real.boundInstances.push(new Map(real.current));
       stepsOf(model).push({ index, ...captured });
     }
-    toString = (): string => 'appCapture';
+    toString(): string {
+      return 'appCapture';
+    }
   }
 
   class AppReply implements ModelCommand {
@@ -83,15 +87,19 @@ export function appLoopCommands<Step>(loop: AppLoop<Step>): fc.Arbitrary<ModelCo
       readonly stepPick: number,
       readonly callPicks: readonly number[],
     ) {}
-    check = (model: Readonly<RuntimeOracle>): boolean =>
-      (open.get(model as RuntimeOracle)?.length ?? 0) > 0;
+    /** Step `stepPick` is waiting for the model, and each picked tool is one it advertised. */
+    check(model: Readonly<RuntimeOracle>): boolean {
+      const open = stepsOf(model as RuntimeOracle)[this.stepPick];
+      if (open === undefined) return false;
+      const tools = model.toolsOf(open.index).length;
+      return this.callPicks.every((pick) => pick < tools);
+    }
     async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
       const steps = stepsOf(model);
-      const [open] = steps.splice(this.stepPick % steps.length, 1);
-      if (open === undefined) throw new Error('appReply: no step is waiting for the model');
+      const [open] = steps.splice(this.stepPick, 1);
+      if (open === undefined) throw new Error(`${this.toString()}: run although its check failed`);
       const tools = model.toolsOf(open.index);
-      const planned = tools.length === 0 ? [] : this.callPicks.map((p) => tools[p % tools.length]);
-      const calls = planned.filter((t) => t !== undefined);
+      const calls = this.callPicks.flatMap((pick) => tools[pick] ?? []);
       const predicted = calls.map((t) => model.predictRun(open.index, t.server, t.tool));
       const actual = await loop.reply(
         open.step,
@@ -102,16 +110,15 @@ export function appLoopCommands<Step>(loop: AppLoop<Step>): fc.Arbitrary<ModelCo
       else await loop.end(open.step);
       model.releaseBinding(open.index);
     }
-    toString = (): string => `appReply(step#${this.stepPick}, calls ${this.callPicks.join(',')})`;
+    toString(): string {
+      return `appReply(step#${this.stepPick}, calls ${this.callPicks.join(',')})`;
+    }
   }
 
-  return [
-    fc.constant(new AppCapture()),
-    fc
-      .tuple(fc.nat(), fc.array(fc.nat(), { minLength: 1, maxLength: 3 }))
-      .map(([step, picks]) => new AppReply(step, picks)),
-    fc
-      .tuple(fc.nat(), fc.array(fc.nat(), { minLength: 1, maxLength: 3 }))
-      .map(([step, picks]) => new AppReply(step, picks)),
-  ];
+  // Targets are drawn from small ranges (few steps wait at once; a step has about 5 tools) and a
+  // reply that names a step or tool that does not exist is rejected by its check.
+  const reply = fc
+    .tuple(fc.nat({ max: 1 }), fc.array(fc.nat({ max: 4 }), { minLength: 1, maxLength: 3 }))
+    .map(([step, picks]): ModelCommand => new AppReply(step, picks));
+  return [fc.constant(new AppCapture()), reply, reply];
 }

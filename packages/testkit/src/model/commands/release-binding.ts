@@ -1,0 +1,20 @@
+import type { RuntimeOracle } from '../oracle.js';
+import type { ModelCommand, ModelSystem } from '../system.js';
+
+/**
+ * `releaseBinding(binding#B)`: ends step B. Needs binding B to exist; releasing it again is allowed
+ * (release is idempotent).
+ */
+export class ReleaseBinding implements ModelCommand {
+  constructor(readonly binding: number) {}
+  check(model: Readonly<RuntimeOracle>): boolean {
+    return this.binding < model.bindingCount;
+  }
+  async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    model.releaseBinding(this.binding);
+    real.bindings[this.binding]?.release();
+  }
+  toString(): string {
+    return `releaseBinding(binding#${this.binding})`;
+  }
+}
