@@ -369,7 +369,9 @@ describe('pagination properties (real SDK client and server, in memory)', () => 
           fleets,
         );
         try {
-          const result = await enumerateCatalog(connection.listSource, { changes: connection.changes });
+          const result = await enumerateCatalog(connection.listSource, {
+            changes: connection.changes,
+          });
           expect(result.tools).toEqual(g.tools);
           expect(result.pageSizes).toEqual(g.split.pages.map((p) => p.length));
           const sent = fleet.audit('s').filter((e) => e.method === 'tools/list');
