@@ -13,15 +13,11 @@ import {
 import {
   conflictOf,
   contextDetail,
-  contextOf,
   corruptRecord,
   inProgressError,
-  isAnswered,
   localRefusal,
   outcomeUnknownError,
   recordSummary,
-  resolvedReceipt,
-  resolvedResult,
 } from './rules.js';
 import type {
   CallContext,
@@ -30,8 +26,18 @@ import type {
   JournalStore,
   ReceiptBody,
   ReceiptEntry,
-  Resolution,
 } from './store.js';
+import {
+  completedRecord,
+  failedRecord,
+  failureReceipt,
+  intentRecord,
+  reclaimRecord,
+  recoveredRecord,
+  replayReceipt,
+  resolvedRecord,
+  runReceipt,
+} from './transitions.js';
 
 /** Options of {@link CallJournal}. */
 export interface CallJournalOptions {
@@ -199,13 +205,13 @@ export class CallJournal {
       const now = this.#now();
       const existing = await this.store.get(key);
       if (existing === undefined) {
-        const claimed = await claim(this.#intentRecord(intent, 1, 1, now), undefined);
+        const claimed = await claim(intentRecord(this, intent, 1, 1, now), undefined);
         if (claimed !== undefined) return claimed;
         continue;
       }
       if (existing.expiresAt !== null && existing.expiresAt <= now) {
         // Forgotten: the key starts over, whatever it was used for before.
-        const record = this.#intentRecord(intent, existing.attempt + 1, existing.version + 1, now);
+        const record = intentRecord(this, intent, existing.attempt + 1, existing.version + 1, now);
         const claimed = await claim(record, existing);
         if (claimed !== undefined) return claimed;
         continue;
@@ -218,7 +224,7 @@ export class CallJournal {
           return { kind: 'replay', record: existing, outcome: existing.outcome };
         }
         case 'NOT_SENT': {
-          const claimed = await claim(this.#reclaim(existing, now), existing);
+          const claimed = await claim(reclaimRecord(this, existing, now), existing);
           if (claimed !== undefined) return claimed;
           continue;
         }
@@ -232,7 +238,7 @@ export class CallJournal {
         }
         case 'OUTCOME_UNKNOWN': {
           if (intent.context.effectClass === 'read' && intent.retryReads) {
-            const claimed = await claim(this.#reclaim(existing, now), existing);
+            const claimed = await claim(reclaimRecord(this, existing, now), existing);
             if (claimed !== undefined) return claimed;
             continue;
           }
@@ -315,22 +321,14 @@ export class CallJournal {
     outcome: { readonly result: ToolCallResult; readonly receipt: CallReceipt },
   ): Promise<ReceiptEntry> {
     const resultDigest = `sha256:${sha256Hex(JSON.stringify(outcome.result))}`;
-    const body = this.#receiptBody(outcome.receipt, claim, {
+    const body = runReceipt(outcome.receipt, claim, this.#now(), {
       outcome: outcome.receipt.outcome,
       delivery: 'sent',
       replayed: false,
       argsDigest: outcome.receipt.argsDigest ?? null,
       resultDigest,
     });
-    return this.#record(claim, body, (record, now) => ({
-      ...record,
-      state: 'COMPLETED',
-      updatedAt: now,
-      leaseExpiresAt: 0,
-      expiresAt: now + this.retentionMs,
-      outcome: { kind: 'result', result: outcome.result, receipt: outcome.receipt },
-      error: null,
-    }));
+    return this.#record(claim, body, (record, now) => completedRecord(this, record, outcome, now));
   }
 
   /**
@@ -347,55 +345,10 @@ export class CallJournal {
     receipt: { readonly argsDigest: string | null; readonly key: string | null },
   ): Promise<ReceiptEntry> {
     const delivery: Delivery = claim?.sent === true ? error.delivery : 'not-sent';
-    const body: ReceiptBody = {
-      ...contextOf(context),
-      at: this.#now(),
-      source: 'run',
-      key: claim?.key ?? receipt.key,
-      attempt: claim?.attempt ?? null,
-      outcome: error.code,
-      delivery: error.delivery === 'sent' ? 'sent' : 'not-sent',
-      replayed: error.detail['replayed'] === true,
-      argsDigest: receipt.argsDigest,
-      resultDigest: null,
-    };
-    const failure = { code: error.code, message: error.message };
-    return this.#record(claim, body, (record, now): JournalRecord => {
-      if (delivery === 'not-sent') {
-        return {
-          ...record,
-          state: 'NOT_SENT',
-          updatedAt: now,
-          leaseExpiresAt: 0,
-          expiresAt: now + this.retentionMs,
-          error: failure,
-        };
-      }
-      if (isAnswered(error)) {
-        return {
-          ...record,
-          state: 'COMPLETED',
-          updatedAt: now,
-          leaseExpiresAt: 0,
-          expiresAt: now + this.retentionMs,
-          outcome: {
-            kind: 'error',
-            code: error.code,
-            message: error.message,
-            detail: error.detail,
-          },
-          error: null,
-        };
-      }
-      return {
-        ...record,
-        state: 'OUTCOME_UNKNOWN',
-        updatedAt: now,
-        leaseExpiresAt: 0,
-        expiresAt: null,
-        error: failure,
-      };
-    });
+    const body = failureReceipt(context, claim, error, receipt, this.#now());
+    return this.#record(claim, body, (record, now) =>
+      failedRecord(this, record, error, delivery, now),
+    );
   }
 
   /**
@@ -404,26 +357,8 @@ export class CallJournal {
    * @throws JournalError when the store fails.
    */
   async replayed(record: JournalRecord, context: CallContext): Promise<ReceiptEntry> {
-    const outcome = record.outcome;
     try {
-      return await this.store.appendReceipt({
-        ...contextOf(context),
-        at: this.#now(),
-        source: 'run',
-        key: record.key,
-        attempt: record.attempt,
-        outcome:
-          outcome === null
-            ? 'COMPLETED'
-            : outcome.kind === 'result'
-              ? outcome.receipt.outcome
-              : outcome.code,
-        delivery: 'not-sent',
-        replayed: true,
-        argsDigest: record.argsDigest,
-        resultDigest:
-          outcome?.kind === 'result' ? `sha256:${sha256Hex(JSON.stringify(outcome.result))}` : null,
-      });
+      return await this.store.appendReceipt(replayReceipt(record, context, this.#now()));
     } finally {
       this.#done();
     }
@@ -472,52 +407,11 @@ export class CallJournal {
           },
         );
       }
-      const resolution: Resolution = {
-        outcome: input.outcome,
-        by: input.by,
-        note: input.note,
-        at: now,
-      };
-      const next: JournalRecord =
-        input.outcome === 'ran'
-          ? {
-              ...existing,
-              version: existing.version + 1,
-              state: 'COMPLETED',
-              owner: this.owner,
-              updatedAt: now,
-              expiresAt: now + this.retentionMs,
-              resolution,
-              outcome: {
-                kind: 'result',
-                result: input.result ?? resolvedResult(existing, resolution),
-                receipt: resolvedReceipt(existing),
-              },
-            }
-          : {
-              ...existing,
-              version: existing.version + 1,
-              state: 'NOT_SENT',
-              owner: this.owner,
-              updatedAt: now,
-              expiresAt: now + this.retentionMs,
-              resolution,
-            };
-      const written = await this.store.update(next, existing.version, {
-        receipt: {
-          ...contextOf(existing.context),
-          at: now,
-          source: 'resolution',
-          key,
-          attempt: existing.attempt,
-          outcome: input.outcome,
-          delivery: 'not-sent',
-          replayed: false,
-          argsDigest: existing.argsDigest,
-          resultDigest: null,
-        },
+      const next = resolvedRecord(this, existing, input, now);
+      const written = await this.store.update(next.record, existing.version, {
+        receipt: next.receipt,
       });
-      if (written.ok) return next;
+      if (written.ok) return next.record;
     }
     throw new CallError(
       ErrorCode.IDEMPOTENCY_IN_PROGRESS,
@@ -642,66 +536,6 @@ export class CallJournal {
     }
   }
 
-  #receiptBody(
-    receipt: CallReceipt,
-    claim: JournalClaim | undefined,
-    fields: Pick<ReceiptBody, 'outcome' | 'delivery' | 'replayed' | 'argsDigest' | 'resultDigest'>,
-  ): ReceiptBody {
-    return {
-      stepId: receipt.stepId,
-      server: receipt.server,
-      tool: receipt.tool,
-      modelName: receipt.modelName,
-      descriptorDigest: receipt.descriptorDigest,
-      effectClass: receipt.effectClass,
-      generation: receipt.generation,
-      revision: receipt.revision,
-      policyEpoch: receipt.policyEpoch,
-      audience: receipt.audience,
-      catalogState: receipt.catalogState,
-      at: this.#now(),
-      source: 'run',
-      key: claim?.key ?? receipt.idempotencyKey ?? null,
-      attempt: claim?.attempt ?? null,
-      ...fields,
-    };
-  }
-
-  #intentRecord(intent: CallIntent, attempt: number, version: number, now: number): JournalRecord {
-    return {
-      key: intent.key,
-      state: 'INTENT',
-      version,
-      attempt,
-      owner: this.owner,
-      context: contextOf(intent.context),
-      argsDigest: intent.argsDigest,
-      createdAt: now,
-      updatedAt: now,
-      leaseExpiresAt: now + this.inProgressTtlMs,
-      expiresAt: null,
-      outcome: null,
-      error: null,
-      resolution: null,
-    };
-  }
-
-  #reclaim(existing: JournalRecord, now: number): JournalRecord {
-    return {
-      ...existing,
-      state: 'INTENT',
-      version: existing.version + 1,
-      attempt: existing.attempt + 1,
-      owner: this.owner,
-      updatedAt: now,
-      leaseExpiresAt: now + this.inProgressTtlMs,
-      expiresAt: null,
-      outcome: null,
-      error: null,
-      resolution: null,
-    };
-  }
-
   #holderAlive(record: JournalRecord, now: number): boolean {
     if (record.owner === this.owner) return this.#running.has(record.key);
     if (this.#isOwnerAlive(record.owner) === false) return false;
@@ -709,51 +543,11 @@ export class CallJournal {
   }
 
   async #recoverRecord(record: JournalRecord, now: number): Promise<JournalRecord | undefined> {
-    const wasSent = record.state === 'SENT';
-    const why =
-      record.leaseExpiresAt <= now
-        ? `held past its in-progress expiry by ${record.owner}`
-        : `left by ${record.owner}, which is no longer running`;
-    const next: JournalRecord = wasSent
-      ? {
-          ...record,
-          state: 'OUTCOME_UNKNOWN',
-          version: record.version + 1,
-          updatedAt: now,
-          leaseExpiresAt: 0,
-          expiresAt: null,
-          error: {
-            code: ErrorCode.OUTCOME_UNKNOWN,
-            message: `The request was recorded as sent, then ${why}; it may have run.`,
-          },
-        }
-      : {
-          ...record,
-          state: 'NOT_SENT',
-          version: record.version + 1,
-          updatedAt: now,
-          leaseExpiresAt: 0,
-          expiresAt: now + this.retentionMs,
-          error: {
-            code: 'RECOVERED',
-            message: `The key was claimed, then ${why} before anything was sent.`,
-          },
-        };
-    const written = await this.store.update(next, record.version, {
-      receipt: {
-        ...contextOf(record.context),
-        at: now,
-        source: 'recovery',
-        key: record.key,
-        attempt: record.attempt,
-        outcome: next.state,
-        delivery: wasSent ? 'sent' : 'not-sent',
-        replayed: false,
-        argsDigest: record.argsDigest,
-        resultDigest: null,
-      },
+    const next = recoveredRecord(this, record, now);
+    const written = await this.store.update(next.record, record.version, {
+      receipt: next.receipt,
     });
-    return written.ok ? next : undefined;
+    return written.ok ? next.record : undefined;
   }
 
   #ensureOpen(): void {
