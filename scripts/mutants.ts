@@ -127,7 +127,7 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'map a connection lost after sending to CONNECTION_CLOSED',
-    file: 'packages/runtime/src/sdk.ts',
+    file: 'packages/runtime/src/sdk-errors.ts',
     find: 'return sent ? outcomeUnknown(where, detail, error) : connectionClosed(where, detail, error);',
     replace: 'return connectionClosed(where, detail, error);',
     testFile: 'packages/runtime/test/delivery.stdio.test.ts',
