@@ -1,6 +1,7 @@
 import { ConfigError, ErrorCode, type ApprovalMode } from '@stepbind/binding';
 import { interpolate, type EnvironmentSource } from './interpolate.js';
 import type { ToolFilterConfig } from './tool-filter.js';
+import { parseStoreTarget, type FleetStoreTarget } from './fleet/target.js'; // fleet:
 
 /**
  * Discovery limits (DESIGN §4) and call value bounds (`CallLimits` of `@stepbind/binding`: depth
@@ -108,6 +109,8 @@ export interface RuntimeConfig {
   readonly disabled: readonly string[];
   /** The durable journal; absent: keys and receipts are kept in memory. */
   readonly journal?: JournalConfig;
+  /** The shared PostgreSQL fleet store (`store`: a URL or `{ url, schema }`). */
+  readonly store?: FleetStoreTarget; // fleet:
 }
 
 /** Options of {@link parseConfig}. */
@@ -129,7 +132,15 @@ const MAX_MESSAGE_BYTES_RANGE = [1024, 256 * 1024 * 1024] as const;
 /** Configured server names become model-name prefixes: keep them short and plain. */
 export const SERVER_NAME_PATTERN = /^[A-Za-z0-9_-]{1,48}$/;
 
-const TOP_KEYS = ['$schema', 'mcpServers', 'servers', 'inputs', 'concurrency', 'journal'] as const;
+const TOP_KEYS = [
+  '$schema',
+  'mcpServers',
+  'servers',
+  'inputs',
+  'concurrency',
+  'journal',
+  'store', // fleet:
+] as const;
 const COMMON_KEYS = [
   'type',
   'disabled',
@@ -218,6 +229,7 @@ export function parseConfig(input: unknown, options: ParseConfigOptions = {}): R
     concurrency,
     disabled: Object.freeze(disabled),
     ...(journal === undefined ? {} : { journal }),
+    ...(root['store'] === undefined ? {} : { store: parseStoreTarget(root['store']) }), // fleet:
   });
 }
 

@@ -39,6 +39,8 @@ import { createDebug } from './log.js';
 import { identityKeyOf, identityOf } from './identity.js';
 import type { SessionLoss } from './http-session.js';
 import { openSqliteJournal } from './journal/sqlite.js';
+import type { FleetStore, StoreOption } from './fleet/attach.js'; // fleet:
+import { attachFleetFor, fleetGeneration } from './fleet/hooks.js'; // fleet:
 import { connectServer, type SdkConnection, type ServerLogMessage } from './sdk.js';
 
 /** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
@@ -195,6 +197,8 @@ export interface McpRuntimeOptions {
    * {@link JournalStore}. @default the configuration's `journal`, else an in-memory journal
    */
   readonly journal?: RuntimeJournalOptions;
+  /** The shared PostgreSQL fleet store (registry, policy, journal, receipts). @default the configuration's `store` */
+  readonly store?: StoreOption; // fleet:
   /** Cancels `open`. */
   readonly signal?: AbortSignal;
 }
@@ -489,6 +493,7 @@ export class McpRuntime {
   #closing: Promise<void> | undefined;
   #rebuilds = 0;
   readonly #journal: CallJournal;
+  #fleet: FleetStore | undefined; // fleet:
 
   private constructor(config: RuntimeConfig, options: McpRuntimeOptions, journal: CallJournal) {
     this.#config = config;
@@ -504,7 +509,9 @@ export class McpRuntime {
     this.#registry = new CatalogRegistry({ policyEpoch: options.policyEpoch ?? 0 });
     this.#policy = {
       policyEpoch: options.policyEpoch ?? 0,
-      isRevoked: (server, tool) => this.#revoked.has(`${server}\u0000${tool}`),
+      isRevoked: (server, tool) =>
+        this.#fleet?.isRevoked(server, tool) === true || // fleet:
+        this.#revoked.has(`${server}\u0000${tool}`),
     };
   }
 
@@ -522,16 +529,22 @@ export class McpRuntime {
    */
   static async open(config: unknown, options: McpRuntimeOptions = {}): Promise<McpRuntime> {
     const parsed = isRuntimeConfig(config) ? config : parseConfig(config);
-    const journal = openJournal(options.journal ?? parsed.journal);
+    const fleet = await attachFleetFor(options.store ?? parsed.store); // fleet:
+    const journal = openJournal(
+      fleet?.journalOptions(options.journal ?? parsed.journal) ?? options.journal ?? parsed.journal, // fleet:
+    );
     let recovered: readonly JournalRecord[];
     try {
       recovered = await journal.recover();
       await journal.prune();
     } catch (error) {
       await closeJournal(journal);
+      await fleet?.close(); // fleet:
       throw error;
     }
     const runtime = new McpRuntime(parsed, options, journal);
+    runtime.#fleet = fleet; // fleet:
+    fleet?.bind(runtime); // fleet:
     runtime.#emit({
       type: 'journal-recovered',
       location: journal.store.location,
@@ -552,6 +565,11 @@ export class McpRuntime {
   get registry(): CatalogRegistry {
     return this.#registry;
   }
+
+  /** The fleet store, when `store` is set. */
+  get fleet(): FleetStore | undefined { // fleet:
+    return this.#fleet; // fleet:
+  } // fleet:
 
   /** The execution journal: records by key (`get`), `verify()` of the receipts chain, `prune()`. */
   get journal(): CallJournal {
@@ -862,6 +880,7 @@ export class McpRuntime {
     await Promise.allSettled([...this.#background]);
     await Promise.all([...this.#sessions].map((s) => this.#closeSession(s)));
     await closeJournal(this.#journal);
+    await this.#fleet?.close(); // fleet:
   }
 
   #ensureOpen(): void {
@@ -1178,6 +1197,7 @@ export class McpRuntime {
           release: () => undefined,
         };
         this.#checkPublishable(candidate, snapshot);
+        await this.#fleet?.publish([snapshot]); // fleet:
         slot.installLocked(
           this.#registry.publish(snapshot, publishOptions(this.#registry, candidate, snapshot)),
         );
@@ -1406,6 +1426,7 @@ export class McpRuntime {
       if (signal.aborted) throw abortedError(signal.reason);
       // Check every precondition first so that either all catalogs publish or none does.
       for (const c of changed) this.#checkPublishable(c, c.snapshot);
+      await this.#fleet?.publish(changed.map((c) => c.snapshot)); // fleet:
       for (const c of changed) {
         const published = this.#registry.publish(
           c.snapshot,
@@ -1576,7 +1597,11 @@ export class McpRuntime {
     let generation: number;
     try {
       if (this.#closed) throw closedError();
-      const published = this.#registry.publish(candidate, { expectedGeneration });
+      await this.#fleet?.publish([candidate]); // fleet:
+      const published = this.#registry.publish(candidate, {
+        expectedGeneration,
+        ...fleetGeneration(candidate), // fleet:
+      });
       generation = published.generation;
       revision = slot.installLocked(published);
       session.listingKey = listingKey;
@@ -1802,10 +1827,11 @@ function publishOptions(
   registry: CatalogRegistry,
   c: Candidate,
   snapshot: CatalogSnapshot,
-): { expectedGeneration: number; expectIdentityChange: boolean } {
+): { expectedGeneration: number; expectIdentityChange: boolean; generation?: number } { // fleet:
   const registered = registry.identityOf(c.session.name);
   return {
     expectedGeneration: c.expectedGeneration,
+    ...fleetGeneration(snapshot), // fleet:
     expectIdentityChange:
       registered !== undefined && registered.transportDigest !== snapshot.identity.transportDigest,
   };
