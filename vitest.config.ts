@@ -11,6 +11,9 @@ export default defineConfig({
       '@stepbind/runtime/ai-sdk': fileURLToPath(
         new URL('./packages/runtime/src/adapters/ai-sdk.ts', import.meta.url),
       ),
+      '@stepbind/runtime/fleet': fileURLToPath(
+        new URL('./packages/runtime/src/fleet/index.ts', import.meta.url),
+      ),
       '@stepbind/binding': src('binding'),
       '@stepbind/runtime': src('runtime'),
       '@stepbind/testkit': src('testkit'),

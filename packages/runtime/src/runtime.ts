@@ -567,9 +567,10 @@ export class McpRuntime {
   }
 
   /** The fleet store, when `store` is set. */
-  get fleet(): FleetStore | undefined { // fleet:
+  // fleet: (accessor)
+  get fleet(): FleetStore | undefined {
     return this.#fleet; // fleet:
-  } // fleet:
+  }
 
   /** The execution journal: records by key (`get`), `verify()` of the receipts chain, `prune()`. */
   get journal(): CallJournal {
@@ -1827,7 +1828,8 @@ function publishOptions(
   registry: CatalogRegistry,
   c: Candidate,
   snapshot: CatalogSnapshot,
-): { expectedGeneration: number; expectIdentityChange: boolean; generation?: number } { // fleet:
+  // fleet: the return type gained `generation?: number`
+): { expectedGeneration: number; expectIdentityChange: boolean; generation?: number } {
   const registered = registry.identityOf(c.session.name);
   return {
     expectedGeneration: c.expectedGeneration,
