@@ -11,6 +11,7 @@ import { runCallCommand } from './call.js';
 import { runToolsCommand } from './tools.js';
 import { packageVersion } from './version.js';
 import { listReceipts, verifyReceipts } from './receipts.js';
+import { FLEET_USAGE, runFleetCommand, wantsFleetStore } from './fleet.js'; // fleet:
 
 /** Where the CLI writes, and how it is cancelled. */
 export interface CliIo {
@@ -37,7 +38,7 @@ const USAGE = `Usage:
   stepbind receipts list --journal FILE [--json] [--key K]
                                             list the journal's receipts
   stepbind help                             show this help
-
+${FLEET_USAGE /* fleet: */}
 catalog: exit code 0 only if every server succeeded; 1 if any server failed.
 receipts verify: exit code 0 only for an intact chain; 1 when it is broken.
 Exit code 2 for usage, configuration or journal errors.
@@ -60,6 +61,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   if (command === 'tools') return runToolsCommand(rest, io);
   if (command === 'call') return runCallCommand(rest, io);
+  if (command === 'store' || command === 'policy') return runFleetCommand(command, rest, io); // fleet:
+  if (command === 'receipts' && wantsFleetStore(rest)) return runFleetCommand(command, rest, io); // fleet:
   if (command === 'receipts') return receipts(rest, io);
   if (command !== 'catalog') {
     io.stderr(`stepbind: unknown command "${command}"\n\n${USAGE}`);

@@ -274,7 +274,7 @@ export class PolicyView {
 
   async #connect(cause: 'open' | 'reconnect'): Promise<void> {
     const attempt = (async () => {
-      const client = this.#pg.client();
+      const client = this.#pg.client(`stepbind-listen:${this.#pg.schema}`);
       client.on('error', (error) => this.#lost(client, error));
       client.on('end', () => this.#lost(client, new Error('the connection ended')));
       client.on('notification', (message) => {
