@@ -140,6 +140,16 @@ export class FleetRegistry {
     }
   }
 
+  /**
+   * Reads the active pointer and makes its generation this worker's expectation (what a refresh
+   * starting now must replace). @returns that generation (0: none).
+   */
+  async observe(identity: ServerIdentity, audience: string): Promise<number> {
+    const generation = (await this.current(identity, audience))?.generation ?? 0;
+    this.#observed.set(`${identityDigest(identity)}\u0000${audience}`, generation);
+    return generation;
+  }
+
   /** The active pointer of (identity, audience), if any. */
   async current(
     identity: ServerIdentity | string,
