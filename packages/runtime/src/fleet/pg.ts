@@ -60,8 +60,10 @@ export class PgHandle {
       application_name: 'stepbind',
     };
     this.#pool = new pg.Pool({ ...this.#config, max: tuning.poolSize ?? 4 });
-    // An idle client whose server went away errors here; the pool replaces it on next use.
+    // An idle client whose server went away errors here; the pool replaces it on next use. A
+    // checked-out one errors on itself: its query rejects, which is where the failure is handled.
     this.#pool.on('error', () => undefined);
+    this.#pool.on('connect', (client) => client.on('error', () => undefined));
   }
 
   /** True once {@link close} was called. */
