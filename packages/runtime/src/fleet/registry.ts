@@ -107,7 +107,8 @@ export class FleetRegistry {
    * Publishes candidates as one unit: in one transaction every pointer moves, or none does. Per
    * candidate: same digest as the active pointer → adopted; else the pointer moves by
    * `UPDATE … WHERE generation = $expected`, where the expectation is the generation this worker
-   * last observed (a worker's first publication expects what is active now).
+   * last observed, or the active one when the candidate's listing started after it was published
+   * (a worker's first publication expects what is active now).
    *
    * @throws CatalogError `PUBLISH_CONFLICT` (nothing moved) with `detail.reason`: `generation`
    *   (another worker moved the pointer since this one last looked; the next refresh expects the
@@ -196,7 +197,15 @@ export class FleetRegistry {
       [idDigest, audience],
     );
     const active = pointerRows.rows[0] === undefined ? undefined : toPointer(pointerRows.rows[0]);
-    const expected = this.#observed.get(key) ?? active?.generation ?? 0;
+    // The expectation is what this worker last observed; a listing that started after the active
+    // pointer was published is newer than it, so it expects that one (refreshes that started
+    // earlier still lose: DESIGN §15, across hosts within their clock skew).
+    const observed = this.#observed.get(key);
+    const expected =
+      active !== undefined &&
+      (observed === undefined || candidate.discoveryStartedAt > active.publishedAt)
+        ? active.generation
+        : (observed ?? 0);
     const refuse = (reason: PublishConflictReason, message: string): CatalogError =>
       new CatalogError(ErrorCode.PUBLISH_CONFLICT, `${message} Nothing was published.`, {
         detail: {

@@ -257,7 +257,7 @@ class Refresh implements fc.AsyncCommand<Model, Real> {
     debug(this);
     bump(r, this.hard ? 'hard-refresh' : 'refresh');
     const reply = await r.workers[this.w]!.send(r.nextId++, { op: this.hard ? 'hard-refresh' : 'refresh' });
-    expect(reply).toMatchObject({ ok: true });
+    expect(reply.ok, JSON.stringify(reply)).toBe(true);
   }
   toString(): string {
     return `${this.hard ? 'hard-' : ''}refresh(w${this.w})`;
