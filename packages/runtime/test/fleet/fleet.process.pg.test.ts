@@ -339,7 +339,7 @@ describe.skipIf(server === undefined)('fleet of worker processes on one PostgreS
           rmSync(audit, { force: true });
         }
       }),
-      { numRuns: Number(process.env['STEPBIND_FLEET_RUNS'] ?? 3), seed, endOnFailure: true },
+      { numRuns: Number(process.env['STEPBIND_FLEET_RUNS'] ?? 5), seed, endOnFailure: true },
     );
     console.log(`[fleet model] ${JSON.stringify(totals)}`);
     expect(totals.runs).toBeGreaterThan(0);
