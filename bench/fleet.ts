@@ -31,7 +31,9 @@ function percentile(sorted: readonly number[], p: number): number {
 }
 
 /** Runs the fleet benchmarks; empty when no PostgreSQL is available. */
-export async function runFleetBench(options: { readonly revocations?: number; readonly calls?: number } = {}): Promise<BenchRow[]> {
+export async function runFleetBench(
+  options: { readonly revocations?: number; readonly calls?: number } = {},
+): Promise<BenchRow[]> {
   const pg = await usePostgres('bench/fleet.ts');
   if (pg === undefined) return [];
   const revocations = options.revocations ?? 1000;
@@ -43,7 +45,11 @@ export async function runFleetBench(options: { readonly revocations?: number; re
     const workers = await Promise.all(
       Array.from({ length: 8 }, async () => {
         const handle = new PgHandle({ url: pg.url, schema });
-        const w = { handle, view: undefined as PolicyView | undefined, onApplied: (_v: number) => undefined as void };
+        const w = {
+          handle,
+          view: undefined as PolicyView | undefined,
+          onApplied: (_v: number) => undefined as void,
+        };
         w.view = new PolicyView(handle, { onApplied: (p) => w.onApplied(p.version) });
         await w.view.open();
         return w;
@@ -99,7 +105,28 @@ export async function runFleetBench(options: { readonly revocations?: number; re
     }
     // Whole sequential calls, in-memory transports: fleet store vs the in-memory default.
     const run = async (withStore: boolean): Promise<number[]> => {
-      const fleet = createInMemoryFleet({ servers: { s: { tools: [{ name: 'echo', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } }] } } } as never);
+      const fleet = createInMemoryFleet({
+        s: {
+          scenario: 'fixture',
+          fixture: {
+            generations: [
+              {
+                pages: [
+                  {
+                    tools: [
+                      {
+                        name: 'echo',
+                        inputSchema: { type: 'object' },
+                        annotations: { readOnlyHint: true },
+                      },
+                    ],
+                  },
+                ],
+              },
+            ],
+          },
+        },
+      });
       const runtime = await McpRuntime.open(fleet.config(), {
         connect: fleet.connect,
         approval: 'none',
@@ -146,7 +173,9 @@ export async function runFleetBench(options: { readonly revocations?: number; re
       row(SUITE, 'sequential run, PostgreSQL store', 'µs', pgRounds, {
         note: 'every run appends its receipt in one PostgreSQL transaction (the policy check itself reads no database)',
       }),
-      row(SUITE, 'ratio sequential run PG / in-memory', '×', [spread(pgRounds).median / spread(memRounds).median]),
+      row(SUITE, 'ratio sequential run PG / in-memory', '×', [
+        spread(pgRounds).median / spread(memRounds).median,
+      ]),
     ];
   } finally {
     await pg.stop();

@@ -183,6 +183,7 @@ export async function runFleetCommand(
         );
         return 0;
       }
+      case undefined:
       default:
         return usage('expected revoke, restore, epoch, approve, unapprove or show');
     }

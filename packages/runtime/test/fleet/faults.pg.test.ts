@@ -20,10 +20,17 @@ afterAll(() => server?.stop());
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 
-function migrateInChild(url: string, schema: string): Promise<{ code: number | null; out: string }> {
-  const child = spawn(process.execPath, [CLI, 'store', 'migrate', '--store', url, '--schema', schema, '--json'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+function migrateInChild(
+  url: string,
+  schema: string,
+): Promise<{ code: number | null; out: string }> {
+  const child = spawn(
+    process.execPath,
+    [CLI, 'store', 'migrate', '--store', url, '--schema', schema, '--json'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -33,7 +40,10 @@ function migrateInChild(url: string, schema: string): Promise<{ code: number | n
 describe.skipIf(server === undefined)('fleet store faults', () => {
   it('two processes migrating the same schema at once: both succeed, each migration is applied once', async () => {
     const schema = server!.schema('mig');
-    const results = await Promise.all([migrateInChild(server!.url, schema), migrateInChild(server!.url, schema)]);
+    const results = await Promise.all([
+      migrateInChild(server!.url, schema),
+      migrateInChild(server!.url, schema),
+    ]);
     expect(results.map((r) => r.code)).toEqual([0, 0]);
     const reports = results.map((r) => JSON.parse(r.out) as { applied: number[] });
     expect(reports.flatMap((r) => r.applied).sort()).toEqual(
@@ -47,7 +57,10 @@ describe.skipIf(server === undefined)('fleet store faults', () => {
 
   it('the database restarts mid-run: writes in flight fail typed or succeed, writes after it succeed, the policy view re-reads, the chain verifies', async () => {
     const schema = server!.schema('restart');
-    const handle = new PgHandle({ url: server!.url, schema }, { maxAttempts: 10, retryDelayMs: 50 });
+    const handle = new PgHandle(
+      { url: server!.url, schema },
+      { maxAttempts: 10, retryDelayMs: 50 },
+    );
     await migrateFleetStore(handle);
     const store = new PostgresJournalStore(handle);
     const admin = new PgHandle({ url: server!.url, schema }, { maxAttempts: 10, retryDelayMs: 50 });
@@ -91,9 +104,11 @@ describe.skipIf(server === undefined)('fleet store faults', () => {
       });
       expect(view.isRevoked('s', 't')).toBe(true);
       // It lost its connection with the restart and listened again (then re-read) after it.
-    expect(connections.slice(0, 2)).toEqual([true, false]);
-    expect(connections.at(-1)).toBe(true);
-      expect(verifyChain(await store.anchor(), await store.readReceipts())).toMatchObject({ ok: true });
+      expect(connections.slice(0, 2)).toEqual([true, false]);
+      expect(connections.at(-1)).toBe(true);
+      expect(verifyChain(await store.anchor(), await store.readReceipts())).toMatchObject({
+        ok: true,
+      });
     } finally {
       await view.close();
       await admin.close();

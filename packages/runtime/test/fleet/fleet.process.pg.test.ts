@@ -9,8 +9,18 @@ import { rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { verifyChain, type ReceiptBody } from '@stepbind/binding';
-import { commitPolicyChange, migrateFleetStore, PgHandle, PostgresJournalStore } from '@stepbind/runtime/fleet';
-import { readAuditTrail, stdioServerParams, tempAuditPath, type ServerFixture } from '@stepbind/testkit';
+import {
+  commitPolicyChange,
+  migrateFleetStore,
+  PgHandle,
+  PostgresJournalStore,
+} from '@stepbind/runtime/fleet';
+import {
+  readAuditTrail,
+  stdioServerParams,
+  tempAuditPath,
+  type ServerFixture,
+} from '@stepbind/testkit';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { usePostgres } from './support.js';
@@ -50,7 +60,9 @@ class Worker {
   readonly stderr: () => string;
 
   constructor(plan: unknown) {
-    this.child = spawn(process.execPath, [WORKER, JSON.stringify(plan)], { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, [WORKER, JSON.stringify(plan)], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let stderr = '';
     this.child.stderr.on('data', (d: Buffer) => {
       if (stderr.length < 4000) stderr += d.toString();
@@ -78,7 +90,8 @@ class Worker {
         this.version = Math.max(this.version, Number(message['version']));
         onReady();
       }
-      if (message['event'] === 'policy') this.version = Math.max(this.version, Number(message['version']));
+      if (message['event'] === 'policy')
+        this.version = Math.max(this.version, Number(message['version']));
       for (const e of this.#events.splice(0)) {
         if (e.match(message)) e.resolve();
         else this.#events.push(e);
@@ -137,8 +150,9 @@ interface Real {
   counts: Record<string, number>;
 }
 
-const debug = (c: object): void => {
-  if (process.env['STEPBIND_FLEET_DEBUG'] === '1') process.stderr.write(`[fleet model] ${c.toString()}\n`);
+const debug = (c: { toString(): string } | string): void => {
+  if (process.env['STEPBIND_FLEET_DEBUG'] === '1')
+    process.stderr.write(`[fleet model] ${typeof c === 'string' ? c : c.toString()}\n`);
 };
 
 const bump = (r: Real, name: string): void => {
@@ -146,14 +160,22 @@ const bump = (r: Real, name: string): void => {
 };
 
 class Call implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly w: number, readonly key: string, readonly tool: string) {}
+  constructor(
+    readonly w: number,
+    readonly key: string,
+    readonly tool: string,
+  ) {}
   check(m: Readonly<Model>): boolean {
     return m.live[this.w] === true;
   }
   async run(m: Model, r: Real): Promise<void> {
     debug(this);
     bump(r, 'call');
-    const reply = await r.workers[this.w]!.send(r.nextId++, { op: 'call', key: this.key, tool: this.tool });
+    const reply = await r.workers[this.w]!.send(r.nextId++, {
+      op: 'call',
+      key: this.key,
+      tool: this.tool,
+    });
     r.calls++;
     const tool = this.key.split(':')[0]!;
     if (m.uncertain.has(this.key)) {
@@ -181,7 +203,10 @@ class Call implements fc.AsyncCommand<Model, Real> {
 }
 
 class KillDuringCall implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly w: number, readonly key: string) {}
+  constructor(
+    readonly w: number,
+    readonly key: string,
+  ) {}
   check(m: Readonly<Model>): boolean {
     return m.live[this.w] === true && !m.completed.has(this.key) && !m.unknown.has(this.key);
   }
@@ -227,7 +252,10 @@ class Restart implements fc.AsyncCommand<Model, Real> {
 }
 
 class Policy implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly kind: 'revoke' | 'restore' | 'epoch', readonly tool: string) {}
+  constructor(
+    readonly kind: 'revoke' | 'restore' | 'epoch',
+    readonly tool: string,
+  ) {}
   check(): boolean {
     return true;
   }
@@ -241,7 +269,11 @@ class Policy implements fc.AsyncCommand<Model, Real> {
     const committed = await commitPolicyChange(r.admin, change);
     if (this.kind === 'revoke') m.revoked.add(this.tool);
     if (this.kind === 'restore') m.revoked.delete(this.tool);
-    await Promise.all(r.workers.map((w, i) => (m.live[i] === true ? w.applied(committed.version) : undefined)));
+    await Promise.all(
+      r.workers.map((w, i) =>
+        m.live[i] === true ? w.applied(committed.version) : Promise.resolve(),
+      ),
+    );
   }
   toString(): string {
     return `${this.kind}(${this.tool})`;
@@ -249,14 +281,19 @@ class Policy implements fc.AsyncCommand<Model, Real> {
 }
 
 class Refresh implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly w: number, readonly hard: boolean) {}
+  constructor(
+    readonly w: number,
+    readonly hard: boolean,
+  ) {}
   check(m: Readonly<Model>): boolean {
     return m.live[this.w] === true;
   }
   async run(_m: Model, r: Real): Promise<void> {
     debug(this);
     bump(r, this.hard ? 'hard-refresh' : 'refresh');
-    const reply = await r.workers[this.w]!.send(r.nextId++, { op: this.hard ? 'hard-refresh' : 'refresh' });
+    const reply = await r.workers[this.w]!.send(r.nextId++, {
+      op: this.hard ? 'hard-refresh' : 'refresh',
+    });
     expect(reply.ok, JSON.stringify(reply)).toBe(true);
   }
   toString(): string {
@@ -265,7 +302,9 @@ class Refresh implements fc.AsyncCommand<Model, Real> {
 }
 
 const worker = fc.integer({ min: 0, max: WORKERS - 1 });
-const key = fc.tuple(fc.constantFrom(...TOOLS), fc.integer({ min: 0, max: 5 })).map(([t, n]) => `${t}:${n}`);
+const key = fc
+  .tuple(fc.constantFrom(...TOOLS), fc.integer({ min: 0, max: 5 }))
+  .map(([t, n]) => `${t}:${n}`);
 const commands = [
   fc.tuple(worker, key).map(([w, k]) => new Call(w, k, k.split(':')[0]!)),
   fc.tuple(worker, key).map(([w, k]) => new Call(w, k, k.split(':')[0]!)),
@@ -277,71 +316,83 @@ const commands = [
   fc.tuple(worker, fc.boolean()).map(([w, hard]) => new Refresh(w, hard)),
 ];
 
-describe.skipIf(server === undefined)('fleet of worker processes on one PostgreSQL store (model)', () => {
-  it('no key reaches a server twice, revocations hold once applied, one CAS winner per generation, every call has one receipt and the chain verifies', async () => {
-    const seed = Number(process.env['FC_SEED'] ?? Date.now() % 1_000_000);
-    console.log(`[fast-check] fleet model seed=${seed}`);
-    const totals = { runs: 0, commands: 0, calls: 0, counts: {} as Record<string, number> };
-    await fc.assert(
-      fc.asyncProperty(fc.commands(commands, { maxCommands: 24, size: 'max' }), async (cmds) => {
-        const schema = server!.schema('fleet');
-        const audit = tempAuditPath('fleet-model');
-        const admin = new PgHandle({ url: server!.url, schema });
-        await migrateFleetStore(admin);
-        const plan = (): unknown => ({
-          url: server!.url,
-          schema,
-          server: stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath: audit }),
-        });
-        const real: Real = { workers: [], admin, plan, nextId: 1, calls: 0, ran: [], counts: {} };
-        try {
-          real.workers = Array.from({ length: WORKERS }, () => new Worker(plan()));
-          await Promise.all(real.workers.map((w) => w.ready));
-          const model: Model = {
-            revoked: new Set(),
-            completed: new Set(),
-            uncertain: new Set(),
-            unknown: new Set(),
-            live: real.workers.map(() => true),
-          };
-          await fc.asyncModelRun(() => ({ model, real }), cmds);
-          await Promise.all(
-            real.workers.map((w, i) => (w.exited ? undefined : w.send(1_000_000 + i, { op: 'close' }))),
-          );
-          await Promise.all(real.workers.map((w) => w.gone));
-          // The oracle's checks over what the servers saw and what the store holds.
-          const sent = (await readAuditTrail(audit)).filter((e) => e.method === 'tools/call');
-          const perKey = new Map<string, number>();
-          for (const e of sent) {
-            const k = String(e.arguments?.['key']);
-            perKey.set(k, (perKey.get(k) ?? 0) + 1);
+describe.skipIf(server === undefined)(
+  'fleet of worker processes on one PostgreSQL store (model)',
+  () => {
+    it('no key reaches a server twice, revocations hold once applied, one CAS winner per generation, every call has one receipt and the chain verifies', async () => {
+      const seed = Number(process.env['FC_SEED'] ?? Date.now() % 1_000_000);
+      console.log(`[fast-check] fleet model seed=${seed}`);
+      const totals = { runs: 0, commands: 0, calls: 0, counts: {} as Record<string, number> };
+      await fc.assert(
+        fc.asyncProperty(fc.commands(commands, { maxCommands: 24, size: 'max' }), async (cmds) => {
+          const schema = server!.schema('fleet');
+          const audit = tempAuditPath('fleet-model');
+          const admin = new PgHandle({ url: server!.url, schema });
+          await migrateFleetStore(admin);
+          const plan = (): unknown => ({
+            url: server!.url,
+            schema,
+            server: stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath: audit }),
+          });
+          const real: Real = { workers: [], admin, plan, nextId: 1, calls: 0, ran: [], counts: {} };
+          try {
+            real.workers = Array.from({ length: WORKERS }, () => new Worker(plan()));
+            await Promise.all(real.workers.map((w) => w.ready));
+            const model: Model = {
+              revoked: new Set(),
+              completed: new Set(),
+              uncertain: new Set(),
+              unknown: new Set(),
+              live: real.workers.map(() => true),
+            };
+            await fc.asyncModelRun(() => ({ model, real }), cmds);
+            await Promise.all(
+              real.workers.map((w, i) =>
+                w.exited ? Promise.resolve() : w.send(1_000_000 + i, { op: 'close' }),
+              ),
+            );
+            await Promise.all(real.workers.map((w) => w.gone));
+            // The oracle's checks over what the servers saw and what the store holds.
+            const sent = (await readAuditTrail(audit)).filter((e) => e.method === 'tools/call');
+            const perKey = new Map<string, number>();
+            for (const e of sent) {
+              const k = String(e.arguments?.['key']);
+              perKey.set(k, (perKey.get(k) ?? 0) + 1);
+            }
+            for (const [k, n] of perKey) expect(n, `key ${k} reached a server ${n} times`).toBe(1);
+            for (const k of real.ran) expect(perKey.get(k)).toBe(1);
+            const store = new PostgresJournalStore(admin);
+            const receipts = await store.readReceipts();
+            expect(verifyChain(await store.anchor(), receipts)).toMatchObject({ ok: true });
+            const runs = receipts
+              .map((x) => JSON.parse(x.text) as ReceiptBody)
+              .filter((b) => b.source === 'run');
+            expect(runs.length).toBeGreaterThanOrEqual(real.calls);
+            const { rows } = await admin.query<{ identity_digest: string; generation: string }>(
+              'SELECT identity_digest, generation FROM catalog_publications ORDER BY id',
+            );
+            const byIdentity = new Map<string, number[]>();
+            for (const row of rows)
+              byIdentity.set(row.identity_digest, [
+                ...(byIdentity.get(row.identity_digest) ?? []),
+                Number(row.generation),
+              ]);
+            for (const gens of byIdentity.values()) expect(gens).toEqual(gens.map((_, i) => i + 1));
+            totals.runs++;
+            totals.commands += [...cmds].length;
+            totals.calls += real.calls;
+            for (const [k, v] of Object.entries(real.counts))
+              totals.counts[k] = (totals.counts[k] ?? 0) + v;
+          } finally {
+            await Promise.all(real.workers.map((w) => w.kill()));
+            await admin.close();
+            rmSync(audit, { force: true });
           }
-          for (const [k, n] of perKey) expect(n, `key ${k} reached a server ${n} times`).toBe(1);
-          for (const k of real.ran) expect(perKey.get(k)).toBe(1);
-          const store = new PostgresJournalStore(admin);
-          const receipts = await store.readReceipts();
-          expect(verifyChain(await store.anchor(), receipts)).toMatchObject({ ok: true });
-          const runs = receipts.map((x) => JSON.parse(x.text) as ReceiptBody).filter((b) => b.source === 'run');
-          expect(runs.length).toBeGreaterThanOrEqual(real.calls);
-          const { rows } = await admin.query<{ identity_digest: string; generation: string }>(
-            'SELECT identity_digest, generation FROM catalog_publications ORDER BY id',
-          );
-          const byIdentity = new Map<string, number[]>();
-          for (const row of rows) byIdentity.set(row.identity_digest, [...(byIdentity.get(row.identity_digest) ?? []), Number(row.generation)]);
-          for (const gens of byIdentity.values()) expect(gens).toEqual(gens.map((_, i) => i + 1));
-          totals.runs++;
-          totals.commands += [...cmds].length;
-          totals.calls += real.calls;
-          for (const [k, v] of Object.entries(real.counts)) totals.counts[k] = (totals.counts[k] ?? 0) + v;
-        } finally {
-          await Promise.all(real.workers.map((w) => w.kill()));
-          await admin.close();
-          rmSync(audit, { force: true });
-        }
-      }),
-      { numRuns: Number(process.env['STEPBIND_FLEET_RUNS'] ?? 5), seed, endOnFailure: true },
-    );
-    console.log(`[fleet model] ${JSON.stringify(totals)}`);
-    expect(totals.runs).toBeGreaterThan(0);
-  }, 300_000);
-});
+        }),
+        { numRuns: Number(process.env['STEPBIND_FLEET_RUNS'] ?? 5), seed, endOnFailure: true },
+      );
+      console.log(`[fleet model] ${JSON.stringify(totals)}`);
+      expect(totals.runs).toBeGreaterThan(0);
+    }, 300_000);
+  },
+);

@@ -108,7 +108,9 @@ describe.skipIf(server === undefined)('PostgreSQL journal store', () => {
     await using store = await openStore(schema);
     for (let i = 1; i <= 3; i++) await store.appendReceipt(receipt(i));
     const handle = new PgHandle({ url: server!.url, schema });
-    await handle.query("UPDATE receipts SET body = replace(body, '\"ok\"', '\"OK\"') WHERE seq = 2");
+    await handle.query(
+      'UPDATE receipts SET body = replace(body, \'"ok"\', \'"OK"\') WHERE seq = 2',
+    );
     await handle.close();
     expect(verifyChain(await store.anchor(), await store.readReceipts())).toMatchObject({
       ok: false,
@@ -188,10 +190,17 @@ describe.skipIf(server === undefined)('PostgreSQL journal store', () => {
     // The overtaken holder can no longer send: its SENT write is a compare-and-set that fails.
     if (claimed.kind !== 'claimed') throw new Error('unreachable');
     const lost = await a.markSent(claimed.claim, 5_000).catch((e: unknown) => e);
-    expect(lost).toMatchObject({ code: 'IDEMPOTENCY_IN_PROGRESS', detail: { reason: 'claim-lost' } });
+    expect(lost).toMatchObject({
+      code: 'IDEMPOTENCY_IN_PROGRESS',
+      detail: { reason: 'claim-lost' },
+    });
     const receipts = await storeA.readReceipts({ key: 'pay-1' });
-    expect(receipts.map((r) => JSON.parse(r.text).source)).toContain('recovery');
-    expect(verifyChain(await storeB.anchor(), await storeB.readReceipts())).toMatchObject({ ok: true });
+    expect(receipts.map((r) => (JSON.parse(r.text) as { source: string }).source)).toContain(
+      'recovery',
+    );
+    expect(verifyChain(await storeB.anchor(), await storeB.readReceipts())).toMatchObject({
+      ok: true,
+    });
   });
 
   it('reports an unreachable store as JOURNAL_UNAVAILABLE after bounded retries, without the password', async () => {

@@ -75,7 +75,11 @@ describe.skipIf(server === undefined)('fleet policy (LISTEN/NOTIFY)', () => {
     await using b = await worker(schema);
     await using c = await worker(schema);
     expect(b.view.isRevoked('files', 'write')).toBe(false);
-    const committed = await commitPolicyChange(a.handle, { kind: 'revoke', server: 'files', tool: 'write' });
+    const committed = await commitPolicyChange(a.handle, {
+      kind: 'revoke',
+      server: 'files',
+      tool: 'write',
+    });
     const [[pb, causeB], [pc, causeC]] = await Promise.all([
       appliedAtLeast(b, committed.version),
       appliedAtLeast(c, committed.version),
@@ -90,7 +94,10 @@ describe.skipIf(server === undefined)('fleet policy (LISTEN/NOTIFY)', () => {
     expect(b.view.isRevoked('files', 'read')).toBe(true);
     const restored = await commitPolicyChange(a.handle, { kind: 'restore', server: 'files' });
     await appliedAtLeast(b, restored.version);
-    expect([b.view.isRevoked('files', 'read'), b.view.isRevoked('files', 'write')]).toEqual([false, false]);
+    expect([b.view.isRevoked('files', 'read'), b.view.isRevoked('files', 'write')]).toEqual([
+      false,
+      false,
+    ]);
     const epoch = await commitPolicyChange(a.handle, { kind: 'epoch' });
     await appliedAtLeast(c, epoch.version);
     expect(c.view.epoch).toBe(1);
@@ -100,7 +107,9 @@ describe.skipIf(server === undefined)('fleet policy (LISTEN/NOTIFY)', () => {
     const schema = server!.schema('e');
     await using a = await worker(schema);
     await commitPolicyChange(a.handle, { kind: 'epoch', epoch: 5 });
-    const error = await commitPolicyChange(a.handle, { kind: 'epoch', epoch: 5 }).catch((e: unknown) => e);
+    const error = await commitPolicyChange(a.handle, { kind: 'epoch', epoch: 5 }).catch(
+      (e: unknown) => e,
+    );
     expect(error).toMatchObject({ code: 'INVALID_OPTIONS', detail: { current: 5 } });
     await a.view.refresh();
     expect(a.view.epoch).toBe(5);
@@ -115,7 +124,11 @@ describe.skipIf(server === undefined)('fleet policy (LISTEN/NOTIFY)', () => {
     const before = w.view.policy.version;
     expect(await terminateListeners(schema)).toBeGreaterThanOrEqual(1);
     expect((await lost)[0]).toMatchObject({ connected: false });
-    const committed = await commitPolicyChange(admin.handle, { kind: 'revoke', server: 's', tool: 't' });
+    const committed = await commitPolicyChange(admin.handle, {
+      kind: 'revoke',
+      server: 's',
+      tool: 't',
+    });
     expect(w.view.policy.version).toBe(before);
     const [policy, cause] = await appliedAtLeast(w, committed.version);
     expect(policy.version).toBe(committed.version);

@@ -1,4 +1,8 @@
-import { createCatalogSnapshot, type CatalogSnapshot, type ServerIdentity } from '@stepbind/binding';
+import {
+  createCatalogSnapshot,
+  type CatalogSnapshot,
+  type ServerIdentity,
+} from '@stepbind/binding';
 import {
   FleetRegistry,
   migrateFleetStore,
@@ -27,7 +31,10 @@ function candidate(variant: number, policyEpoch = 0): CatalogSnapshot {
   });
 }
 
-async function workers(schema: string, n: number): Promise<{ registries: FleetRegistry[]; handles: PgHandle[] }> {
+async function workers(
+  schema: string,
+  n: number,
+): Promise<{ registries: FleetRegistry[]; handles: PgHandle[] }> {
   const handles = Array.from({ length: n }, () => new PgHandle({ url: server!.url, schema }));
   await migrateFleetStore(handles[0]!);
   return { handles, registries: handles.map((h, i) => new FleetRegistry(h, `worker-${i}`)) };
@@ -38,20 +45,35 @@ describe.skipIf(server === undefined)('fleet catalog registry (compare-and-set)'
     const { registries, handles } = await workers(server!.schema('cas'), 2);
     const [a, b] = registries as [FleetRegistry, FleetRegistry];
     try {
-      expect((await a.publish([candidate(1)]))[0]).toMatchObject({ generation: 1, outcome: 'published' });
+      expect((await a.publish([candidate(1)]))[0]).toMatchObject({
+        generation: 1,
+        outcome: 'published',
+      });
       await b.observe(identity, 'user');
-      expect((await a.publish([candidate(2)]))[0]).toMatchObject({ generation: 2, outcome: 'published' });
+      expect((await a.publish([candidate(2)]))[0]).toMatchObject({
+        generation: 2,
+        outcome: 'published',
+      });
       const refused = await b.publish([candidate(3)]).catch((e: unknown) => e);
       expect(refused).toMatchObject({
         code: 'PUBLISH_CONFLICT',
         detail: { reason: 'generation', expectedGeneration: 1, activeGeneration: 2 },
       });
       // The refusal taught b the active generation: its next refresh publishes over it.
-      expect((await b.publish([candidate(3)]))[0]).toMatchObject({ generation: 3, outcome: 'published' });
+      expect((await b.publish([candidate(3)]))[0]).toMatchObject({
+        generation: 3,
+        outcome: 'published',
+      });
       // The same listing as the active one is adopted, without moving the pointer.
-      expect((await a.publish([candidate(3)]))[0]).toMatchObject({ generation: 3, outcome: 'adopted' });
+      expect((await a.publish([candidate(3)]))[0]).toMatchObject({
+        generation: 3,
+        outcome: 'adopted',
+      });
       const wrongEpoch = await a.publish([candidate(4, 9)]).catch((e: unknown) => e);
-      expect(wrongEpoch).toMatchObject({ code: 'PUBLISH_CONFLICT', detail: { reason: 'policy-epoch' } });
+      expect(wrongEpoch).toMatchObject({
+        code: 'PUBLISH_CONFLICT',
+        detail: { reason: 'policy-epoch' },
+      });
       expect((await a.current(identity, 'user'))?.generation).toBe(3);
     } finally {
       await Promise.all(handles.map((h) => h.close()));
@@ -79,11 +101,17 @@ describe.skipIf(server === undefined)('fleet catalog registry (compare-and-set)'
               ),
             );
             const digests = variants.map((v) => snapshotDigest(candidate(v)));
-            const winners = outcomes.filter((o): o is FleetPublication => !(o instanceof Error) && o.outcome === 'published');
+            const winners = outcomes.filter(
+              (o): o is FleetPublication => !(o instanceof Error) && o.outcome === 'published',
+            );
             const anyDiffers = digests.some((d) => d !== active);
             expect(winners).toHaveLength(anyDiffers ? 1 : 0);
             for (const o of outcomes) {
-              if (o instanceof Error) expect(o).toMatchObject({ code: 'PUBLISH_CONFLICT', detail: { reason: 'generation' } });
+              if (o instanceof Error)
+                expect(o).toMatchObject({
+                  code: 'PUBLISH_CONFLICT',
+                  detail: { reason: 'generation' },
+                });
             }
             if (winners[0] !== undefined) {
               expect(winners[0].generation).toBe(generation + 1);
@@ -92,9 +120,12 @@ describe.skipIf(server === undefined)('fleet catalog registry (compare-and-set)'
             }
             // Every adopter adopted the digest that was active when it ran, under its generation.
             for (const o of outcomes) {
-              if (!(o instanceof Error) && o.outcome === 'adopted') expect(o.generation).toBeLessThanOrEqual(generation);
+              if (!(o instanceof Error) && o.outcome === 'adopted')
+                expect(o.generation).toBeLessThanOrEqual(generation);
             }
-            expect((await registries[0]!.current(identity, 'user'))?.generation ?? 0).toBe(generation);
+            expect((await registries[0]!.current(identity, 'user'))?.generation ?? 0).toBe(
+              generation,
+            );
           },
         ),
         { numRuns: 40, seed },

@@ -40,7 +40,9 @@ function findBin(name: string): string | undefined {
 }
 
 function run(cmd: string, args: readonly string[], asPostgres: boolean): Promise<string> {
-  const [file, argv] = asPostgres ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args];
+  const [file, argv] = asPostgres
+    ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]]
+    : [cmd, args];
   return new Promise((resolve, reject) => {
     execFile(file, argv as string[], { encoding: 'utf8' }, (error, stdout, stderr) => {
       if (error) reject(new Error(`${cmd} ${args.join(' ')} failed: ${stderr || error.message}`));
@@ -125,7 +127,8 @@ function shared(url: string): TestPostgres {
       const client = new pg.Client({ connectionString: url });
       await client.connect();
       try {
-        for (const name of handed.splice(0)) await client.query(`DROP SCHEMA IF EXISTS ${name} CASCADE`);
+        for (const name of handed.splice(0))
+          await client.query(`DROP SCHEMA IF EXISTS ${name} CASCADE`);
       } finally {
         await client.end();
       }
@@ -144,10 +147,12 @@ export async function usePostgres(
   options: { readonly local?: boolean } = {},
 ): Promise<TestPostgres | undefined> {
   const url = process.env['STEPBIND_PG_URL'];
-  const result = url !== undefined && url !== '' && options.local !== true ? shared(url) : await startCluster();
+  const result =
+    url !== undefined && url !== '' && options.local !== true ? shared(url) : await startCluster();
   if (typeof result !== 'string') return result;
   const message = `[stepbind] PostgreSQL suite SKIPPED in ${file}: ${result}. Set STEPBIND_PG_URL or install PostgreSQL (initdb) to run it.`;
-  if (process.env['STEPBIND_REQUIRE_PG'] === '1') throw new Error(message.replace('SKIPPED', 'REQUIRED but unavailable'));
+  if (process.env['STEPBIND_REQUIRE_PG'] === '1')
+    throw new Error(message.replace('SKIPPED', 'REQUIRED but unavailable'));
   console.warn(message);
   return undefined;
 }

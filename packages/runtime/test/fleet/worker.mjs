@@ -30,17 +30,20 @@ for await (const line of lines) {
   try {
     if (cmd.op === 'call') {
       const step = await runtime.captureBinding();
-      const out = await step.prepareCall(`s__${cmd.tool}`).run(
-        { key: cmd.key },
-        {
-          idempotencyKey: cmd.key,
-          // A prepare hook makes the claim durable (INTENT) first, and tells the driver it is there.
-          prepare: () => {
-            print({ event: 'prepared', id: cmd.id });
-            return undefined;
+      const out = await step
+        .prepareCall(`s__${cmd.tool}`)
+        .run(
+          { key: cmd.key },
+          {
+            idempotencyKey: cmd.key,
+            // A prepare hook makes the claim durable (INTENT) first, and tells the driver it is there.
+            prepare: () => {
+              print({ event: 'prepared', id: cmd.id });
+              return undefined;
+            },
           },
-        },
-      ).finally(() => step.release());
+        )
+        .finally(() => step.release());
       print({ id: cmd.id, ok: true, replayed: out.replayed, generation: out.receipt.generation });
     } else if (cmd.op === 'hard-refresh') {
       const changed = await runtime.hardRefresh('s');
@@ -55,7 +58,13 @@ for await (const line of lines) {
       break;
     }
   } catch (error) {
-    print({ id: cmd.id, ok: false, code: error.code ?? 'INTERNAL', message: String(error.message), delivery: error.detail?.delivery });
+    print({
+      id: cmd.id,
+      ok: false,
+      code: error.code ?? 'INTERNAL',
+      message: String(error.message),
+      delivery: error.detail?.delivery,
+    });
   }
 }
 // The driver's pipe stays open after the last command: let go of it so the process can exit.
