@@ -75,15 +75,15 @@ describe.skipIf(server === undefined)('fleet policy (LISTEN/NOTIFY)', () => {
     await using b = await worker(schema);
     await using c = await worker(schema);
     expect(b.view.isRevoked('files', 'write')).toBe(false);
+    // Listening before the commit: the notification may arrive before commitPolicyChange returns.
+    const next = a.view.policy.version + 1;
+    const seen = Promise.all([appliedAtLeast(b, next), appliedAtLeast(c, next)]);
     const committed = await commitPolicyChange(a.handle, {
       kind: 'revoke',
       server: 'files',
       tool: 'write',
     });
-    const [[pb, causeB], [pc, causeC]] = await Promise.all([
-      appliedAtLeast(b, committed.version),
-      appliedAtLeast(c, committed.version),
-    ]);
+    const [[pb, causeB], [pc, causeC]] = await seen;
     expect([pb.version, pc.version]).toEqual([committed.version, committed.version]);
     expect([causeB, causeC]).toEqual(['notify', 'notify']);
     expect(b.view.isRevoked('files', 'write')).toBe(true);

@@ -86,6 +86,22 @@ async function startCluster(): Promise<TestPostgres | string> {
   }
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   let stopped = false;
+  // A safety net for a run that ends without its afterAll (an interrupted worker): no cluster
+  // and no directory outlive the process.
+  const onExit = (): void => {
+    if (stopped) return;
+    stopped = true;
+    try {
+      const args = ['-D', data, '-m', 'immediate', '-w', 'stop'];
+      if (asPostgres)
+        execFileSync('runuser', ['-u', 'postgres', '--', pgCtl, ...args], { stdio: 'ignore' });
+      else execFileSync(pgCtl, args, { stdio: 'ignore' });
+    } catch {
+      // Already stopped.
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', onExit);
   return {
     url,
     local: true,
@@ -97,6 +113,7 @@ async function startCluster(): Promise<TestPostgres | string> {
     stop: async () => {
       if (stopped) return;
       stopped = true;
+      process.off('exit', onExit);
       await run(pgCtl, ['-D', data, '-m', 'immediate', '-w', 'stop'], asPostgres).catch(() => '');
       rmSync(dir, { recursive: true, force: true });
     },
