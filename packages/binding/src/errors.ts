@@ -62,6 +62,12 @@ export const ErrorCode = {
   JOURNAL_CORRUPT: 'JOURNAL_CORRUPT',
   JOURNAL_VERSION: 'JOURNAL_VERSION',
   JOURNAL_UNAVAILABLE: 'JOURNAL_UNAVAILABLE',
+  // fleet store (issue 11). POLICY_STALE (CallError, delivery not-sent): the worker's local policy
+  // view is older than its staleness bound (notification connection lost), so the call was refused
+  // rather than admitted (detail: ageMs, maxStalenessMs). STORE_UNAVAILABLE (RuntimeError): the
+  // shared PostgreSQL store could not be reached after bounded retries (detail: store, reason).
+  POLICY_STALE: 'POLICY_STALE',
+  STORE_UNAVAILABLE: 'STORE_UNAVAILABLE',
 } as const;
 
 /** One of the stable error codes in {@link ErrorCode}. */
