@@ -157,7 +157,9 @@ export function parseConfig(input: unknown, options: ParseConfigOptions = {}): R
     concurrency,
     disabled: Object.freeze(disabled),
     ...(journal === undefined ? {} : { journal }),
-    ...(root['store'] === undefined ? {} : { store: parseStoreTarget(root['store']) }),
+    ...(root['store'] === undefined
+      ? {}
+      : { store: parseStoreTarget(root['store'], '$.store', env) }),
   });
 }
 

@@ -6,10 +6,10 @@
  * Each test file takes its own schema, so files run in parallel on one server.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 
@@ -72,7 +72,13 @@ async function startCluster(): Promise<TestPostgres | string> {
   const asPostgres = process.getuid?.() === 0;
   const dir = mkdtempSync(join(tmpdir(), 'stepbind-pg-'));
   const data = join(dir, 'data');
-  if (asPostgres) chownSync(dir, uidOf('postgres'), gidOf('postgres'));
+  if (asPostgres) {
+    // The test run's private TMPDIR is 0700: the postgres user may pass through it (not list it).
+    const parent = tmpdir();
+    if (basename(parent).startsWith('stepbind-test-run-'))
+      chmodSync(parent, statSync(parent).mode | 0o011);
+    chownSync(dir, uidOf('postgres'), gidOf('postgres'));
+  }
   const port = await freePort();
   const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200`;
   const start = (): Promise<string> =>
