@@ -191,6 +191,19 @@ export interface ErrorDetailMap {
   JOURNAL_CORRUPT: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
   JOURNAL_VERSION: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
   JOURNAL_UNAVAILABLE: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
+  // fleet store (issue 11)
+  POLICY_STALE: BaseErrorDetail & {
+    /** Milliseconds since the worker's policy view was last proven current. */
+    readonly ageMs?: number;
+    /** The bound it exceeded (`maxStalenessMs`). */
+    readonly maxStalenessMs?: number;
+  };
+  STORE_UNAVAILABLE: BaseErrorDetail & {
+    /** The store, URL redacted, with its schema. */
+    readonly store?: string;
+    /** `unreachable`, `commit-unknown`, `closed`, `query`, `newer-schema` or `corrupt`. */
+    readonly reason?: string;
+  };
 }
 
 /** The `detail` of an error with code `C`: {@link ErrorDetailMap}`[C]`, or the base fields. */

@@ -24,7 +24,7 @@ export interface PgTuning {
 
 /** Why a store operation failed, in `detail.reason` of `STORE_UNAVAILABLE`. */
 export type StoreFailureReason =
-  'unreachable' | 'commit-unknown' | 'closed' | 'query' | 'newer-schema';
+  'unreachable' | 'commit-unknown' | 'closed' | 'query' | 'newer-schema' | 'corrupt';
 
 /**
  * A pool confined to one schema (`search_path`), with bounded retries. Transactions retry only

@@ -2,14 +2,20 @@
  * The fleet's catalog registry in PostgreSQL: one active pointer per (identity digest, audience),
  * moved only by `UPDATE … WHERE generation = $expected`. Generations are issued per (server name,
  * audience) and never decrease, also across identity changes. Snapshots are stored by digest, so
- * a worker whose listing has the published digest adopts the published generation without moving
- * the pointer.
+ * a worker whose listing has the published digest adopts the published one without moving the
+ * pointer: the stored body is read in the same transaction and must equal the worker's listing in
+ * canonical form (else the store is corrupt and nothing is published), and the worker then serves
+ * the published catalog under the fleet's generation. {@link FleetRegistry.load} rebuilds a
+ * stored snapshot (validated like a listing) for a process that has not listed it itself.
  */
 import {
   canonicalJson,
   CatalogError,
+  createCatalogSnapshot,
   ErrorCode,
+  RuntimeError,
   sha256Hex,
+  type CreateCatalogSnapshotInput,
   type CatalogSnapshot,
   type PublishConflictReason,
   type ServerIdentity,
@@ -25,7 +31,10 @@ export interface FleetPublication {
   readonly snapshotDigest: string;
   /** The fleet generation the candidate is published (or adopted) under. */
   readonly generation: number;
-  /** `published`: this worker moved the pointer; `adopted`: the same catalog was already active. */
+  /**
+   * `published`: this worker moved the pointer; `adopted`: the same catalog (its stored body equal
+   * to this worker's listing, checked) was already active.
+   */
   readonly outcome: 'published' | 'adopted';
 }
 
@@ -53,13 +62,15 @@ export function identityDigest(identity: ServerIdentity): string {
   )}`;
 }
 
-/** The stored form of a snapshot: everything a worker needs to compare or load it. */
+/**
+ * The stored form of a snapshot: everything a worker needs to compare or load it. Not its policy
+ * epoch: the same listing stays one row across epochs (each pointer records its own).
+ */
 function snapshotBody(snapshot: CatalogSnapshot): string {
   return canonicalJson({
     schema: snapshot.schema,
     identity: { ...snapshot.identity },
     audience: snapshot.audience,
-    policyEpoch: snapshot.policyEpoch,
     sourceRevision: snapshot.sourceRevision ?? null,
     pageSizes: snapshot.pageSizes,
     pageRoot: snapshot.pageRoot,
@@ -159,13 +170,81 @@ export class FleetRegistry {
     return rows[0] === undefined ? undefined : toPointer(rows[0]);
   }
 
-  /** The stored snapshot body (canonical JSON) of a digest, for a worker adopting it. */
-  async load(digest: string): Promise<unknown> {
-    const { rows } = await this.#pg.query<{ body: string }>(
+  /**
+   * Rebuilds the stored snapshot of `digest` into a validated {@link CatalogSnapshot} (schemas
+   * checked and validators compiled as for a listing; generation 0, a candidate, under the epoch
+   * of the newest pointer to it, else 0), so a process can serve or inspect the published catalog
+   * without listing the server.
+   *
+   * @returns `undefined` when no snapshot has that digest.
+   * @throws RuntimeError `STORE_UNAVAILABLE` (reason `corrupt` when the stored body does not
+   *   rebuild into a catalog of that digest); CatalogError when it no longer validates.
+   */
+  async load(
+    digest: string,
+    options: Pick<CreateCatalogSnapshotInput, 'validation' | 'validatorCache' | 'ttlMs'> = {},
+  ): Promise<CatalogSnapshot | undefined> {
+    const { rows } = await this.#pg.query<{ body: string; created_at: string; epoch: string }>(
+      `SELECT s.body, s.created_at,
+         (SELECT coalesce(max(p.policy_epoch), 0) FROM catalog_pointers p WHERE p.snapshot_digest = s.digest) AS epoch
+       FROM catalog_snapshots s WHERE s.digest = $1`,
+      [digest],
+    );
+    const row = rows[0];
+    if (row === undefined) return undefined;
+    const body = JSON.parse(row.body) as StoredBody;
+    const pages: unknown[][] = [];
+    let at = 0;
+    for (const size of body.pageSizes) {
+      pages.push(body.tools.slice(at, at + size).map((t) => t.raw));
+      at += size;
+    }
+    const snapshot = createCatalogSnapshot({
+      identity: body.identity,
+      audience: body.audience,
+      policyEpoch: Number(row.epoch),
+      pages,
+      ...(body.sourceRevision === null ? {} : { sourceRevision: body.sourceRevision }),
+      revisionProof: body.sourceRevision === null ? 'unversioned' : 'proven',
+      discoveryStartedAt: Number(row.created_at),
+      ...options,
+    });
+    if (snapshotDigest(snapshot) !== digest) throw this.#corrupt(digest, body.identity.name);
+    return snapshot;
+  }
+
+  #corrupt(digest: string, server: string): RuntimeError {
+    return new RuntimeError(
+      ErrorCode.STORE_UNAVAILABLE,
+      `The fleet store ${this.#pg.location} holds a catalog snapshot of server "${server}" under digest ${digest} whose content does not have that digest; the store was altered. Nothing was published; remove the row from catalog_snapshots (the next publication stores it again).`,
+      { detail: { store: this.#pg.location, reason: 'corrupt', server, digest } },
+    );
+  }
+
+  /**
+   * Adoption: the stored body of the active digest must equal this candidate's (a row lost or
+   * written by an older version is stored again from this listing, which has that digest).
+   */
+  async #checkStored(
+    client: pg.PoolClient,
+    digest: string,
+    candidate: CatalogSnapshot,
+  ): Promise<void> {
+    const body = snapshotBody(candidate);
+    const { rows } = await client.query<{ body: string }>(
       'SELECT body FROM catalog_snapshots WHERE digest = $1',
       [digest],
     );
-    return rows[0] === undefined ? undefined : (JSON.parse(rows[0].body) as unknown);
+    const stored = rows[0]?.body;
+    if (stored === undefined) {
+      await client.query(
+        `INSERT INTO catalog_snapshots (digest, server, audience, body, created_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (digest) DO NOTHING`,
+        [digest, candidate.identity.name, candidate.audience, body, Date.now()],
+      );
+    } else if (stored !== body) {
+      throw this.#corrupt(digest, candidate.identity.name);
+    }
   }
 
   async #publishOne(
@@ -225,6 +304,7 @@ export class FleetRegistry {
       active.snapshotDigest === digest &&
       active.policyEpoch === fleetEpoch
     ) {
+      await this.#checkStored(client, digest, candidate);
       learned.set(key, active.generation);
       return {
         server,
@@ -282,6 +362,15 @@ export class FleetRegistry {
       outcome: 'published',
     };
   }
+}
+
+/** The stored form {@link snapshotBody} writes. */
+interface StoredBody {
+  readonly identity: ServerIdentity;
+  readonly audience: string;
+  readonly sourceRevision: string | null;
+  readonly pageSizes: readonly number[];
+  readonly tools: readonly { readonly raw: unknown }[];
 }
 
 interface PointerRow {

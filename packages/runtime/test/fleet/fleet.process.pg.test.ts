@@ -1,8 +1,9 @@
 /**
  * The fleet model test: 4 worker processes share one PostgreSQL store, each with its own testkit
  * stdio server (one configuration, so one server identity), driven by fast-check commands (keyed
- * calls, revoke/restore, raise epoch, refresh, hard refresh, SIGKILL while a call is in progress,
- * restart) and checked against an independent oracle and the servers' audit trail.
+ * calls, revoke/restore, raise epoch, refresh, hard refresh, a server's list_changed that switches
+ * its catalog, SIGKILL while a call is in progress, restart) and checked against an independent
+ * oracle, the servers' audit trail and the store's receipts (exactly one per answered call).
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { rmSync } from 'node:fs';
@@ -31,23 +32,40 @@ afterAll(() => server?.stop());
 const WORKER = fileURLToPath(new URL('./worker.mjs', import.meta.url));
 const WORKERS = 4;
 const TOOLS = ['send', 'note'] as const;
-const FIXTURE: ServerFixture = {
-  generations: [
+/** Catalog `g` of the two the servers alternate between (they differ in one description). */
+const generation = (g: number): ServerFixture['generations'][number] => ({
+  pages: [
     {
-      pages: [
-        {
-          tools: TOOLS.map((name) => ({
-            name,
-            inputSchema: { type: 'object' },
-            annotations: { readOnlyHint: false, destructiveHint: false },
-          })),
-        },
+      tools: [
+        ...TOOLS.map((name) => ({
+          name,
+          inputSchema: { type: 'object' },
+          annotations: { readOnlyHint: false, destructiveHint: false },
+        })),
+        // `flip` switches the catalog and sends list_changed (the triggers below).
+        { name: 'flip', description: `catalog ${g}`, inputSchema: { type: 'object' } },
       ],
     },
   ],
+});
+const FIXTURE: ServerFixture = {
+  generations: [generation(0), generation(1)],
+  // The nth call of flip moves a server to catalog n mod 2, then notifies.
+  triggers: Array.from({ length: 64 }, (_, i) => ({
+    on: { method: 'tools/call', tool: 'flip', nth: i + 1 } as const,
+    setGeneration: (i + 1) % 2,
+    notify: 'after' as const,
+  })),
 };
 
-type Reply = { id: number; ok: boolean; code?: string; replayed?: boolean; delivery?: string };
+type Reply = {
+  id: number;
+  ok: boolean;
+  code?: string;
+  replayed?: boolean;
+  delivery?: string;
+  relisted?: string[];
+};
 
 class Worker {
   readonly child: ChildProcessWithoutNullStreams;
@@ -147,6 +165,10 @@ interface Real {
   calls: number;
   /** Keys answered ok and not replayed: each reached the server exactly once. */
   ran: string[];
+  /** Each answered call's step id and the outcome its receipt must record. */
+  answered: Map<string, string>;
+  /** Step ids of calls whose worker was killed mid-call: at most one receipt each. */
+  killed: Set<string>;
   counts: Record<string, number>;
 }
 
@@ -171,12 +193,14 @@ class Call implements fc.AsyncCommand<Model, Real> {
   async run(m: Model, r: Real): Promise<void> {
     debug(this);
     bump(r, 'call');
-    const reply = await r.workers[this.w]!.send(r.nextId++, {
+    const id = r.nextId++;
+    const reply = await r.workers[this.w]!.send(id, {
       op: 'call',
       key: this.key,
       tool: this.tool,
     });
     r.calls++;
+    r.answered.set(`c${id}`, reply.ok ? 'ok' : reply.code!);
     const tool = this.key.split(':')[0]!;
     if (m.uncertain.has(this.key)) {
       expect(['ok', 'OUTCOME_UNKNOWN', 'TOOL_DENIED']).toContain(reply.ok ? 'ok' : reply.code);
@@ -224,6 +248,8 @@ class KillDuringCall implements fc.AsyncCommand<Model, Real> {
     debug('  killed');
     const answered = await reply;
     debug('  answered');
+    if (answered.id === id) r.answered.set(`c${id}`, answered.ok ? 'ok' : answered.code!);
+    else r.killed.add(`c${id}`);
     m.live[this.w] = false;
     if (answered.ok && answered.replayed === false) r.ran.push(this.key);
     m.uncertain.add(this.key);
@@ -301,6 +327,31 @@ class Refresh implements fc.AsyncCommand<Model, Real> {
   }
 }
 
+class ListChanged implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly w: number) {}
+  check(m: Readonly<Model>): boolean {
+    return m.live[this.w] === true;
+  }
+  async run(_m: Model, r: Real): Promise<void> {
+    debug(this);
+    bump(r, 'list-changed');
+    const id = r.nextId++;
+    const reply = await r.workers[this.w]!.send(id, { op: 'list-changed' });
+    expect(reply.ok, JSON.stringify(reply)).toBe(true);
+    r.answered.set(`c${id}`, 'ok');
+    r.calls++;
+    // The re-list either published (moving the fleet pointer) or lost the fleet CAS to another
+    // worker's listing; nothing else.
+    for (const outcome of reply.relisted ?? []) {
+      expect(['swapped', 'PUBLISH_CONFLICT']).toContain(outcome);
+      bump(r, `list-changed:${outcome}`);
+    }
+  }
+  toString(): string {
+    return `list-changed(w${this.w})`;
+  }
+}
+
 const worker = fc.integer({ min: 0, max: WORKERS - 1 });
 const key = fc
   .tuple(fc.constantFrom(...TOOLS), fc.integer({ min: 0, max: 5 }))
@@ -314,6 +365,7 @@ const commands = [
   fc.constantFrom(...TOOLS).map((t) => new Policy('restore', t)),
   fc.constant(new Policy('epoch', '')),
   fc.tuple(worker, fc.boolean()).map(([w, hard]) => new Refresh(w, hard)),
+  worker.map((w) => new ListChanged(w)),
 ];
 
 describe.skipIf(server === undefined)(
@@ -334,7 +386,17 @@ describe.skipIf(server === undefined)(
             schema,
             server: stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath: audit }),
           });
-          const real: Real = { workers: [], admin, plan, nextId: 1, calls: 0, ran: [], counts: {} };
+          const real: Real = {
+            workers: [],
+            admin,
+            plan,
+            nextId: 1,
+            calls: 0,
+            ran: [],
+            answered: new Map(),
+            killed: new Set(),
+            counts: {},
+          };
           try {
             real.workers = Array.from({ length: WORKERS }, () => new Worker(plan()));
             await Promise.all(real.workers.map((w) => w.ready));
@@ -367,7 +429,20 @@ describe.skipIf(server === undefined)(
             const runs = receipts
               .map((x) => JSON.parse(x.text) as ReceiptBody)
               .filter((b) => b.source === 'run');
-            expect(runs.length).toBeGreaterThanOrEqual(real.calls);
+            // Exactly one receipt per answered call, recording its outcome; at most one for a
+            // call whose worker was killed; none from anywhere else.
+            const byStep = new Map<string, ReceiptBody[]>();
+            for (const b of runs) byStep.set(b.stepId, [...(byStep.get(b.stepId) ?? []), b]);
+            for (const [step, outcome] of real.answered) {
+              expect(
+                byStep.get(step)?.map((b) => b.outcome),
+                `receipts of ${step}`,
+              ).toEqual([outcome]);
+            }
+            for (const step of real.killed)
+              expect(byStep.get(step)?.length ?? 0, `receipts of ${step}`).toBeLessThanOrEqual(1);
+            for (const step of byStep.keys())
+              expect(real.answered.has(step) || real.killed.has(step), step).toBe(true);
             const { rows } = await admin.query<{ identity_digest: string; generation: string }>(
               'SELECT identity_digest, generation FROM catalog_publications ORDER BY id',
             );

@@ -80,6 +80,37 @@ describe.skipIf(server === undefined)('fleet catalog registry (compare-and-set)'
     }
   });
 
+  it('adoption checks the stored snapshot against the listing; load rebuilds it; an altered row is refused as corrupt', async () => {
+    const { registries, handles } = await workers(server!.schema('adopt'), 2);
+    const [a, b] = registries as [FleetRegistry, FleetRegistry];
+    try {
+      const published = candidate(1);
+      const [first] = await a.publish([published]);
+      const [adopted] = await b.publish([candidate(1)]);
+      expect(adopted).toMatchObject({ generation: 1, outcome: 'adopted' });
+      // Rebuilt from the store alone: a validated candidate with the published digest and tools.
+      const loaded = await b.load(first!.snapshotDigest);
+      expect(loaded && snapshotDigest(loaded)).toBe(first!.snapshotDigest);
+      expect(loaded?.tools.map((t) => [t.name, t.descriptorDigest])).toEqual(
+        published.tools.map((t) => [t.name, t.descriptorDigest]),
+      );
+      expect(await b.load('sha256:none')).toBeUndefined();
+      // Someone rewrites the stored tool: adopting it now would serve a catalog nobody listed.
+      await handles[0]!.query(
+        `UPDATE catalog_snapshots SET body = replace(body, '"tool_1"', '"tool_x"') WHERE digest = $1`,
+        [first!.snapshotDigest],
+      );
+      const refused = await b.publish([candidate(1)]).catch((e: unknown) => e);
+      expect(refused).toMatchObject({ code: 'STORE_UNAVAILABLE', detail: { reason: 'corrupt' } });
+      await expect(b.load(first!.snapshotDigest)).rejects.toMatchObject({
+        detail: { reason: 'corrupt' },
+      });
+      expect((await a.current(identity, 'user'))?.generation).toBe(1);
+    } finally {
+      await Promise.all(handles.map((h) => h.close()));
+    }
+  });
+
   it('concurrent publications: exactly one winner per round when any listing differs, generations monotonic (property)', async () => {
     const { registries, handles } = await workers(server!.schema('prop'), 6);
     const seed = Number(process.env['FC_SEED'] ?? Date.now() % 1_000_000);

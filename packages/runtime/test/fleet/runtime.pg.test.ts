@@ -93,9 +93,11 @@ describe.skipIf(server === undefined)(
       const { rows } = await handle.query('SELECT generation FROM catalog_publications');
       await handle.close();
       expect(rows).toHaveLength(1);
-      expect(await a.fleet!.registry.load(pointerA!.snapshotDigest)).toMatchObject({
-        audience: 'default',
-      });
+      // b adopted a's publication (its stored body checked equal to b's own listing).
+      const stored = await b.fleet!.registry.load(pointerA!.snapshotDigest);
+      expect(stored?.tools.map((t) => t.descriptorDigest)).toEqual(
+        b.registry.current('s', 'default')!.tools.map((t) => t.descriptorDigest),
+      );
     });
 
     it('a revocation by one worker refuses the tool in another, also in a step captured before, and nothing is sent', async () => {
@@ -198,6 +200,74 @@ describe.skipIf(server === undefined)(
         outcome: 'POLICY_STALE',
         delivery: 'not-sent',
       });
+    });
+
+    it('a fleet approval is applied by admission: a write that needs one runs without a prepare hook, until it is withdrawn', async () => {
+      const schema = server!.schema('ap');
+      const audit = tempAudit();
+      const runtime = await worker(schema, audit, { approval: 'all-writes' });
+      const applied = (approved: number): Promise<void> =>
+        new Promise((resolve) => {
+          const off = runtime.fleet!.onEpoch(() => {
+            if (runtime.fleet!.policy.policy.approved.length === approved) {
+              off();
+              resolve();
+            }
+          });
+        });
+      await using step = await runtime.captureBinding();
+      expect(await failure(step.prepareCall('s__send').run({}))).toMatchObject({
+        code: 'APPROVAL_REQUIRED',
+      });
+      const approvedNow = applied(1);
+      await runtime.fleet!.change({ kind: 'approve', server: 's', tool: 'send', by: 'ops' });
+      await approvedNow;
+      expect((await step.prepareCall('s__send').run({})).result.isError).not.toBe(true);
+      // Only the tool approved: its neighbour still needs an approval.
+      expect(await failure(step.prepareCall('s__note').run({}))).toMatchObject({
+        code: 'APPROVAL_REQUIRED',
+      });
+      const withdrawn = applied(0);
+      await runtime.fleet!.change({ kind: 'unapprove', server: 's', tool: 'send' });
+      await withdrawn;
+      expect(await failure(step.prepareCall('s__send').run({}))).toMatchObject({
+        code: 'APPROVAL_REQUIRED',
+      });
+      const calls = (await readAuditTrail(audit)).filter((e) => e.method === 'tools/call');
+      expect(calls.map((c) => c.tool)).toEqual(['send']);
+    });
+
+    it('a late optional start publishes through the fleet CAS too: the fleet and the local registry agree on its generation', async () => {
+      const schema = server!.schema('late');
+      const audit = tempAudit();
+      let ready!: () => void;
+      const serverReady = new Promise<void>((resolve) => (ready = resolve));
+      const runtime = await McpRuntime.open(
+        {
+          mcpServers: {
+            s: {
+              ...stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath: audit }),
+              required: false,
+            },
+          },
+          store: { url: server!.url, schema },
+        },
+        {
+          approval: 'none',
+          onEvent: (e) => {
+            if (e.type === 'server-ready' && e.server === 's') ready();
+          },
+        },
+      );
+      runtimes.push(runtime);
+      await serverReady;
+      const local = runtime.registry.current('s', 'default');
+      const pointer = await runtime.fleet!.registry.current(local!.identity, 'default');
+      expect(pointer).toMatchObject({ generation: local!.generation, server: 's' });
+      const handle = new PgHandle({ url: server!.url, schema });
+      const { rows } = await handle.query('SELECT generation FROM catalog_publications');
+      await handle.close();
+      expect(rows.map((r) => Number(r['generation']))).toEqual([local!.generation]);
     });
 
     it('operator commands: policy revoke/restore/epoch/show and receipts verify/list --store', async () => {

@@ -9,10 +9,21 @@ import { McpRuntime } from '@stepbind/runtime';
 
 const plan = JSON.parse(process.argv[2]);
 const print = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
+// list_changed notifications this runtime received, and how each re-list ended.
+let listChanged = 0;
+const relisted = [];
+let onRelisted = () => undefined;
 const runtime = await McpRuntime.open(
   { mcpServers: { s: plan.server } },
   {
     approval: 'none',
+    listChangedDebounceMs: 0,
+    onEvent: (e) => {
+      if (e.type === 'list-changed') listChanged++;
+      if (e.type === 'catalog-swapped' && e.cause === 'hard-refresh') relisted.push('swapped');
+      if (e.type === 'hard-refresh-failed') relisted.push(e.error.code);
+      onRelisted();
+    },
     store: {
       url: plan.url,
       schema: plan.schema,
@@ -29,7 +40,8 @@ for await (const line of lines) {
   const cmd = JSON.parse(line);
   try {
     if (cmd.op === 'call') {
-      const step = await runtime.captureBinding();
+      // One step per command, named by its id: the driver finds each call's receipt by it.
+      const step = await runtime.captureBinding({ stepId: `c${cmd.id}` });
       const out = await step
         .prepareCall(`s__${cmd.tool}`)
         .run(
@@ -45,6 +57,18 @@ for await (const line of lines) {
         )
         .finally(() => step.release());
       print({ id: cmd.id, ok: true, replayed: out.replayed, generation: out.receipt.generation });
+    } else if (cmd.op === 'list-changed') {
+      // Calling `flip` switches the server's catalog and makes it send list_changed after the
+      // reply; the runtime's debounced hard refresh then re-lists and publishes (fleet CAS).
+      const before = listChanged;
+      const step = await runtime.captureBinding({ stepId: `c${cmd.id}` });
+      await step
+        .prepareCall('s__flip')
+        .run({})
+        .finally(() => step.release());
+      while (listChanged === before) await new Promise((resolve) => (onRelisted = resolve));
+      await runtime.whenIdle();
+      print({ id: cmd.id, ok: true, relisted: relisted.splice(0) });
     } else if (cmd.op === 'hard-refresh') {
       const changed = await runtime.hardRefresh('s');
       print({ id: cmd.id, ok: true, changed });
