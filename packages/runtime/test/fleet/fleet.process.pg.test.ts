@@ -216,7 +216,7 @@ class Call implements fc.AsyncCommand<Model, Real> {
       // Its worker applied the revocation before this command (the driver waited for it).
       expect(reply).toMatchObject({ ok: false, code: 'TOOL_DENIED', delivery: 'not-sent' });
     } else {
-      expect(reply).toMatchObject({ ok: true, replayed: false });
+      expect(reply, JSON.stringify(reply)).toMatchObject({ ok: true, replayed: false });
       m.completed.add(this.key);
     }
     if (reply.ok && reply.replayed === false) r.ran.push(this.key);
