@@ -58,5 +58,5 @@ export function parseStoreTarget(
   if (schema !== undefined && (typeof schema !== 'string' || !SCHEMA_PATTERN.test(schema))) {
     fail(`${path}.schema`, `expected a schema name matching ${String(SCHEMA_PATTERN)}`);
   }
-  return Object.freeze({ url, ...(schema === undefined ? {} : { schema: schema as string }) });
+  return Object.freeze({ url, ...(schema === undefined ? {} : { schema }) });
 }
