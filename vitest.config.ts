@@ -14,6 +14,9 @@ export default defineConfig({
       '@stepbind/binding/internal': fileURLToPath(
         new URL('./packages/binding/src/internal.ts', import.meta.url),
       ),
+      '@stepbind/runtime/fleet': fileURLToPath(
+        new URL('./packages/runtime/src/fleet/index.ts', import.meta.url),
+      ),
       '@stepbind/binding': src('binding'),
       '@stepbind/runtime': src('runtime'),
       '@stepbind/testkit': src('testkit'),

@@ -5,7 +5,7 @@
  * missed. A suite that crashes, or a child process left alive, always exits 1.
  *
  * Usage: `pnpm bench [--strict] [suite...]` with suites among capture, call, hard-refresh,
- * enumerate, snapshot, journal (default: all).
+ * enumerate, snapshot, journal, fleet (default: all; fleet needs PostgreSQL, see bench/fleet.ts).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -16,6 +16,7 @@ import { runCaptureBench } from './capture.js';
 import { runEnumerateBench } from './enumerate.js';
 import { runHardRefreshBench } from './hard-refresh.js';
 import { runJournalBench } from './journal.js';
+import { runFleetBench } from './fleet.js';
 import { childCount, formatTable, liveChildren, row, type BenchRow } from './support.js';
 
 /** The rows of bench/snapshot (owned by its own module), when that module offers its runner. */
@@ -51,6 +52,7 @@ const SUITES: Readonly<Record<string, () => Promise<readonly BenchRow[]>>> = {
   enumerate: () => runEnumerateBench(),
   snapshot: snapshotRows,
   journal: () => runJournalBench(),
+  fleet: () => runFleetBench(),
 };
 
 const args = process.argv.slice(2);

@@ -62,6 +62,12 @@ export const ErrorCode = {
   JOURNAL_CORRUPT: 'JOURNAL_CORRUPT',
   JOURNAL_VERSION: 'JOURNAL_VERSION',
   JOURNAL_UNAVAILABLE: 'JOURNAL_UNAVAILABLE',
+  // fleet store (issue 11). POLICY_STALE (CallError, delivery not-sent): the worker's local policy
+  // view is older than its staleness bound (notification connection lost), so the call was refused
+  // rather than admitted (detail: ageMs, maxStalenessMs). STORE_UNAVAILABLE (RuntimeError): the
+  // shared PostgreSQL store could not be reached after bounded retries (detail: store, reason).
+  POLICY_STALE: 'POLICY_STALE',
+  STORE_UNAVAILABLE: 'STORE_UNAVAILABLE',
 } as const;
 
 /** One of the stable error codes in {@link ErrorCode}. */
@@ -185,6 +191,19 @@ export interface ErrorDetailMap {
   JOURNAL_CORRUPT: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
   JOURNAL_VERSION: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
   JOURNAL_UNAVAILABLE: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
+  // fleet store (issue 11)
+  POLICY_STALE: BaseErrorDetail & {
+    /** Milliseconds since the worker's policy view was last proven current. */
+    readonly ageMs?: number;
+    /** The bound it exceeded (`maxStalenessMs`). */
+    readonly maxStalenessMs?: number;
+  };
+  STORE_UNAVAILABLE: BaseErrorDetail & {
+    /** The store, URL redacted, with its schema. */
+    readonly store?: string;
+    /** `unreachable`, `commit-unknown`, `closed`, `query`, `newer-schema` or `corrupt`. */
+    readonly reason?: string;
+  };
 }
 
 /** The `detail` of an error with code `C`: {@link ErrorDetailMap}`[C]`, or the base fields. */

@@ -41,6 +41,12 @@ export interface PublishOptions {
    * then superseded. @default false
    */
   readonly expectIdentityChange?: boolean;
+  /**
+   * The generation a shared registry (the PostgreSQL fleet store) assigned to this candidate, so
+   * every process of a fleet numbers a catalog alike. Must exceed every generation this registry
+   * issued for the key (else `PUBLISH_CONFLICT`, reason `generation`). @default the next local one
+   */
+  readonly generation?: number;
 }
 
 /** A held snapshot; call `release` (idempotent) when done. */
@@ -176,6 +182,13 @@ export class CatalogRegistry {
         `Server "${name}" now has a different identity (transport, serverInfo or protocol version); reconnect deliberately and publish with expectIdentityChange, or retireServer("${name}") first.`,
       );
     }
+    const issued = this.#pointers.get(pointerKey(name, audience))?.issued ?? 0;
+    if (options.generation !== undefined && !(options.generation > issued)) {
+      return refuse(
+        'generation',
+        `The shared registry assigned generation ${options.generation} to the catalog of server "${name}" for audience "${audience}", but generation ${issued} was already issued here; refresh again.`,
+      );
+    }
     if (activeGeneration !== options.expectedGeneration) {
       return refuse(
         'generation',
@@ -218,7 +231,7 @@ export class CatalogRegistry {
     if (pointer === undefined) this.#pointers.set(key, target);
     const published = withGeneration(
       candidate,
-      target.issued + 1,
+      options.generation ?? target.issued + 1,
       candidate.state === 'SNAPSHOT_PROVEN' ? 'ELIGIBLE' : 'UNVERSIONED_OBSERVATION',
     );
     target.issued = published.generation;

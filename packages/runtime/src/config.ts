@@ -17,6 +17,7 @@ import {
 } from './config-values.js';
 import { interpolate, type EnvironmentSource } from './interpolate.js';
 import type { ToolFilterConfig } from './tool-filter.js';
+import { parseStoreTarget, type FleetStoreTarget } from './fleet/target.js';
 import { parseTransportConfig, transportKeysOf, type ServerConfig } from './transports/index.js';
 
 export {
@@ -49,6 +50,8 @@ export interface RuntimeConfig {
   readonly disabled: readonly string[];
   /** The durable journal; absent: keys and receipts are kept in memory. */
   readonly journal?: JournalConfig;
+  /** The shared PostgreSQL fleet store (`store`: a URL or `{ url, schema }`, DESIGN §15). */
+  readonly store?: FleetStoreTarget;
 }
 
 /** Options of {@link parseConfig}. */
@@ -63,7 +66,15 @@ const MAX_MESSAGE_BYTES_RANGE = [1024, 256 * 1024 * 1024] as const;
 /** Configured server names become model-name prefixes: keep them short and plain. */
 export const SERVER_NAME_PATTERN = /^[A-Za-z0-9_-]{1,48}$/;
 
-const TOP_KEYS = ['$schema', 'mcpServers', 'servers', 'inputs', 'concurrency', 'journal'] as const;
+const TOP_KEYS = [
+  '$schema',
+  'mcpServers',
+  'servers',
+  'inputs',
+  'concurrency',
+  'journal',
+  'store',
+] as const;
 const COMMON_KEYS = [
   'type',
   'disabled',
@@ -146,6 +157,9 @@ export function parseConfig(input: unknown, options: ParseConfigOptions = {}): R
     concurrency,
     disabled: Object.freeze(disabled),
     ...(journal === undefined ? {} : { journal }),
+    ...(root['store'] === undefined
+      ? {}
+      : { store: parseStoreTarget(root['store'], '$.store', env) }),
   });
 }
 

@@ -11,6 +11,7 @@ import type { RuntimeConfig, ServerConfig } from './config.js';
 import type { ConnectionSet } from './connection-set.js';
 import { DiscoveryStates } from './discovery-states.js';
 import { createEmitter, type Emit } from './events.js';
+import type { FleetStore } from './fleet/attach.js';
 import type { McpRuntimeOptions, ServerConnector } from './options.js';
 import type { SdkConnection } from './sdk.js';
 import { stopRecovery, type ServerSession } from './session.js';
@@ -38,6 +39,8 @@ export class RuntimeCore {
   /** Each server's discovery state (DESIGN §5), for `status()` and `discovery-state` events. */
   readonly discovery: DiscoveryStates;
   readonly emit: Emit;
+  /** The shared fleet store (`store` option), whose CAS every publication passes; set at open. */
+  fleet: FleetStore | undefined;
   /** Installs a session's listeners (list_changed, close, logs); set by the facade. */
   watch: (session: ServerSession) => void = () => undefined;
   config: RuntimeConfig;

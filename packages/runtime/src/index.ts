@@ -22,7 +22,7 @@ export {
   toStrictSchema,
   toToolResult,
   toolResultParts,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 export type {
   AnthropicTool,
   AnthropicToolResultBlock,
@@ -51,7 +51,7 @@ export type {
   ToolCallResult,
   ToolResultLike,
   ToolResultPart,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 export { enumerateTools } from './enumerate.js';
 export type { EnumerateToolsOptions } from './enumerate.js';
 export { parseConfig, SERVER_NAME_PATTERN } from './config.js';

@@ -8,6 +8,7 @@ import type { RuntimeClock } from './clock.js';
 import type { ClientHandlers } from './client-capabilities.js';
 import type { ServerConfig } from './config.js';
 import type { RuntimeEvent } from './events.js';
+import type { StoreOption } from './fleet/attach.js';
 import type { SdkConnection } from './sdk.js';
 
 /** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
@@ -91,6 +92,12 @@ export interface McpRuntimeOptions {
    * `clearTimeout` and `Date.now`
    */
   readonly clock?: RuntimeClock;
+  /**
+   * The shared PostgreSQL fleet store (DESIGN §15): a `postgres://` URL or `FleetOptions`. With it,
+   * the registry pointer, the policy, the execution journal and the receipts live in that database
+   * (`journal` then only tunes retention and expiry). @default the configuration's `store`, else none
+   */
+  readonly store?: StoreOption;
   /** Cancels `open`. */
   readonly signal?: AbortSignal;
 }

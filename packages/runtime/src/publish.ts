@@ -31,6 +31,11 @@ export interface PublishOptions {
    * refresh moves its set pointer here, a reconnect installs its new connection).
    */
   readonly commit?: () => void;
+  /**
+   * Asked again after the fleet's compare-and-set (a database round trip): `false` publishes nothing
+   * locally and resolves `false` (a late optional start whose set was superseded meanwhile).
+   */
+  readonly stillCurrent?: () => boolean;
 }
 
 /**
@@ -38,19 +43,24 @@ export interface PublishOptions {
  *
  * Takes the revision write lock of every session that has a catalog in force (calls in flight
  * finish first), refuses a closed runtime or a cancelled publication, checks every candidate
- * against the registry before any is published (all or nothing), then publishes each through the
- * registry's compare-and-set, installs it (a new slot for a first catalog, a swap that moves the
- * revision otherwise), records its listing key and runs `commit`; after the locks are released it
- * announces each catalog (`patterns-unenforced`, `catalog-swapped` for a swap, the discovery state).
+ * against the registry before any is published (all or nothing). With a fleet store, the
+ * candidates then pass the fleet's compare-and-set as one unit (DESIGN §15): each either moves the
+ * shared pointer or adopts the catalog already active there, and the fleet's generation is the one
+ * the local registry issues. Then it publishes each through the registry's compare-and-set,
+ * installs it (a new slot for a first catalog, a swap that moves the revision otherwise), records
+ * its listing key and runs `commit`; after the locks are released it announces each catalog
+ * (`patterns-unenforced`, `catalog-swapped` for a swap, the discovery state).
  *
- * @throws CatalogError `PUBLISH_CONFLICT` (nothing was published; an identity change says to call
- *   `acceptIdentityChange`); RuntimeError `RUNTIME_CLOSED`, `ABORTED`.
+ * @returns false only when `stillCurrent` said no after the fleet round trip (nothing published).
+ * @throws CatalogError `PUBLISH_CONFLICT` (nothing was published locally; an identity change says
+ *   to call `acceptIdentityChange`; `detail.fleet` marks a refusal of the fleet's CAS);
+ *   RuntimeError `RUNTIME_CLOSED`, `ABORTED`, `STORE_UNAVAILABLE`.
  */
 export async function publishCatalogs(
   core: RuntimeCore,
   items: readonly Publication[],
   options: PublishOptions = {},
-): Promise<void> {
+): Promise<boolean> {
   const { signal } = options;
   const releases: (() => void)[] = [];
   const swapped: { item: Publication; catalog: CatalogSnapshot; revision: number | undefined }[] =
@@ -66,9 +76,19 @@ export async function publishCatalogs(
     if (signal?.aborted === true) throw abortedError(signal.reason);
     // Check every precondition first so that either all catalogs publish or none does.
     for (const item of items) checkPublishable(core, item);
+    const generations = await fleetGenerations(core, items);
+    if (generations !== undefined) {
+      if (core.closed) throw closedError();
+      if (options.stillCurrent?.() === false) return false;
+      // The database round trip let other work run: the local registry must still agree.
+      for (const item of items) checkPublishable(core, item, generations.get(item));
+    }
     for (const item of items) {
       const { session, snapshot } = item;
-      const catalog = core.registry.publish(snapshot, publishOptions(core, item));
+      const catalog = core.registry.publish(
+        snapshot,
+        publishOptions(core, item, generations?.get(item)),
+      );
       let revision: number | undefined;
       if (session.slot === undefined) session.slot = new CatalogSlot(session.name, catalog);
       else revision = session.slot.installLocked(catalog);
@@ -93,11 +113,40 @@ export async function publishCatalogs(
       });
     }
   }
+  return true;
+}
+
+/**
+ * The fleet's compare-and-set for `items` (one transaction; all move or none), or `undefined`
+ * without a fleet store. @returns the fleet generation of each item.
+ */
+async function fleetGenerations(
+  core: RuntimeCore,
+  items: readonly Publication[],
+): Promise<Map<Publication, number> | undefined> {
+  const fleet = core.fleet;
+  if (fleet === undefined || items.length === 0) return undefined;
+  let decided;
+  try {
+    decided = await fleet.publish(items.map((item) => item.snapshot));
+  } catch (error) {
+    const refused = items.find(
+      (item) => error instanceof CatalogError && error.detail['server'] === item.session.name,
+    );
+    if (refused !== undefined) core.discovery.refused(refused.session.name, error as CatalogError);
+    throw error;
+  }
+  const generations = new Map<Publication, number>();
+  for (const [i, item] of items.entries()) {
+    const publication = decided[i];
+    if (publication !== undefined) generations.set(item, publication.generation);
+  }
+  return generations;
 }
 
 /** Throws what the registry would refuse for `item` (nothing changes), so a set publishes whole. */
-function checkPublishable(core: RuntimeCore, item: Publication): void {
-  const conflict = core.registry.check(item.snapshot, publishOptions(core, item));
+function checkPublishable(core: RuntimeCore, item: Publication, generation?: number): void {
+  const conflict = core.registry.check(item.snapshot, publishOptions(core, item, generation));
   if (conflict === undefined) return;
   const error: StepbindError =
     conflict.detail['reason'] !== 'identity-changed'
@@ -114,10 +163,12 @@ function checkPublishable(core: RuntimeCore, item: Publication): void {
 function publishOptions(
   core: RuntimeCore,
   item: Publication,
-): { expectedGeneration: number; expectIdentityChange: boolean } {
+  generation: number | undefined,
+): { expectedGeneration: number; expectIdentityChange: boolean; generation?: number } {
   const registered = core.registry.identityOf(item.session.name);
   return {
     expectedGeneration: item.expectedGeneration,
+    ...(generation === undefined ? {} : { generation }),
     expectIdentityChange:
       registered !== undefined &&
       registered.transportDigest !== item.snapshot.identity.transportDigest,

@@ -361,14 +361,18 @@ async function publishLate(
 ): Promise<void> {
   const { session, snapshot } = candidate;
   // A refresh under way will start (or has started) its own connection for this server.
-  if (set.retired || core.closed || core.current !== set || core.rebuilding) {
+  const stillCurrent = (): boolean =>
+    !(set.retired || core.closed || core.current !== set || core.rebuilding);
+  if (!stillCurrent()) {
     void core.closeSession(session);
     return;
   }
+  let published: boolean;
   try {
     // Late starts are always new connections, so their listing was validated in full.
     if (snapshot === undefined) throw new Error(`late start of "${name}" has no snapshot`);
-    await publishCatalogs(
+    // With a fleet store this waits for its CAS, so the set is asked again before installing.
+    published = await publishCatalogs(
       core,
       [
         {
@@ -386,6 +390,7 @@ async function publishLate(
           set.watch(session);
           set.invalidate();
         },
+        stillCurrent,
       },
     );
   } catch (error) {
@@ -394,6 +399,10 @@ async function publishLate(
     set.invalidate();
     void core.closeSession(session);
     core.emit({ type: 'server-failed', server: name, required: false, error: mapped });
+    return;
+  }
+  if (!published) {
+    void core.closeSession(session);
     return;
   }
   core.emit({

@@ -13,6 +13,8 @@ import { parseConfig, type RuntimeConfig } from './config.js';
 import type { ConnectionSet } from './connection-set.js';
 import { RuntimeCore } from './core.js';
 import { abortedError, closedError, toStepbindError } from './failures.js';
+import type { FleetStore } from './fleet/attach.js';
+import { attachFleetFor } from './fleet/hooks.js';
 import { hardRefreshSession } from './hard-refresh.js';
 import { closeJournal, openJournal } from './journal/open.js';
 import type {
@@ -61,7 +63,12 @@ export class McpRuntime {
   #stepCounter = 0;
   #closing: Promise<void> | undefined;
 
-  private constructor(config: RuntimeConfig, options: McpRuntimeOptions, journal: CallJournal) {
+  private constructor(
+    config: RuntimeConfig,
+    options: McpRuntimeOptions,
+    journal: CallJournal,
+    fleet: FleetStore | undefined,
+  ) {
     const handlers: ClientHandlers = {
       ...(options.onSampling === undefined ? {} : { onSampling: options.onSampling }),
       ...(options.onElicitation === undefined ? {} : { onElicitation: options.onElicitation }),
@@ -71,9 +78,11 @@ export class McpRuntime {
       ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal, handlers }));
     const core = new RuntimeCore(config, options, connect);
     core.watch = (session) => watchSession(core, session);
+    core.fleet = fleet;
     this.#core = core;
     this.#journal = journal;
     this.#policy = new RuntimePolicy(options.policyEpoch ?? 0);
+    this.#policy.shared = fleet?.policy;
     this.#registryView = registryView(core.registry);
   }
 
@@ -81,26 +90,34 @@ export class McpRuntime {
    * Starts every configured server (bounded parallelism), enumerates and validates each catalog and
    * publishes the first ConnectionSet. Optional servers may still be starting when it resolves.
    *
-   * Opens the journal first (the configured one, or in memory) and recovers the keys a dead
-   * process left in progress (a `journal-recovered` event lists them).
+   * With a `store` (option or configuration), attaches the PostgreSQL fleet store first (its
+   * migrations, policy listener and policy), whose database then holds the journal and receipts.
+   * Opens the journal (the configured one, or in memory) and recovers the keys a dead process left
+   * in progress (a `journal-recovered` event lists them).
    *
    * @throws ConfigError `INVALID_CONFIG` for a bad configuration; JournalError `JOURNAL_CORRUPT`,
-   *   `JOURNAL_VERSION` or `JOURNAL_UNAVAILABLE` for a journal that cannot be used (nothing was
-   *   started); RuntimeError `REQUIRED_SERVERS_FAILED` listing every required server that failed
-   *   and why (all started servers are closed again).
+   *   `JOURNAL_VERSION` or `JOURNAL_UNAVAILABLE` for a journal that cannot be used, RuntimeError
+   *   `STORE_UNAVAILABLE` for a fleet store that cannot be reached (nothing was started);
+   *   RuntimeError `REQUIRED_SERVERS_FAILED` listing every required server that failed and why
+   *   (all started servers are closed again).
    */
   static async open(config: unknown, options: McpRuntimeOptions = {}): Promise<McpRuntime> {
     const parsed = isRuntimeConfig(config) ? config : parseConfig(config);
-    const journal = openJournal(options.journal ?? parsed.journal);
+    const fleet = await attachFleetFor(options.store ?? parsed.store);
+    let journal: CallJournal | undefined;
     let recovered: readonly JournalRecord[];
     try {
+      journal = openJournal(options.journal ?? parsed.journal, fleet);
       recovered = await journal.recover();
       await journal.prune();
     } catch (error) {
-      await closeJournal(journal);
+      if (journal !== undefined) await closeJournal(journal);
+      await fleet?.close();
       throw error;
     }
-    const runtime = new McpRuntime(parsed, options, journal);
+    const runtime = new McpRuntime(parsed, options, journal, fleet);
+    // The runtime follows the fleet epoch: raised now if the fleet's is higher, and on each change.
+    fleet?.bind(runtime);
     runtime.#core.emit({
       type: 'journal-recovered',
       location: journal.store.location,
@@ -122,6 +139,11 @@ export class McpRuntime {
    */
   get registry(): RegistryView {
     return this.#registryView;
+  }
+
+  /** The fleet store this runtime shares (`store` option or configuration key), if any. */
+  get fleet(): FleetStore | undefined {
+    return this.#core.fleet;
   }
 
   /** The execution journal: records by key (`get`), `verify()` of the receipts chain, `prune()`. */
@@ -357,6 +379,7 @@ export class McpRuntime {
     await Promise.allSettled([...core.background]);
     await Promise.all([...core.sessions].map((s) => core.closeSession(s)));
     await closeJournal(this.#journal);
+    await core.fleet?.close();
   }
 
   #ensureOpen(): void {

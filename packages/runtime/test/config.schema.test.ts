@@ -55,3 +55,43 @@ describe('stepbind.schema.json and mcp.json', () => {
     );
   });
 });
+
+describe('the store key', () => {
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  const validate = ajv.compile(schema);
+  const base = { mcpServers: { a: { command: 'x' } } };
+
+  it('takes a URL or { url, schema } in the schema and in the parser alike', () => {
+    for (const store of ['postgres://db/app', { url: 'postgresql://db/app', schema: 'fleet_a' }]) {
+      expect(validate({ ...base, store }), JSON.stringify(validate.errors)).toBe(true);
+      expect(parseConfig({ ...base, store }, { env: {} }).store).toEqual(
+        typeof store === 'string' ? { url: store } : store,
+      );
+    }
+    for (const store of [42, { url: 'postgres://db/app', bogus: 1 }, { schema: 'x' }]) {
+      expect(validate({ ...base, store })).toBe(false);
+      expect(() => parseConfig({ ...base, store }, { env: {} })).toThrow(/\$\.store/);
+    }
+  });
+
+  it('names exactly the keys the parser allows inside { url, schema }', () => {
+    const store = schema.properties['store'] as { oneOf: { properties?: object }[] };
+    const object = store.oneOf.find((o) => o.properties !== undefined);
+    expect(keys(object?.properties as Record<string, unknown>)).toEqual(
+      allowedKeys({ mcpServers: {}, store: { url: 'postgres://db/x', bogus: 1 } }),
+    );
+  });
+
+  it('replaces ${env:NAME} in the URL and never echoes it in an error', () => {
+    const env = { PG_URL: 'postgres://u:secret@db/app' };
+    expect(parseConfig({ ...base, store: '${env:PG_URL}' }, { env }).store?.url).toBe(env.PG_URL);
+    let message = '';
+    try {
+      parseConfig({ ...base, store: 'mysql://u:secret@db/app' }, { env: {} });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/\$\.store: expected a URL starting with postgres:\/\//);
+    expect(message).not.toContain('secret');
+  });
+});

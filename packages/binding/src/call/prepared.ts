@@ -344,7 +344,8 @@ export class PreparedCall {
     const server = this.#bound.server;
     const approvalRequired =
       server.autoApprove?.has(this.tool) !== true &&
-      needsApproval(server.approval, server.catalog.state, this.descriptor.effectClass);
+      needsApproval(server.approval, server.catalog.state, this.descriptor.effectClass) &&
+      policy.isApproved?.(this.server, this.tool) !== true;
     if (approvalRequired && options.prepare === undefined) throw this.#approvalRequired(false);
     return approvalRequired;
   }

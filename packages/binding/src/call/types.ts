@@ -57,6 +57,12 @@ export interface CallPolicy {
   readonly policyEpoch: number;
   /** True when the (server, raw tool) pair was revoked after capture. */
   isRevoked(server: string, tool: string): boolean;
+  /**
+   * True when a standing approval (for example the fleet's `stepbind policy approve`) covers every
+   * call of the (server, raw tool) pair: admission then needs no approval from the `prepare` hook.
+   * @default never approved
+   */
+  isApproved?(server: string, tool: string): boolean;
 }
 
 /** What the `prepare` hook receives. It may throw to veto the call (nothing is sent). */

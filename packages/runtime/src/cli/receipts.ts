@@ -1,4 +1,9 @@
-import { verifyChain, type ReceiptBody, type StoredReceipt } from '@stepbind/binding/internal';
+import {
+  verifyChain,
+  type JournalStore,
+  type ReceiptBody,
+  type StoredReceipt,
+} from '@stepbind/binding/internal';
 import { openSqliteJournal } from '../journal/sqlite.js';
 
 /** The outcome of a `stepbind receipts` command: what to print and the exit code. */
@@ -13,8 +18,11 @@ export interface ReceiptsReport {
  *
  * @throws JournalError when the file cannot be opened as a journal.
  */
-export async function verifyReceipts(path: string, json: boolean): Promise<ReceiptsReport> {
-  const store = openSqliteJournal({ path, readOnly: true });
+export async function verifyReceipts(
+  path: string | JournalStore, // or an open store (closed here)
+  json: boolean,
+): Promise<ReceiptsReport> {
+  const store = typeof path === 'string' ? openSqliteJournal({ path, readOnly: true }) : path;
   try {
     const verdict = verifyChain(await store.anchor(), await store.readReceipts());
     if (json) return { code: verdict.ok ? 0 : 1, stdout: `${JSON.stringify(verdict)}\n` };
@@ -43,10 +51,10 @@ export async function verifyReceipts(path: string, json: boolean): Promise<Recei
  * @throws JournalError when the file cannot be opened as a journal.
  */
 export async function listReceipts(
-  path: string,
+  path: string | JournalStore, // or an open store (closed here)
   options: { readonly json: boolean; readonly key?: string },
 ): Promise<ReceiptsReport> {
-  const store = openSqliteJournal({ path, readOnly: true });
+  const store = typeof path === 'string' ? openSqliteJournal({ path, readOnly: true }) : path;
   try {
     const receipts = await store.readReceipts(
       options.key === undefined ? {} : { key: options.key },

@@ -12,6 +12,7 @@ import { runToolsCommand } from './tools.js';
 import { packageVersion } from './version.js';
 import type { CliIo } from './io.js';
 import { listReceipts, verifyReceipts } from './receipts.js';
+import { FLEET_USAGE, runFleetCommand, wantsFleetStore } from './fleet.js';
 
 export type { CliIo } from './io.js';
 
@@ -28,7 +29,7 @@ const USAGE = `Usage:
   stepbind receipts list --journal FILE [--json] [--key K]
                                             list the journal's receipts
   stepbind help                             show this help
-
+${FLEET_USAGE}
 catalog: exit code 0 only if every server succeeded; 1 if any server failed.
 receipts verify: exit code 0 only for an intact chain; 1 when it is broken.
 Exit code 2 for usage, configuration or journal errors.
@@ -51,6 +52,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   if (command === 'tools') return runToolsCommand(rest, io);
   if (command === 'call') return runCallCommand(rest, io);
+  if (command === 'store' || command === 'policy') return runFleetCommand(command, rest, io);
+  if (command === 'receipts' && wantsFleetStore(rest)) return runFleetCommand(command, rest, io);
   if (command === 'receipts') return receipts(rest, io);
   if (command !== 'catalog') {
     io.stderr(`stepbind: unknown command "${command}"\n\n${USAGE}`);

@@ -1,14 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { CallJournal, MemoryJournalStore, type JournalStore } from '@stepbind/binding/internal';
+import type { FleetStore } from '../fleet/attach.js';
 import type { RuntimeJournalOptions } from '../options.js';
 import { openSqliteJournal } from './sqlite.js';
 
 /** Journal owners open in this process: a record of this pid with another owner is dead. */
 const openOwners = new Set<string>();
 
-/** Opens the journal `options` name (in memory without), owned by this process under a fresh id. */
-export function openJournal(options: RuntimeJournalOptions | undefined): CallJournal {
+/**
+ * Opens the journal `options` name (in memory without), owned by this process under a fresh id.
+ * With a fleet store the journal lives in its database; `options` then only tune retention and
+ * in-progress expiry (a `path` or `store` given besides is not used).
+ */
+export function openJournal(
+  requested: RuntimeJournalOptions | undefined,
+  fleet?: FleetStore,
+): CallJournal {
+  const options = fleet === undefined ? requested : fleet.journalOptions(requested);
   const host = hostname();
   const owner = `${host}:${process.pid}:${randomUUID()}`;
   const store: JournalStore =

@@ -1,0 +1,214 @@
+/**
+ * The seam between a runtime and its fleet: {@link attachFleet} opens the shared PostgreSQL store
+ * (migrating it), and the {@link FleetStore} it returns is what `McpRuntime` calls at its three
+ * hooks: journal creation (`journal`), catalog publication (`publish`) and call admission
+ * (`isRevoked`). Everything else about the fleet lives behind this object.
+ */
+import { hostname } from 'node:os';
+import type { CatalogSnapshot, PrepareContext } from '@stepbind/binding/internal';
+import { PostgresJournalStore } from './journal-store.js';
+import { migrateFleetStore, type MigrationReport } from './migrations.js';
+import { parseStoreTarget, PgHandle, type FleetStoreTarget, type PgTuning } from './pg.js';
+import {
+  commitPolicyChange,
+  PolicyView,
+  type PolicyChange,
+  type PolicySnapshot,
+  type PolicyViewOptions,
+} from './policy.js';
+import { FleetRegistry, type FleetPublication } from './registry.js';
+
+/** Something the fleet layer reports (policy applied, notification connection lost or back). */
+export type FleetEvent =
+  | {
+      readonly type: 'fleet-policy-applied';
+      readonly version: number;
+      readonly epoch: number;
+      readonly cause: 'notify' | 'heartbeat' | 'reconnect' | 'open';
+    }
+  | { readonly type: 'fleet-connection'; readonly connected: boolean; readonly error?: Error };
+
+/** Options of {@link attachFleet}: where the store is, plus tuning. */
+export interface FleetOptions
+  extends
+    FleetStoreTarget,
+    PgTuning,
+    Pick<PolicyViewOptions, 'maxStalenessMs' | 'heartbeatMs' | 'reconnect' | 'now'> {
+  /** Receives every {@link FleetEvent}. */
+  readonly onEvent?: (event: FleetEvent) => void;
+  /** This worker's name in the registry (`published_by`). @default `host:pid` */
+  readonly owner?: string;
+}
+
+/** The `store` option: a `postgres://` URL, or {@link FleetOptions}. */
+export type StoreOption = string | FleetOptions;
+
+/**
+ * Opens the fleet store: connects, applies the migrations (safe from many workers at once),
+ * starts listening for policy changes and reads the policy.
+ *
+ * @throws ConfigError `INVALID_CONFIG` for a malformed `store`; RuntimeError `STORE_UNAVAILABLE`
+ *   (the database cannot be reached after the bounded retries, or its schema is newer).
+ */
+export async function attachFleet(store: StoreOption): Promise<FleetStore> {
+  const options: FleetOptions = typeof store === 'string' ? { url: store } : store;
+  const handle = new PgHandle(
+    parseStoreTarget({
+      url: options.url,
+      ...(options.schema === undefined ? {} : { schema: options.schema }),
+    }),
+    options,
+  );
+  try {
+    const migration = await migrateFleetStore(handle);
+    const fleet = new FleetStore(handle, migration, options);
+    await fleet.policy.open();
+    return fleet;
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
+/** A worker's handle on the fleet: shared journal, registry and policy. Close it last. */
+export class FleetStore {
+  readonly handle: PgHandle;
+  /** The execution journal store (the runtime closes it with its journal). */
+  readonly journal: PostgresJournalStore;
+  readonly registry: FleetRegistry;
+  readonly policy: PolicyView;
+  /** What the migrations did at open. */
+  readonly migration: MigrationReport;
+  readonly #epochListeners = new Set<(epoch: number) => void>();
+  #closed = false;
+
+  /** @internal use {@link attachFleet}. */
+  constructor(handle: PgHandle, migration: MigrationReport, options: FleetOptions) {
+    this.handle = handle;
+    this.migration = migration;
+    this.journal = new PostgresJournalStore(handle);
+    this.registry = new FleetRegistry(handle, options.owner ?? `${hostname()}:${process.pid}`);
+    const onEvent = options.onEvent;
+    this.policy = new PolicyView(handle, {
+      ...(options.maxStalenessMs === undefined ? {} : { maxStalenessMs: options.maxStalenessMs }),
+      ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
+      ...(options.reconnect === undefined ? {} : { reconnect: options.reconnect }),
+      ...(options.now === undefined ? {} : { now: options.now }),
+      onApplied: (policy, cause) => {
+        onEvent?.({
+          type: 'fleet-policy-applied',
+          version: policy.version,
+          epoch: policy.epoch,
+          cause,
+        });
+        for (const listener of this.#epochListeners) listener(policy.epoch);
+      },
+      onConnection: (event) => onEvent?.({ type: 'fleet-connection', ...event }),
+    });
+  }
+
+  /** Where the store is (URL redacted, schema). */
+  get location(): string {
+    return this.handle.location;
+  }
+
+  /** Admission hot path: the local policy view, no database access. @throws RuntimeError `POLICY_STALE`. */
+  isRevoked(server: string, tool: string): boolean {
+    return this.policy.isRevoked(server, tool);
+  }
+
+  /** The fleet epoch in the local view. */
+  get epoch(): number {
+    return this.policy.epoch;
+  }
+
+  /**
+   * Calls `listener` with the fleet epoch after every applied policy change (the runtime raises
+   * its own epoch from it). @returns a function that removes the listener.
+   */
+  onEpoch(listener: (epoch: number) => void): () => void {
+    this.#epochListeners.add(listener);
+    return () => this.#epochListeners.delete(listener);
+  }
+
+  /** Publication hook: the fleet CAS for candidates about to be published locally, as one unit. */
+  publish(candidates: readonly CatalogSnapshot[]): Promise<readonly FleetPublication[]> {
+    return this.registry.publish(candidates);
+  }
+
+  /** Commits a policy change and broadcasts it (see {@link commitPolicyChange}). */
+  change(change: PolicyChange): Promise<PolicySnapshot> {
+    return commitPolicyChange(this.handle, change);
+  }
+
+  /** Revokes one tool (or, without `tool`, a whole server) fleet-wide. */
+  revoke(server: string, tool?: string, by?: string): Promise<PolicySnapshot> {
+    return this.change({
+      kind: 'revoke',
+      server,
+      ...(tool === undefined ? {} : { tool }),
+      ...(by === undefined ? {} : { by }),
+    });
+  }
+
+  /** Lifts a revocation (without `tool`: every revocation of the server). */
+  restore(server: string, tool?: string): Promise<PolicySnapshot> {
+    return this.change({ kind: 'restore', server, ...(tool === undefined ? {} : { tool }) });
+  }
+
+  /** Raises the fleet epoch (by one, or to `epoch`). */
+  raiseEpoch(epoch?: number): Promise<PolicySnapshot> {
+    return this.change({ kind: 'epoch', ...(epoch === undefined ? {} : { epoch }) });
+  }
+
+  /**
+   * A `prepare` hook that approves a call the fleet approved (`stepbind policy approve`), so a
+   * write that needs an approval runs without asking again; any other call is left unapproved.
+   */
+  readonly prepare = (ctx: PrepareContext): undefined => {
+    if (this.policy.isApproved(ctx.server, ctx.tool)) ctx.approve();
+    return undefined;
+  };
+
+  /** The runtime's journal options over this store (the tuning given is kept). */
+  journalOptions(tuning?: { readonly retentionMs?: number; readonly inProgressTtlMs?: number }): {
+    readonly store: PostgresJournalStore;
+    readonly retentionMs?: number;
+    readonly inProgressTtlMs?: number;
+  } {
+    return {
+      store: this.journal,
+      ...(tuning?.retentionMs === undefined ? {} : { retentionMs: tuning.retentionMs }),
+      ...(tuning?.inProgressTtlMs === undefined ? {} : { inProgressTtlMs: tuning.inProgressTtlMs }),
+    };
+  }
+
+  /**
+   * Makes `runtime` follow the fleet epoch: raised now if the fleet's is higher, and on every
+   * applied change after. @returns a function that stops following.
+   */
+  bind(runtime: {
+    readonly registry: { readonly policyEpoch: number };
+    setPolicyEpoch(epoch: number): void;
+  }): () => void {
+    const follow = (epoch: number): void => {
+      if (epoch > runtime.registry.policyEpoch) runtime.setPolicyEpoch(epoch);
+    };
+    follow(this.epoch);
+    return this.onEpoch(follow);
+  }
+
+  /** Stops listening and ends every connection. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#epochListeners.clear();
+    await this.policy.close();
+    await this.journal.close();
+    await this.handle.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

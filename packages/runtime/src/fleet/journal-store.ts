@@ -1,0 +1,322 @@
+/**
+ * The execution journal of a fleet in PostgreSQL: the same {@link JournalStore} contract and
+ * semantics as the SQLite store (DESIGN §13), shared by every worker. Keys are unique fleet-wide
+ * (`INSERT … ON CONFLICT DO NOTHING`), every change is `UPDATE … WHERE version = $expected`, and a
+ * receipt is chained under the lock of the one chain-head row, in the transaction of the change it
+ * records. Commits are synchronous (PostgreSQL's default `synchronous_commit`), so every write is
+ * durable when it resolves; `durable` needs nothing more.
+ */
+import type pg from 'pg';
+import {
+  chainReceipt,
+  ErrorCode,
+  JOURNAL_STATES,
+  JournalError,
+  RuntimeError,
+  type ChainAnchor,
+  type JournalRecord,
+  type JournalState,
+  type JournalStore,
+  type PruneOptions,
+  type ReadReceiptsOptions,
+  type ReceiptBody,
+  type ReceiptEntry,
+  type StoredReceipt,
+  type UpdateResult,
+} from '@stepbind/binding/internal';
+import type { PgHandle } from './pg.js';
+
+interface RecordRow {
+  key: string;
+  state: string;
+  version: string;
+  attempt: string;
+  owner: string;
+  context: string;
+  args_digest: string;
+  created_at: string;
+  updated_at: string;
+  lease_expires_at: string;
+  expires_at: string | null;
+  outcome: string | null;
+  error: string | null;
+  resolution: string | null;
+}
+
+interface ReceiptRow {
+  seq: string;
+  prev_digest: string;
+  digest: string;
+  body: string;
+}
+
+const COLUMNS =
+  'key, state, version, attempt, owner, context, args_digest, created_at, updated_at, lease_expires_at, expires_at, outcome, error, resolution';
+
+/**
+ * The PostgreSQL {@link JournalStore}. Obtain it from `attachFleet` (which migrates the schema
+ * first) or construct it over a migrated {@link PgHandle}. It does not own the handle unless
+ * `ownsHandle` is set.
+ */
+export class PostgresJournalStore implements JournalStore {
+  readonly location: string;
+  /** Committed write transactions since construction, for benchmarks. */
+  commits = 0;
+  readonly #pg: PgHandle;
+  readonly #ownsHandle: boolean;
+  #closed = false;
+
+  constructor(handle: PgHandle, options: { readonly ownsHandle?: boolean } = {}) {
+    this.#pg = handle;
+    this.location = handle.location;
+    this.#ownsHandle = options.ownsHandle === true;
+  }
+
+  async get(key: string): Promise<JournalRecord | undefined> {
+    const { rows } = await this.#read(() =>
+      this.#pg.query<RecordRow>(`SELECT ${COLUMNS} FROM records WHERE key = $1`, [key]),
+    );
+    const row = rows[0];
+    return row === undefined ? undefined : this.#toRecord(row);
+  }
+
+  async insert(record: JournalRecord): Promise<boolean> {
+    return this.#write('insert a record', async (client) => {
+      const result = await client.query(
+        `INSERT INTO records (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+         ON CONFLICT (key) DO NOTHING`,
+        [record.key, ...rowValues(record)],
+      );
+      return result.rowCount === 1;
+    });
+  }
+
+  async update(
+    record: JournalRecord,
+    expectedVersion: number,
+    options: { readonly receipt?: ReceiptBody; readonly durable?: boolean } = {},
+  ): Promise<UpdateResult> {
+    const written = await this.#write('update a record', async (client) => {
+      const result = await client.query(
+        `UPDATE records SET state = $2, version = $3, attempt = $4, owner = $5, context = $6,
+           args_digest = $7, created_at = $8, updated_at = $9, lease_expires_at = $10,
+           expires_at = $11, outcome = $12, error = $13, resolution = $14
+         WHERE key = $1 AND version = $15`,
+        [record.key, ...rowValues(record), expectedVersion],
+      );
+      if (result.rowCount !== 1) return false;
+      return options.receipt === undefined ? undefined : append(client, options.receipt);
+    });
+    if (written === false) return { ok: false, current: await this.get(record.key) };
+    return { ok: true, receipt: written };
+  }
+
+  async appendReceipt(receipt: ReceiptBody): Promise<ReceiptEntry> {
+    return this.#write('append a receipt', (client) => append(client, receipt));
+  }
+
+  async listRecords(
+    filter: { readonly states?: readonly JournalState[] } = {},
+  ): Promise<JournalRecord[]> {
+    const states = filter.states ?? JOURNAL_STATES;
+    const { rows } = await this.#read(() =>
+      this.#pg.query<RecordRow>(
+        `SELECT ${COLUMNS} FROM records WHERE state = ANY($1::text[]) ORDER BY created_at, key`,
+        [[...states]],
+      ),
+    );
+    return rows.map((row) => this.#toRecord(row));
+  }
+
+  async readReceipts(options: ReadReceiptsOptions = {}): Promise<StoredReceipt[]> {
+    const values: unknown[] = [options.afterSeq ?? 0];
+    let where = 'seq > $1';
+    if (options.key !== undefined) {
+      values.push(options.key);
+      where += ' AND key = $2';
+    }
+    const limit =
+      options.limit === undefined ? '' : ` LIMIT ${Math.max(0, Math.trunc(options.limit))}`;
+    const { rows } = await this.#read(() =>
+      this.#pg.query<ReceiptRow>(
+        `SELECT seq, prev_digest, digest, body FROM receipts WHERE ${where} ORDER BY seq${limit}`,
+        values,
+      ),
+    );
+    return rows.map((row) => ({
+      seq: Number(row.seq),
+      prevDigest: row.prev_digest,
+      digest: row.digest,
+      text: row.body,
+    }));
+  }
+
+  async anchor(): Promise<ChainAnchor> {
+    const { rows } = await this.#read(() =>
+      this.#pg.query<{ seq: string; digest: string }>(
+        'SELECT seq, digest FROM chain_anchor WHERE id = 1',
+      ),
+    );
+    const row = rows[0];
+    if (row === undefined) throw this.#corrupt('the chain anchor row is missing');
+    return { seq: Number(row.seq), digest: row.digest };
+  }
+
+  async prune(
+    options: PruneOptions,
+  ): Promise<{ readonly records: number; readonly receipts: number }> {
+    return this.#write('prune', async (client) => {
+      const records =
+        (
+          await client.query(
+            'DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= $1',
+            [options.now],
+          )
+        ).rowCount ?? 0;
+      // Appends wait behind this lock, so the prefix chosen below stays a prefix.
+      await client.query('SELECT seq FROM chain_head WHERE id = 1 FOR UPDATE');
+      const firstKept = await client.query<{ seq: string }>(
+        'SELECT seq FROM receipts WHERE at >= $1 ORDER BY seq LIMIT 1',
+        [options.receiptsBefore],
+      );
+      const bound = firstKept.rows[0]?.seq ?? '9223372036854775807';
+      const last = await client.query<{ seq: string; digest: string }>(
+        'SELECT seq, digest FROM receipts WHERE seq < $1 ORDER BY seq DESC LIMIT 1',
+        [bound],
+      );
+      const lastRow = last.rows[0];
+      if (lastRow === undefined) return { records, receipts: 0 };
+      const receipts =
+        (await client.query('DELETE FROM receipts WHERE seq <= $1', [lastRow.seq])).rowCount ?? 0;
+      await client.query('UPDATE chain_anchor SET seq = $1, digest = $2 WHERE id = 1', [
+        lastRow.seq,
+        lastRow.digest,
+      ]);
+      return { records, receipts };
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#ownsHandle) await this.#pg.close();
+  }
+
+  async #read<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#closed) throw this.#unavailable('closed', 'the journal is closed');
+    try {
+      return await fn();
+    } catch (error) {
+      throw this.#map(error);
+    }
+  }
+
+  async #write<T>(what: string, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    if (this.#closed) throw this.#unavailable('closed', 'the journal is closed');
+    try {
+      const result = await this.#pg.tx(what, fn);
+      this.commits++;
+      return result;
+    } catch (error) {
+      throw this.#map(error);
+    }
+  }
+
+  #map(error: unknown): JournalError {
+    if (error instanceof JournalError) return error;
+    if (error instanceof RuntimeError) {
+      return new JournalError(ErrorCode.JOURNAL_UNAVAILABLE, error.message, {
+        detail: { ...error.detail, path: this.location },
+        cause: error,
+      });
+    }
+    return this.#unavailable('io', error instanceof Error ? error.message : String(error), error);
+  }
+
+  #unavailable(reason: string, why: string, cause?: unknown): JournalError {
+    return new JournalError(
+      ErrorCode.JOURNAL_UNAVAILABLE,
+      `The journal ${this.location} cannot be used: ${this.#pg.redactor.text(why)}.${reason === 'closed' ? ' Open a new runtime.' : ''}`,
+      { detail: { path: this.location, reason }, ...(cause === undefined ? {} : { cause }) },
+    );
+  }
+
+  #corrupt(why: string, key?: string): JournalError {
+    return new JournalError(
+      ErrorCode.JOURNAL_CORRUPT,
+      `The journal ${this.location} holds damaged data (${why}). Restore the database from a backup.`,
+      {
+        detail: { path: this.location, reason: 'malformed', ...(key === undefined ? {} : { key }) },
+      },
+    );
+  }
+
+  #toRecord(row: RecordRow): JournalRecord {
+    try {
+      if (!(JOURNAL_STATES as readonly string[]).includes(row.state)) throw new Error('bad state');
+      return {
+        key: row.key,
+        state: row.state as JournalState,
+        version: Number(row.version),
+        attempt: Number(row.attempt),
+        owner: row.owner,
+        context: JSON.parse(row.context) as JournalRecord['context'],
+        argsDigest: row.args_digest,
+        createdAt: Number(row.created_at),
+        updatedAt: Number(row.updated_at),
+        leaseExpiresAt: Number(row.lease_expires_at),
+        expiresAt: row.expires_at === null ? null : Number(row.expires_at),
+        outcome: parseNullable(row.outcome) as JournalRecord['outcome'],
+        error: parseNullable(row.error) as JournalRecord['error'],
+        resolution: parseNullable(row.resolution) as JournalRecord['resolution'],
+      };
+    } catch (error) {
+      throw this.#corrupt(
+        `record for key "${row.key}": ${error instanceof Error ? error.message : String(error)}`,
+        row.key,
+      );
+    }
+  }
+}
+
+/** Chains `body` after the head, under the head row's lock (held until the transaction ends). */
+async function append(client: pg.PoolClient, body: ReceiptBody): Promise<ReceiptEntry> {
+  const head = await client.query<{ seq: string; digest: string }>(
+    'SELECT seq, digest FROM chain_head WHERE id = 1 FOR UPDATE',
+  );
+  const row = head.rows[0];
+  if (row === undefined) throw new Error('the chain head row is missing');
+  const entry = chainReceipt({ seq: Number(row.seq), digest: row.digest }, body);
+  await client.query(
+    'INSERT INTO receipts (seq, prev_digest, digest, key, at, body) VALUES ($1, $2, $3, $4, $5, $6)',
+    [entry.seq, entry.prevDigest, entry.digest, body.key, body.at, entry.text],
+  );
+  await client.query('UPDATE chain_head SET seq = $1, digest = $2 WHERE id = 1', [
+    entry.seq,
+    entry.digest,
+  ]);
+  return entry;
+}
+
+function parseNullable(text: string | null): unknown {
+  return text === null ? null : JSON.parse(text);
+}
+
+/** Column values after `key`, in {@link COLUMNS} order. */
+function rowValues(r: JournalRecord): unknown[] {
+  return [
+    r.state,
+    r.version,
+    r.attempt,
+    r.owner,
+    JSON.stringify(r.context),
+    r.argsDigest,
+    r.createdAt,
+    r.updatedAt,
+    r.leaseExpiresAt,
+    r.expiresAt,
+    r.outcome === null ? null : JSON.stringify(r.outcome),
+    r.error === null ? null : JSON.stringify(r.error),
+    r.resolution === null ? null : JSON.stringify(r.resolution),
+  ];
+}
