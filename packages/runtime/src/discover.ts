@@ -9,7 +9,7 @@ import {
   type ValidationOptions,
 } from '@stepbind/binding';
 import type { ServerConfig } from './config.js';
-import type { SdkConnection } from './sdk.js';
+import type { AnyConnection } from './era/connect.js'; // era:
 import { createDebug } from './log.js';
 import { traceDiscovery } from './telemetry.js';
 import { toolFilterOf, type ToolFilterConfig } from './tool-filter.js';
@@ -73,7 +73,7 @@ export interface Discovery {
  * @throws CatalogError from discovery or validation.
  */
 export function discoverSnapshot(
-  connection: SdkConnection,
+  connection: AnyConnection, // era:
   options: DiscoverSnapshotOptions,
 ): Promise<Discovery> {
   return traceDiscovery(
@@ -86,7 +86,7 @@ export function discoverSnapshot(
 const debugDiscovery = createDebug('stepbind:discovery');
 
 async function discover(
-  connection: SdkConnection,
+  connection: AnyConnection, // era:
   options: DiscoverSnapshotOptions,
 ): Promise<Discovery> {
   const { config, name } = options;

@@ -1,6 +1,6 @@
 import { computeTransportDigest, type ServerIdentity } from '@stepbind/binding';
 import { DEFAULT_MAX_MESSAGE_BYTES, type ServerConfig } from './config.js';
-import type { SdkConnection } from './sdk.js';
+import type { AnyConnection } from './era/connect.js'; // era:
 
 /**
  * The digest of the transport settings that make a connection reusable: transport, command, args,
@@ -44,7 +44,7 @@ export function identityKeyOf(config: ServerConfig): string {
 export function identityOf(
   name: string,
   config: ServerConfig,
-  connection: SdkConnection,
+  connection: AnyConnection, // era:
 ): ServerIdentity {
   const { serverInfo, protocolVersion } = connection.hello;
   return Object.freeze({

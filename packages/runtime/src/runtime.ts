@@ -39,7 +39,8 @@ import { createDebug } from './log.js';
 import { identityKeyOf, identityOf } from './identity.js';
 import type { SessionLoss } from './http-session.js';
 import { openSqliteJournal } from './journal/sqlite.js';
-import { connectServer, type SdkConnection, type ServerLogMessage } from './sdk.js';
+import type { SdkConnection, ServerLogMessage } from './sdk.js'; // era: (connectServer)
+import { createEraConnector, type AnyConnection } from './era/connect.js'; // era:
 
 /** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
 export type ServerConnector = (
@@ -245,7 +246,7 @@ class ServerSession {
   config: ServerConfig;
   readonly identityKey: string;
   /** The live connection; replaced in place when a lost HTTP session is reconnected. */
-  connection: SdkConnection;
+  connection: AnyConnection; // era:
   identity: ServerIdentity;
   /** Serializes re-listings (hard refresh, refresh re-list) of this connection. */
   readonly listMutex = new Mutex();
@@ -273,7 +274,8 @@ class ServerSession {
     gaveUp: false,
   };
 
-  constructor(name: string, config: ServerConfig, identityKey: string, connection: SdkConnection) {
+  // era: the constructor takes an AnyConnection
+  constructor(name: string, config: ServerConfig, identityKey: string, connection: AnyConnection) {
     this.name = name;
     this.config = config;
     this.identityKey = identityKey;
@@ -297,7 +299,7 @@ interface Recovery {
 
 /** A new connection for a lost session, listed and validated, not installed yet. */
 interface Reconnected {
-  readonly connection: SdkConnection;
+  readonly connection: AnyConnection; // era:
   readonly identity: ServerIdentity;
   readonly snapshot: CatalogSnapshot | undefined;
   readonly listingKey: string | undefined;
@@ -467,7 +469,7 @@ export class McpRuntime {
   readonly #validatorCache = new SchemaValidatorCache();
   readonly #refreshMutex = new Mutex();
   readonly #options: McpRuntimeOptions;
-  readonly #connect: ServerConnector;
+  readonly #connect: (...a: Parameters<ServerConnector>) => Promise<AnyConnection>; // era:
   readonly #closeController = new AbortController();
   readonly #sessions = new Set<ServerSession>();
   readonly #liveSets = new Set<ConnectionSet>();
@@ -498,9 +500,7 @@ export class McpRuntime {
       ...(options.onElicitation === undefined ? {} : { onElicitation: options.onElicitation }),
     };
     this.#journal = journal;
-    this.#connect =
-      options.connect ??
-      ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal, handlers }));
+    this.#connect = options.connect ?? createEraConnector({ handlers }); // era:
     this.#registry = new CatalogRegistry({ policyEpoch: options.policyEpoch ?? 0 });
     this.#policy = {
       policyEpoch: options.policyEpoch ?? 0,
@@ -1335,7 +1335,7 @@ export class McpRuntime {
     config: ServerConfig,
     signal: AbortSignal,
     via?: {
-      readonly connection: SdkConnection;
+      readonly connection: AnyConnection; // era:
       readonly identity: ServerIdentity;
       /** Whether an unchanged listing may skip validation (not when the identity changed). */
       readonly compare: boolean;

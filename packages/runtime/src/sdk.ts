@@ -679,7 +679,8 @@ export interface ServerLogMessage {
 }
 
 /** The last stderr lines of a stdio server (for start errors) and a feed of every line. */
-class StderrTail {
+export class StderrTail {
+  // era: the era connector keeps the same stderr tail
   readonly #lines: string[] = [];
   readonly #listeners = new Set<(line: string) => void>();
   readonly #mode: 'pipe' | 'inherit' | 'ignore';
@@ -856,7 +857,7 @@ const START_CODES: ReadonlySet<string> = new Set([
   ErrorCode.MALFORMED_MESSAGE,
 ]);
 
-async function openSession(
+export async function openSession( // era: legacy fallback on the probed process
   name: string,
   transport: Transport,
   options: {
