@@ -10,7 +10,7 @@
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { ErrorCode, RuntimeError } from '@stepbind/binding';
+import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding';
 import { rootsOf, type ClientHandlers } from '../client-capabilities.js';
 import type { ServerConfig } from '../config.js';
 import { identityKeyOf } from '../identity.js';
@@ -115,6 +115,8 @@ export async function connectStdioEra(
     }
   } catch (error) {
     await stdio.close();
+    // A spawn error that names its config key (cwd, command) already says what to fix.
+    if (error instanceof StepbindError && error.detail['configPath'] !== undefined) throw error;
     throw new RuntimeError(
       ErrorCode.SERVER_START_FAILED,
       `Server "${name}" could not be started (command "${config.command}"): ${error instanceof Error ? error.message : String(error)}${stderrTail.text.trim() === '' ? '' : `\nLast stderr lines:\n${stderrTail.text.trim()}`}\nCheck the command, its arguments and environment in the configuration.`,
