@@ -8,14 +8,14 @@ import type { RuntimeClock } from './clock.js';
 import type { ClientHandlers } from './client-capabilities.js';
 import type { ServerConfig } from './config.js';
 import type { RuntimeEvent } from './events.js';
-import type { SdkConnection } from './sdk.js';
+import type { Connection } from './connection.js';
 
 /** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
 export type ServerConnector = (
   name: string,
   config: ServerConfig,
   options: { readonly signal: AbortSignal },
-) => Promise<SdkConnection>;
+) => Promise<Connection>;
 
 /** Bounded exponential backoff of the reconnects after a lost HTTP session. */
 export interface ReconnectOptions {
