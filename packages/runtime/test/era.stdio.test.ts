@@ -1,8 +1,15 @@
+import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { isStepbindError } from '@stepbind/binding';
-import { createEventLog } from '@stepbind/testkit';
+import { createEventLog, stdioServerParams, tempDir } from '@stepbind/testkit';
+import { parseConfig, type ServerConfig } from '../src/config.js';
+import { connectServer } from '../src/connect.js';
+import type { EraMemory } from '../src/connection.js';
+import { probeEra } from '../src/era/probe.js';
 import { McpRuntime } from '../src/index.js';
+import { openTransport } from '../src/transports/index.js';
+import { StderrTail } from '../src/transports/stderr-tail.js';
 
 const RAW = fileURLToPath(new URL('../../testkit/dist/era/raw-server.js', import.meta.url));
 
@@ -104,4 +111,65 @@ describe('protocol era per stdio server', () => {
       }
     });
   }
+});
+
+describe('the server/discover probe', () => {
+  const legacyServer = (): ServerConfig => {
+    const params = stdioServerParams({ scenario: 'single' });
+    const parsed = parseConfig({ mcpServers: { s: { ...params } } }).servers.get('s');
+    if (parsed === undefined) throw new Error('no server');
+    return parsed;
+  };
+
+  it('an SDK 1.32.2 server answers server/discover with an error, so a legacy start never waits for the budget', async () => {
+    const { transport } = openTransport('s', legacyServer(), {}, new StderrTail('pipe'));
+    await transport.start();
+    try {
+      // A budget no test could wait for: only the server's error answer can end the probe.
+      const outcome = await probeEra('s', transport, { timeoutMs: 3_600_000 });
+      expect(outcome).toEqual({ era: 'legacy', answer: 'error' });
+    } finally {
+      await transport.close();
+    }
+    const connection = await connectServer('s', legacyServer(), {
+      probeTimeoutMs: 3_600_000,
+      timeoutMs: 3_600_000,
+    });
+    try {
+      expect(connection.era).toBe('legacy');
+      expect(connection.hello.protocolVersion).toBe('2025-11-25');
+    } finally {
+      await connection.close();
+    }
+  });
+
+  it('a server remembered as legacy is not probed again when it is restarted', async () => {
+    await using dir = tempDir('era-probe');
+    const log = dir.file('requests.jsonl');
+    const raw = parseConfig({
+      mcpServers: {
+        s: {
+          command: process.execPath,
+          args: [RAW, 'hang-discover'],
+          env: { RAW_SERVER_LOG: log },
+        },
+      },
+    }).servers.get('s');
+    if (raw === undefined) throw new Error('no server');
+    const eras: EraMemory = new Map();
+    const first = await connectServer('s', raw, { probeTimeoutMs: 50, eras });
+    await first.close();
+    expect(first.era).toBe('legacy');
+    expect([...eras.values()]).toEqual(['legacy']);
+    // Were it probed again, this start would wait for the hour-long budget.
+    const second = await connectServer('s', raw, { probeTimeoutMs: 3_600_000, eras });
+    await second.close();
+    expect(second.era).toBe('legacy');
+    const methods = (await readFile(log, 'utf8'))
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => (JSON.parse(line) as { method?: string }).method);
+    expect(methods.filter((m) => m === 'server/discover')).toHaveLength(1);
+    expect(methods.filter((m) => m === 'initialize')).toHaveLength(2);
+  });
 });

@@ -6,7 +6,7 @@ import {
   connectServer,
   parseConfig,
   type ServerConfig,
-  type SdkConnection,
+  type Connection,
 } from '@stepbind/runtime';
 import {
   hostileServerParams,
@@ -22,7 +22,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 let dir: string;
 let files = 0;
-const open = new Set<SdkConnection>();
+const open = new Set<Connection>();
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'stepbind-transport-'));
@@ -49,7 +49,7 @@ async function connect(
   name: string,
   options: HostileServerOptions,
   extra: Record<string, unknown> = {},
-): Promise<SdkConnection> {
+): Promise<Connection> {
   const connection = await connectServer(
     name,
     config(name, { ...hostileServerParams(options), ...extra }),
