@@ -1,8 +1,9 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { isStepbindError } from '@stepbind/binding';
 import { createEventLog, stdioServerParams, tempDir } from '@stepbind/testkit';
+import { runCli } from '../src/cli/run.js';
 import { parseConfig, type ServerConfig } from '../src/config.js';
 import { connectServer } from '../src/connect.js';
 import type { EraMemory } from '../src/connection.js';
@@ -171,5 +172,51 @@ describe('the server/discover probe', () => {
       .map((line) => (JSON.parse(line) as { method?: string }).method);
     expect(methods.filter((m) => m === 'server/discover')).toHaveLength(1);
     expect(methods.filter((m) => m === 'initialize')).toHaveLength(2);
+  });
+});
+
+describe('the era is shown', () => {
+  const mixed = {
+    mcpServers: {
+      m: { command: process.execPath, args: [RAW, 'modern'] },
+      l: stdioServerParams({ scenario: 'single' }),
+    },
+  };
+
+  async function cli(args: string[]): Promise<{ code: number; out: string }> {
+    let out = '';
+    const code = await runCli(args, { stdout: (t) => (out += t), stderr: () => undefined });
+    return { code, out };
+  }
+
+  it('in status(), per server', async () => {
+    const runtime = await McpRuntime.open(mixed);
+    try {
+      const byName = new Map(runtime.status().servers.map((s) => [s.name, s]));
+      expect(byName.get('m')).toMatchObject({ era: 'modern', protocolVersion: '2026-07-28' });
+      expect(byName.get('l')).toMatchObject({ era: 'legacy', protocolVersion: '2025-11-25' });
+    } finally {
+      await runtime.close();
+    }
+  });
+
+  it('by stepbind catalog (text and JSON) and stepbind tools', async () => {
+    await using dir = tempDir('era-cli');
+    const path = dir.file('config.json');
+    await writeFile(path, JSON.stringify(mixed));
+    const text = await cli(['catalog', '--config', path]);
+    expect(text.code).toBe(0);
+    expect(text.out).toMatch(/✔ m: 3 tools in 2 pages .*, era modern \(2026-07-28\)\n/);
+    expect(text.out).toMatch(/✔ l: .*, era legacy \(2025-11-25\)\n/);
+    const json = await cli(['catalog', '--config', path, '--json']);
+    const servers = (JSON.parse(json.out) as { servers: Record<string, unknown>[] }).servers;
+    expect(servers.map((s) => [s['name'], s['era'], s['protocolVersion']])).toEqual([
+      ['m', 'modern', '2026-07-28'],
+      ['l', 'legacy', '2025-11-25'],
+    ]);
+    const tools = await cli(['tools', '--config', path]);
+    expect(tools.code).toBe(0);
+    expect(tools.out).toMatch(/✔ m: 3 tools, .*, era modern \(2026-07-28\)\n/);
+    expect(tools.out).toMatch(/✔ l: .*, era legacy \(2025-11-25\)\n/);
   });
 });
