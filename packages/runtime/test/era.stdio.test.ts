@@ -1,7 +1,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { isStepbindError } from '@stepbind/binding';
+import { isStepbindError, MemoryJournalStore, verifyChain } from '@stepbind/binding';
 import { createEventLog, stdioServerParams, tempDir } from '@stepbind/testkit';
 import { runCli } from '../src/cli/run.js';
 import { parseConfig, type ServerConfig } from '../src/config.js';
@@ -218,5 +218,36 @@ describe('the era is shown', () => {
     expect(tools.code).toBe(0);
     expect(tools.out).toMatch(/✔ m: 3 tools, .*, era modern \(2026-07-28\)\n/);
     expect(tools.out).toMatch(/✔ l: .*, era legacy \(2025-11-25\)\n/);
+  });
+});
+
+describe('receipts record the protocol version', () => {
+  it('in the CallReceipt and in the journal receipt body, which still verifies', async () => {
+    const store = new MemoryJournalStore();
+    const runtime = await McpRuntime.open(
+      {
+        mcpServers: {
+          m: { command: process.execPath, args: [RAW, 'modern'], approval: 'none' },
+          l: { ...stdioServerParams({ scenario: 'single' }), approval: 'none' },
+        },
+      },
+      { journal: { store } },
+    );
+    try {
+      await using step = await runtime.captureBinding();
+      const modern = await step.prepareCall('m__echo').run({}, { idempotencyKey: 'k-modern' });
+      expect(modern.receipt.protocolVersion).toBe('2026-07-28');
+      const legacyTool = step.tools.find((t) => t.name.startsWith('l__'));
+      if (legacyTool === undefined) throw new Error('no legacy tool');
+      const legacy = await step.prepareCall(legacyTool.name).run({});
+      expect(legacy.receipt.protocolVersion).toBe('2025-11-25');
+      const receipts = await store.readReceipts();
+      expect(
+        receipts.map((r) => (JSON.parse(r.text) as { protocolVersion?: string }).protocolVersion),
+      ).toEqual(['2026-07-28', '2025-11-25']);
+      expect(verifyChain(await store.anchor(), receipts)).toMatchObject({ ok: true });
+    } finally {
+      await runtime.close();
+    }
   });
 });
