@@ -2,12 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isStepbindError, type StepbindError } from '@stepbind/binding';
-import {
-  connectServer,
-  parseConfig,
-  type ServerConfig,
-  type Connection,
-} from '@stepbind/runtime';
+import { connectServer, parseConfig, type ServerConfig, type Connection } from '@stepbind/runtime';
 import {
   hostileServerParams,
   processGroupMembers,

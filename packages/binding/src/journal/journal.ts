@@ -659,7 +659,9 @@ export class CallJournal {
       policyEpoch: receipt.policyEpoch,
       audience: receipt.audience,
       catalogState: receipt.catalogState,
-      ...(receipt.protocolVersion === undefined ? {} : { protocolVersion: receipt.protocolVersion }),
+      ...(receipt.protocolVersion === undefined
+        ? {}
+        : { protocolVersion: receipt.protocolVersion }),
       at: this.#now(),
       source: 'run',
       key: claim?.key ?? receipt.idempotencyKey ?? null,
