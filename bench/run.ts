@@ -5,7 +5,7 @@
  * missed. A suite that crashes, or a child process left alive, always exits 1.
  *
  * Usage: `pnpm bench [--strict] [suite...]` with suites among capture, call, hard-refresh,
- * enumerate, snapshot, journal (default: all).
+ * enumerate, snapshot, journal, era (default: all).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { runCallBench } from './call.js';
 import { runCaptureBench } from './capture.js';
 import { runEnumerateBench } from './enumerate.js';
+import { runEraBench } from './era.js';
 import { runHardRefreshBench } from './hard-refresh.js';
 import { runJournalBench } from './journal.js';
 import { childCount, formatTable, liveChildren, row, type BenchRow } from './support.js';
@@ -51,6 +52,7 @@ const SUITES: Readonly<Record<string, () => Promise<readonly BenchRow[]>>> = {
   enumerate: () => runEnumerateBench(),
   snapshot: snapshotRows,
   journal: () => runJournalBench(),
+  era: () => runEraBench(),
 };
 
 const args = process.argv.slice(2);
