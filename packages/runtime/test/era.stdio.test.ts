@@ -5,14 +5,16 @@ import { isStepbindError, MemoryJournalStore, verifyChain } from '@stepbind/bind
 import { createEventLog, stdioServerParams, tempDir } from '@stepbind/testkit';
 import { runCli } from '../src/cli/run.js';
 import { parseConfig, type ServerConfig } from '../src/config.js';
+import { listCatalog } from '../src/catalog-listing.js';
 import { connectServer } from '../src/connect.js';
 import type { EraMemory } from '../src/connection.js';
 import { probeEra } from '../src/era/probe.js';
 import { McpRuntime } from '../src/index.js';
-import { openTransport } from '../src/transports/index.js';
+import { identityOf, openTransport } from '../src/transports/index.js';
 import { StderrTail } from '../src/transports/stderr-tail.js';
 
 const RAW = fileURLToPath(new URL('../../testkit/dist/era/raw-server.js', import.meta.url));
+const SDK2 = fileURLToPath(new URL('../../testkit/dist/era/sdk2-server.js', import.meta.url));
 
 function config(mode: string): unknown {
   return {
@@ -248,6 +250,59 @@ describe('receipts record the protocol version', () => {
       expect(verifyChain(await store.anchor(), receipts)).toMatchObject({ ok: true });
     } finally {
       await runtime.close();
+    }
+  });
+});
+
+describe('servers on either side of the eras', () => {
+  it('a server that offers only 2024-11-05 falls back to initialize and is served in that version', async () => {
+    const runtime = await McpRuntime.open(config('old-legacy'));
+    try {
+      expect(runtime.status().servers[0]).toMatchObject({
+        era: 'legacy',
+        protocolVersion: '2024-11-05',
+      });
+      await using step = await runtime.captureBinding();
+      const { result, receipt } = await step.prepareCall('s__echo').run({});
+      expect(result.content).toEqual([{ type: 'text', text: 'legacy echo' }]);
+      expect(receipt.protocolVersion).toBe('2024-11-05');
+    } finally {
+      await runtime.close();
+    }
+  });
+
+  it('an SDK 2.4.0 serveStdio server is modern: every page is walked and its own ttlMs recorded', async () => {
+    const raw = parseConfig({
+      mcpServers: { s: { command: process.execPath, args: [SDK2, '5', '2', '60000,0,5000'] } },
+    }).servers.get('s');
+    if (raw === undefined) throw new Error('no server');
+    const connection = await connectServer('s', raw);
+    try {
+      if (connection.era !== 'modern') throw new Error(`spoke ${connection.era}`);
+      expect(connection.hello.serverInfo).toEqual({ name: 'sdk2-era-server', version: '2.4.0' });
+      const { enumeration } = await listCatalog(connection, {
+        name: 's',
+        config: raw,
+        identity: identityOf('s', raw, connection),
+        policyEpoch: 0,
+      });
+      expect(enumeration.tools.map((t) => (t as { name: string }).name)).toEqual([
+        'echo',
+        't1',
+        't2',
+        't3',
+        't4',
+      ]);
+      // Page 1's TTL is not kept for the whole list (SDK 2.4.0's client does that).
+      expect(connection.pageHints).toEqual([
+        { page: 1, ttlMs: 60000, cacheScope: 'public' },
+        { page: 2, ttlMs: 0, cacheScope: 'public' },
+        { page: 3, ttlMs: 5000, cacheScope: 'public' },
+      ]);
+      const result = await connection.callTool('echo', { text: 'hi' }, { timeoutMs: 30_000 });
+      expect(result.content).toEqual([{ type: 'text', text: 'echo {"text":"hi"}' }]);
+    } finally {
+      await connection.close();
     }
   });
 });

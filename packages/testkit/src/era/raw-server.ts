@@ -10,6 +10,7 @@
  *   every request without the envelope is refused with -32602, an unknown version with -32022.
  * - `hang-discover`: a 2025 server that never answers `server/discover`.
  * - `garbage-discover`: a 2025 server that answers it with a result that is no discover result.
+ * - `old-legacy`: a server that refuses `server/discover` (-32601) and offers only 2024-11-05.
  *
  * Every request is appended as one JSON line to the file named by `RAW_SERVER_LOG`, if set.
  */
@@ -172,10 +173,13 @@ function legacy(mode: string, m: Message, send: (message: unknown) => void): voi
   switch (m.method) {
     case 'server/discover':
       if (mode === 'garbage-discover') reply({ supportedVersions: 'yes', hello: [1, 2] });
+      if (mode === 'old-legacy') {
+        send({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'Method not found' } });
+      }
       return; // hang-discover: never answers
     case 'initialize':
       reply({
-        protocolVersion: '2025-11-25',
+        protocolVersion: mode === 'old-legacy' ? '2024-11-05' : '2025-11-25',
         capabilities: { tools: {} },
         serverInfo: { name: `raw-${mode}`, version: '1.0.0' },
       });
