@@ -21,7 +21,7 @@ import {
   connectServer,
   McpRuntime,
   parseConfig,
-  type SdkConnection,
+  type Connection,
   type StdioServerConfig,
 } from '@stepbind/runtime';
 import { listCatalog } from '../packages/runtime/src/catalog-listing.js';
@@ -87,7 +87,7 @@ function stdioConfig(json: unknown): StdioServerConfig {
 }
 
 /** What a runtime refresh does for one connection: enumerate, then validate into a snapshot. */
-async function stepbindEnumerate(conn: SdkConnection, cfg: StdioServerConfig) {
+async function stepbindEnumerate(conn: Connection, cfg: StdioServerConfig) {
   const { snapshot } = await listCatalog(conn, {
     // What the first listing of a connection runs (open, a new server, a reconnect).
     keyListing: false,
@@ -131,7 +131,7 @@ async function connectBare(params: ReturnType<typeof stdioServerParams>): Promis
   return client;
 }
 
-async function connectStepbind(cfg: StdioServerConfig): Promise<SdkConnection> {
+async function connectStepbind(cfg: StdioServerConfig): Promise<Connection> {
   const conn = await connectServer('big', cfg);
   trackChild(conn.pid);
   return conn;
@@ -145,7 +145,7 @@ interface WarmResult {
 async function warm(fixturePath: string, rounds: number): Promise<WarmResult> {
   const { params, json } = serverConfig(fixturePath);
   const cfg = stdioConfig(json);
-  let conn: SdkConnection | undefined;
+  let conn: Connection | undefined;
   let client: Client | undefined;
   try {
     conn = await connectStepbind(cfg);

@@ -6,6 +6,7 @@
  *
  * Usage: `pnpm bench [--strict] [suite...]` with suites among capture, call, hard-refresh,
  * enumerate, snapshot, journal, fleet (default: all; fleet needs PostgreSQL, see bench/fleet.ts).
+ * enumerate, snapshot, journal, era (default: all).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -14,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { runCallBench } from './call.js';
 import { runCaptureBench } from './capture.js';
 import { runEnumerateBench } from './enumerate.js';
+import { runEraBench } from './era.js';
 import { runHardRefreshBench } from './hard-refresh.js';
 import { runJournalBench } from './journal.js';
 import { runFleetBench } from './fleet.js';
@@ -53,6 +55,7 @@ const SUITES: Readonly<Record<string, () => Promise<readonly BenchRow[]>>> = {
   snapshot: snapshotRows,
   journal: () => runJournalBench(),
   fleet: () => runFleetBench(),
+  era: () => runEraBench(),
 };
 
 const args = process.argv.slice(2);

@@ -68,6 +68,14 @@ export const ErrorCode = {
   // shared PostgreSQL store could not be reached after bounded retries (detail: store, reason).
   POLICY_STALE: 'POLICY_STALE',
   STORE_UNAVAILABLE: 'STORE_UNAVAILABLE',
+  // the 2026-07-28 protocol era (RuntimeError, CallError): issue 13. UNSUPPORTED_PROTOCOL_VERSION
+  // (-32022; detail: supported, requested), HEADER_MISMATCH (-32020), MISSING_CLIENT_CAPABILITY
+  // (-32021; detail: capabilities), INPUT_REQUIRED: a server asked for input (MRTR) that the
+  // application cannot give (no elicitation handler, or more rounds than allowed; detail: requests).
+  UNSUPPORTED_PROTOCOL_VERSION: 'UNSUPPORTED_PROTOCOL_VERSION',
+  HEADER_MISMATCH: 'HEADER_MISMATCH',
+  MISSING_CLIENT_CAPABILITY: 'MISSING_CLIENT_CAPABILITY',
+  INPUT_REQUIRED: 'INPUT_REQUIRED',
 } as const;
 
 /** One of the stable error codes in {@link ErrorCode}. */

@@ -9,7 +9,7 @@ import {
   type ValidationOptions,
 } from '@stepbind/binding/internal';
 import type { ServerConfig } from './config.js';
-import type { SdkConnection } from './sdk.js';
+import type { Connection } from './connection.js';
 import { createDebug } from './log.js';
 import { traceDiscovery } from './telemetry.js';
 import { toolFilterOf, type ToolFilterConfig } from './tool-filter.js';
@@ -75,7 +75,7 @@ export interface CatalogListing {
  * @throws CatalogError from discovery or validation.
  */
 export function listCatalog(
-  connection: SdkConnection,
+  connection: Connection,
   options: ListCatalogOptions,
 ): Promise<CatalogListing> {
   return traceDiscovery(
@@ -88,7 +88,7 @@ export function listCatalog(
 const debugDiscovery = createDebug('stepbind:discovery');
 
 async function discover(
-  connection: SdkConnection,
+  connection: Connection,
   options: ListCatalogOptions,
 ): Promise<CatalogListing> {
   const { config, name } = options;

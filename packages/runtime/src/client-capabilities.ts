@@ -85,11 +85,18 @@ export interface ClientHandlers {
   ) => Promise<ElicitationResult>;
 }
 
-/** The capabilities stepbind declares: roots, sampling and elicitation (form and URL modes). */
+/**
+ * The capabilities stepbind declares: roots, sampling and elicitation (form and URL modes). Form
+ * mode declares `applyDefaults` (SEP-1034): when the handler accepts a form and leaves fields out,
+ * the SDK fills them from the requested schema's `default`s before the answer is sent.
+ */
 export const CLIENT_CAPABILITIES = Object.freeze({
   roots: Object.freeze({ listChanged: false }),
   sampling: Object.freeze({}),
-  elicitation: Object.freeze({ form: Object.freeze({}), url: Object.freeze({}) }),
+  elicitation: Object.freeze({
+    form: Object.freeze({ applyDefaults: true }),
+    url: Object.freeze({}),
+  }),
 });
 
 /** Turns configured roots (absolute paths or `file://` URIs) into {@link ClientRoot}s. */

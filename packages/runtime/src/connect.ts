@@ -1,6 +1,8 @@
 /**
- * Connecting: builds one server's transport (see `transports/`), completes `initialize` through the
- * SDK client and hands back the {@link SdkConnection}; a failed start is one typed error.
+ * Connecting: builds one server's transport (see `transports/`), picks the protocol era (a stdio
+ * server is probed with `server/discover`, see `era/probe.ts`), and hands back a
+ * {@link ModernConnection} or, after `initialize` through the SDK client, an {@link SdkConnection};
+ * a failed start is one typed error.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -12,12 +14,15 @@ import {
   type ClientHandlers,
 } from './client-capabilities.js';
 import type { ServerConfig } from './config.js';
+import type { Connection, EraMemory } from './connection.js';
+import { ModernConnection } from './era/modern.js';
+import { DISCOVER_PROBE_TIMEOUT_MS, probeEra, startedTransport } from './era/probe.js';
 import { NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 import { CLIENT_INFO, linkSignal, SdkConnection } from './sdk.js';
 import { mapSdkError } from './sdk-errors.js';
 import type { FaultError } from './transports/guard.js';
 import { httpFailure, type HttpSessionWatch } from './transports/http-session.js';
-import { openTransport } from './transports/index.js';
+import { identityKeyOf, openTransport } from './transports/index.js';
 import { StderrTail } from './transports/stderr-tail.js';
 
 /** Options for {@link connectServer}. */
@@ -37,14 +42,28 @@ export interface ConnectOptions {
    * ending stdin, after SIGTERM to the group, after SIGKILL to the group. @default 2000
    */
   readonly closeGraceMs?: number;
+  /**
+   * How long a stdio server may take to answer the `server/discover` probe before stepbind falls
+   * back to `initialize` (a 2025-era server answers it at once with an error). `0` skips the
+   * probe: the 2025 era only. @default 2000
+   */
+  readonly probeTimeoutMs?: number;
+  /**
+   * The era each server spoke, by identity key: a server remembered as `legacy` is not probed
+   * again, and every connection's era is recorded here. @default a fresh map (no memory)
+   */
+  readonly eras?: EraMemory;
 }
 
 const EARLY_ERRORS = 3;
 
 /**
- * Starts (stdio) or opens (HTTP) a connection to one configured server and completes `initialize`.
- * A stdio server runs in its own process group; a failed start ends the whole group before this
- * rejects.
+ * Starts (stdio) or opens (HTTP) a connection to one configured server in the era it speaks: a
+ * stdio server that answers `server/discover` with 2026-07-28 gets a {@link ModernConnection};
+ * any other answer, or none within `probeTimeoutMs`, falls back to `initialize` on the same process
+ * (2025-11-25, or an older version the server offers). HTTP servers use `initialize` (the modern
+ * era over HTTP is not built yet). A stdio server runs in its own process group; a failed start
+ * ends the whole group before this rejects.
  *
  * @throws RuntimeError `SERVER_START_FAILED` (with the server's last stderr lines; for a missing
  *   working directory or command, `detail.configPath` names the key at fault), `TIMEOUT`,
@@ -54,7 +73,7 @@ export async function connectServer(
   name: string,
   config: ServerConfig,
   options: ConnectOptions = {},
-): Promise<SdkConnection> {
+): Promise<Connection> {
   const timeoutMs = options.timeoutMs ?? config.startupTimeoutMs;
   const stderrTail = new StderrTail(config.transport === 'stdio' ? config.stderr : 'pipe');
   const { transport, pid, fault, http } = openTransport(
@@ -67,16 +86,42 @@ export async function connectServer(
     stderrTail,
   );
   const redactor = http?.redactor ?? NO_REDACTION;
+  const handlers: ClientHandlers = { roots: rootsOf(config.roots), ...options.handlers };
+  const key = identityKeyOf(config);
+  const probeMs = Math.min(options.probeTimeoutMs ?? DISCOVER_PROBE_TIMEOUT_MS, timeoutMs);
+  const probe = config.transport === 'stdio' && probeMs > 0 && options.eras?.get(key) !== 'legacy';
+  const started = performance.now();
   try {
-    return await openSession(name, transport, {
-      timeoutMs,
+    let session = transport;
+    if (probe) {
+      const outcome = await startAndProbe(name, transport, probeMs, options.signal);
+      if (outcome.era === 'modern') {
+        const modern = new ModernConnection({
+          name,
+          transport,
+          discover: outcome.discover,
+          pid: pid(),
+          stderr: stderrTail,
+          handlers,
+          fault: () => fault()?.(undefined),
+        });
+        modern.listen();
+        options.eras?.set(key, 'modern');
+        return modern;
+      }
+      session = startedTransport(transport);
+    }
+    const connection = await openSession(name, session, {
+      timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),
       ...(options.signal === undefined ? {} : { signal: options.signal }),
       pid,
       fault,
       stderrTail,
-      handlers: { roots: rootsOf(config.roots), ...options.handlers },
+      handlers,
       ...(http === undefined ? {} : { http }),
     });
+    options.eras?.set(key, 'legacy');
+    return connection;
   } catch (error) {
     if (!(error instanceof StepbindError) || error.code !== ErrorCode.SERVER_START_FAILED)
       throw redactor.error(error as Error);
@@ -104,6 +149,26 @@ export async function connectServer(
         { detail: { server: name, stderr: tail, ...failure }, cause: error.cause },
       ),
     );
+  }
+}
+
+/** Starts a stdio transport and probes its era; the transport is closed when either fails. */
+async function startAndProbe(
+  name: string,
+  transport: Transport,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+): ReturnType<typeof probeEra> {
+  try {
+    await transport.start();
+    return await probeEra(name, transport, {
+      timeoutMs,
+      ...(signal === undefined ? {} : { signal }),
+    });
+  } catch (error) {
+    // Ends the whole process group (and waits for it) before the start error is reported.
+    await transport.close();
+    throw error;
   }
 }
 

@@ -13,7 +13,7 @@ import { DiscoveryStates } from './discovery-states.js';
 import { createEmitter, type Emit } from './events.js';
 import type { FleetStore } from './fleet/attach.js';
 import type { McpRuntimeOptions, ServerConnector } from './options.js';
-import type { SdkConnection } from './sdk.js';
+import type { Connection } from './connection.js';
 import { stopRecovery, type ServerSession } from './session.js';
 
 /**
@@ -80,7 +80,7 @@ export class RuntimeCore {
     config: ServerConfig,
     signal: AbortSignal,
     via?: {
-      readonly connection: SdkConnection;
+      readonly connection: Connection;
       readonly identity: ServerIdentity;
       /** Whether an unchanged listing may skip validation (not when the identity changed). */
       readonly compare: boolean;

@@ -66,6 +66,8 @@ export type {
 export { connectServer, connectTransport } from './connect.js';
 export type { ConnectOptions, ConnectTransportOptions } from './connect.js';
 export { CLIENT_INFO, mapSdkError, SdkConnection } from './sdk.js';
+export { ModernConnection } from './era/modern.js';
+export type { Connection, ProtocolEra } from './connection.js';
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';
 export type { Redactor } from './redact.js';
 export type { SessionLoss } from './transports/http-session.js';

@@ -8,15 +8,15 @@ import type { RuntimeClock } from './clock.js';
 import type { ClientHandlers } from './client-capabilities.js';
 import type { ServerConfig } from './config.js';
 import type { RuntimeEvent } from './events.js';
+import type { Connection, ProtocolEra } from './connection.js';
 import type { StoreOption } from './fleet/attach.js';
-import type { SdkConnection } from './sdk.js';
 
 /** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
 export type ServerConnector = (
   name: string,
   config: ServerConfig,
   options: { readonly signal: AbortSignal },
-) => Promise<SdkConnection>;
+) => Promise<Connection>;
 
 /** Bounded exponential backoff of the reconnects after a lost HTTP session. */
 export interface ReconnectOptions {
@@ -126,6 +126,13 @@ export interface ServerStatus {
   readonly catalogState?: string;
   readonly tools?: number;
   readonly pid?: number;
+  /**
+   * The protocol era the live connection speaks: `modern` (2026-07-28, probed with
+   * `server/discover`) or `legacy` (an `initialize` session). Set while a connection exists.
+   */
+  readonly era?: ProtocolEra;
+  /** The protocol version of the live connection (`2026-07-28`, `2025-11-25`, ...), when known. */
+  readonly protocolVersion?: string;
   readonly error?: { readonly code: string; readonly message: string };
   /** Reconnect attempts made since the session was lost. */
   readonly reconnectAttempts?: number;

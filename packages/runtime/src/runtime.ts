@@ -26,6 +26,7 @@ import type {
 import { RuntimePolicy } from './policy.js';
 import { refreshIfDirty } from './refresh.js';
 import { connectServer } from './connect.js';
+import type { EraMemory } from './connection.js';
 import { stopRecovery } from './session.js';
 import { runtimeStatus } from './status.js';
 import { watchSession } from './watch.js';
@@ -73,9 +74,10 @@ export class McpRuntime {
       ...(options.onSampling === undefined ? {} : { onSampling: options.onSampling }),
       ...(options.onElicitation === undefined ? {} : { onElicitation: options.onElicitation }),
     };
+    const eras: EraMemory = new Map(); // era: remembered per server for this runtime
     const connect: ServerConnector =
       options.connect ??
-      ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal, handlers }));
+      ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal, handlers, eras }));
     const core = new RuntimeCore(config, options, connect);
     core.watch = (session) => watchSession(core, session);
     core.fleet = fleet;

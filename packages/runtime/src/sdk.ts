@@ -72,6 +72,8 @@ const debugCall = createDebug('stepbind:call');
  * instead of `CONNECTION_CLOSED`.
  */
 export class SdkConnection {
+  /** Always `legacy`: an `initialize` session (a `ModernConnection` speaks 2026-07-28). */
+  readonly era = 'legacy' as const;
   readonly name: string;
   readonly client: Client;
   readonly hello: ServerHello;

@@ -7,7 +7,7 @@ import type {
 } from '@stepbind/binding/internal';
 import type { RuntimeClock, TimerHandle } from './clock.js';
 import type { ServerConfig } from './config.js';
-import type { SdkConnection } from './sdk.js';
+import type { Connection } from './connection.js';
 import { identityOf } from './transports/index.js';
 import type { SessionLoss } from './transports/http-session.js';
 
@@ -27,7 +27,7 @@ export class ServerSession {
   config: ServerConfig;
   readonly identityKey: string;
   /** The live connection; replaced in place when a lost HTTP session is reconnected. */
-  connection: SdkConnection;
+  connection: Connection;
   identity: ServerIdentity;
   /** Serializes re-listings (hard refresh, refresh re-list, reconnect) of this connection. */
   readonly listMutex = new Mutex();
@@ -56,7 +56,7 @@ export class ServerSession {
     gaveUp: false,
   };
 
-  constructor(name: string, config: ServerConfig, identityKey: string, connection: SdkConnection) {
+  constructor(name: string, config: ServerConfig, identityKey: string, connection: Connection) {
     this.name = name;
     this.config = config;
     this.identityKey = identityKey;
@@ -72,7 +72,7 @@ export class ServerSession {
 
 /** A new connection for a lost session, listed and validated, not installed yet. */
 export interface Reconnected {
-  readonly connection: SdkConnection;
+  readonly connection: Connection;
   readonly identity: ServerIdentity;
   readonly snapshot: CatalogSnapshot | undefined;
   readonly listingKey: string | undefined;

@@ -33,6 +33,10 @@ export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
         catalogState: s.slot?.catalog.state ?? 'DISCOVERING',
         tools: s.slot?.catalog.tools.length ?? 0,
         ...(s.connection.pid === undefined ? {} : { pid: s.connection.pid }),
+        era: s.connection.era,
+        ...(s.connection.hello.protocolVersion === undefined
+          ? {}
+          : { protocolVersion: s.connection.hello.protocolVersion }),
         ...(loss === undefined
           ? {}
           : {

@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { isStepbindError, type StepbindError } from '@stepbind/binding';
-import { connectServer, parseConfig, type SdkConnection } from '@stepbind/runtime';
+import { connectServer, parseConfig, type Connection } from '@stepbind/runtime';
 import { stdioServerParams, tempAuditPath, type ServerFixture } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitUntilGone } from './helpers.js';
@@ -24,7 +24,7 @@ const fixture: ServerFixture = {
   ],
 };
 
-const open: SdkConnection[] = [];
+const open: Connection[] = [];
 const files: string[] = [];
 afterEach(async () => {
   for (const c of open.splice(0)) {
@@ -34,7 +34,7 @@ afterEach(async () => {
   for (const f of files.splice(0)) rmSync(f, { force: true });
 });
 
-async function connect(): Promise<SdkConnection> {
+async function connect(): Promise<Connection> {
   const auditPath = tempAuditPath('delivery');
   files.push(auditPath);
   const config = parseConfig({

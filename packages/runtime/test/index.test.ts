@@ -36,6 +36,7 @@ describe('@stepbind/runtime public surface', () => {
         'JOURNAL_APPLICATION_ID',
         'JOURNAL_SCHEMA_VERSION',
         'McpRuntime',
+        'ModernConnection',
         'SERVER_NAME_PATTERN',
         'SdkConnection',
         'SqliteJournalStore',

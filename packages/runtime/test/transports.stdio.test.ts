@@ -2,12 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isStepbindError, type StepbindError } from '@stepbind/binding';
-import {
-  connectServer,
-  parseConfig,
-  type ServerConfig,
-  type SdkConnection,
-} from '@stepbind/runtime';
+import { connectServer, parseConfig, type ServerConfig, type Connection } from '@stepbind/runtime';
 import {
   hostileServerParams,
   processGroupMembers,
@@ -22,7 +17,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 let dir: string;
 let files = 0;
-const open = new Set<SdkConnection>();
+const open = new Set<Connection>();
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'stepbind-transport-'));
@@ -49,7 +44,7 @@ async function connect(
   name: string,
   options: HostileServerOptions,
   extra: Record<string, unknown> = {},
-): Promise<SdkConnection> {
+): Promise<Connection> {
   const connection = await connectServer(
     name,
     config(name, { ...hostileServerParams(options), ...extra }),

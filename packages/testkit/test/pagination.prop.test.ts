@@ -9,7 +9,7 @@ import {
   type StepbindError,
   type ToolEnumeration,
 } from '@stepbind/binding/internal';
-import { parseConfig, type SdkConnection } from '@stepbind/runtime';
+import { parseConfig, type Connection } from '@stepbind/runtime';
 import {
   arbCatalog,
   arbCursorCycle,
@@ -340,7 +340,7 @@ async function openSdk(
     readonly triggers?: readonly FixtureTrigger[];
   },
   fleets: InMemoryFleet[],
-): Promise<{ fleet: InMemoryFleet; connection: SdkConnection }> {
+): Promise<{ fleet: InMemoryFleet; connection: Connection }> {
   const fleet = createInMemoryFleet({ s: { scenario: 'fixture', fixture } });
   fleets.push(fleet);
   const config = parseConfig(fleet.config()).servers.get('s');

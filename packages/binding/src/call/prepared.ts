@@ -10,7 +10,7 @@ import type { JournalClaim } from '../journal/claim.js';
 import type { CallJournal } from '../journal/journal.js';
 import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/store.js';
 import type { Release } from '../lock.js';
-import type { EffectClass, ToolDescriptor } from '../snapshot/snapshot.js';
+import type { CatalogSnapshot, EffectClass, ToolDescriptor } from '../snapshot/snapshot.js';
 import type { BoundTool } from '../tools/view.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
 import type {
@@ -215,6 +215,7 @@ export class PreparedCall {
         policyEpoch: this.#policyEpoch,
         audience: catalog.audience,
         catalogState: catalog.state,
+        ...protocolOf(catalog),
         effectClass: this.descriptor.effectClass,
         outcome: result.isError === true ? 'tool-error' : 'ok',
         idempotencyKey: key,
@@ -296,6 +297,7 @@ export class PreparedCall {
       policyEpoch: this.#policyEpoch,
       audience: catalog.audience,
       catalogState: catalog.state,
+      ...protocolOf(catalog),
     };
   }
 
@@ -519,6 +521,12 @@ export class PreparedCall {
 }
 
 /** Whether a call needs an approval under `mode` (see {@link ApprovalMode}). */
+/** The catalog's protocol version (from its server identity), as an optional field. */
+function protocolOf(catalog: CatalogSnapshot): { readonly protocolVersion?: string } {
+  const version = catalog.identity.protocolVersion;
+  return version === undefined ? {} : { protocolVersion: version };
+}
+
 function needsApproval(mode: ApprovalMode, catalogState: string, effect: EffectClass): boolean {
   if (mode === 'none' || effect === 'read') return false;
   if (mode === 'all-writes') return true;

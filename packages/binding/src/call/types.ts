@@ -120,6 +120,8 @@ export interface CallReceipt {
   readonly policyEpoch: number;
   readonly audience: string;
   readonly catalogState: string;
+  /** The protocol version of the server's connection (part of its identity), when known. */
+  readonly protocolVersion?: string;
   readonly effectClass: EffectClass;
   /** `ok`, or `tool-error` when the server returned `isError: true`. */
   readonly outcome: 'ok' | 'tool-error';

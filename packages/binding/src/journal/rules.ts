@@ -57,6 +57,7 @@ export function contextOf(c: CallContext): CallContext {
     policyEpoch: c.policyEpoch,
     audience: c.audience,
     catalogState: c.catalogState,
+    ...(c.protocolVersion === undefined ? {} : { protocolVersion: c.protocolVersion }),
   };
 }
 
@@ -182,6 +183,7 @@ export function resolvedReceipt(record: JournalRecord): CallReceipt {
     policyEpoch: c.policyEpoch,
     audience: c.audience,
     catalogState: c.catalogState,
+    ...(c.protocolVersion === undefined ? {} : { protocolVersion: c.protocolVersion }),
     effectClass: c.effectClass,
     outcome: 'ok',
     idempotencyKey: record.key,

@@ -47,6 +47,11 @@ export interface CallContext {
   readonly policyEpoch: number;
   readonly audience: string;
   readonly catalogState: string;
+  /**
+   * The protocol version the server's connection spoke (`2026-07-28`, `2025-11-25`, ...), when
+   * known. Absent in records and receipts written before it was recorded.
+   */
+  readonly protocolVersion?: string;
 }
 
 /** What a key's first use recorded: what the call finally did. */

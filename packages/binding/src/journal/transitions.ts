@@ -194,6 +194,7 @@ export function runReceipt(
     policyEpoch: receipt.policyEpoch,
     audience: receipt.audience,
     catalogState: receipt.catalogState,
+    ...(receipt.protocolVersion === undefined ? {} : { protocolVersion: receipt.protocolVersion }),
     at,
     source: 'run',
     key: claim?.key ?? receipt.idempotencyKey ?? null,

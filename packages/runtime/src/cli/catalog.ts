@@ -14,12 +14,15 @@ import { parseConfig, type RuntimeConfig, type ServerConfig } from '../config.js
 import { listCatalog, type DiscoveryProgress } from '../catalog-listing.js';
 import { identityOf } from '../transports/index.js';
 import { connectServer } from '../connect.js';
+import type { ProtocolEra } from '../connection.js';
 
 /** The outcome of discovering one configured server. */
 export type ServerCatalogReport =
   | {
       readonly name: string;
       readonly ok: true;
+      /** The protocol era the server spoke (`modern`: 2026-07-28; `legacy`: `initialize`). */
+      readonly era: ProtocolEra;
       readonly enumeration: ToolEnumeration;
       /** The published snapshot (generation 1 of a registry private to this discovery). */
       readonly snapshot: CatalogSnapshot;
@@ -84,7 +87,7 @@ async function discoverOne(
       });
       if (snapshot === undefined) throw new Error('listCatalog skipped a first listing');
       const published = shared.registry.publish(snapshot, { expectedGeneration: 0 });
-      return { name, ok: true, enumeration, snapshot: published };
+      return { name, ok: true, era: connection.era, enumeration, snapshot: published };
     } finally {
       await connection.close();
     }
@@ -113,9 +116,10 @@ function toStepbindError(
 }
 
 /**
- * The `--json` shape of `stepbind catalog`: per server `{ name, ok: true, tools: [names], pageSizes,
- * state, generation, pageRoot, sourceRevision, descriptors: [{ name, modelName, descriptorDigest,
- * effectClass }] }` or `{ name, ok: false, error: { code, message } }`.
+ * The `--json` shape of `stepbind catalog`: per server `{ name, ok: true, era, protocolVersion,
+ * tools: [names], pageSizes, state, generation, pageRoot, sourceRevision, descriptors: [{ name,
+ * modelName, descriptorDigest, effectClass }] }` or `{ name, ok: false, error: { code, message } }`.
+ * `protocolVersion` is `null` when the server did not say.
  */
 export function catalogReportJson(reports: readonly ServerCatalogReport[]): unknown {
   return {
@@ -124,6 +128,8 @@ export function catalogReportJson(reports: readonly ServerCatalogReport[]): unkn
         ? {
             name: report.name,
             ok: true,
+            era: report.era,
+            protocolVersion: report.snapshot.identity.protocolVersion ?? null,
             tools: report.enumeration.tools.map((tool) => tool.name),
             pageSizes: report.enumeration.pageSizes,
             state: report.snapshot.state,
@@ -147,8 +153,8 @@ export function catalogReportJson(reports: readonly ServerCatalogReport[]): unkn
 }
 
 /**
- * Human-readable lines for `stepbind catalog`: per server its counts, page sizes, catalog state and
- * generation; per tool its name, effect class and model name.
+ * Human-readable lines for `stepbind catalog`: per server its counts, page sizes, catalog state,
+ * generation and protocol era (with the version); per tool its name, effect class and model name.
  */
 export function formatCatalogReport(reports: readonly ServerCatalogReport[]): string {
   const lines: string[] = [];
@@ -156,7 +162,7 @@ export function formatCatalogReport(reports: readonly ServerCatalogReport[]): st
     if (report.ok) {
       const { tools, pageSizes } = report.enumeration;
       lines.push(
-        `✔ ${report.name}: ${tools.length} tool${tools.length === 1 ? '' : 's'} in ${pageSizes.length} page${pageSizes.length === 1 ? '' : 's'} (sizes ${pageSizes.join(', ')}), ${report.snapshot.state}, generation ${report.snapshot.generation}`,
+        `✔ ${report.name}: ${tools.length} tool${tools.length === 1 ? '' : 's'} in ${pageSizes.length} page${pageSizes.length === 1 ? '' : 's'} (sizes ${pageSizes.join(', ')}), ${report.snapshot.state}, generation ${report.snapshot.generation}, ${eraText(report.era, report.snapshot.identity.protocolVersion)}`,
       );
       if (tools.length === 0) lines.push('    (no tools)');
       for (const t of report.snapshot.tools) {
@@ -168,6 +174,11 @@ export function formatCatalogReport(reports: readonly ServerCatalogReport[]): st
     }
   }
   return lines.join('\n');
+}
+
+/** `era modern (2026-07-28)`: how the CLI names a server's protocol era and version. */
+export function eraText(era: ProtocolEra, protocolVersion: string | undefined): string {
+  return `era ${era}${protocolVersion === undefined ? '' : ` (${protocolVersion})`}`;
 }
 
 /** The largest configuration file {@link loadConfigFile} reads: 1 MiB. */

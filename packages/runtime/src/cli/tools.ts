@@ -13,7 +13,9 @@ import {
   type FormattedTools,
   type McpBinding,
 } from '@stepbind/binding/internal';
+import type { ProtocolEra } from '../connection.js';
 import { McpRuntime } from '../runtime.js';
+import { eraText } from './catalog.js';
 import { configFrom, describeError, parseArgs } from './options.js';
 import type { CliIo } from './io.js';
 
@@ -46,8 +48,17 @@ export function formatStepTools(
   }
 }
 
-/** Human-readable lines for a step: per server its state, per tool its effect class. */
-export function formatStepText(step: McpBinding): string {
+/**
+ * Human-readable lines for a step: per server its state (and its protocol era, when `eras` has
+ * it: the runtime's `status()`), per tool its effect class.
+ */
+export function formatStepText(
+  step: McpBinding,
+  eras: ReadonlyMap<
+    string,
+    { readonly era?: ProtocolEra; readonly protocolVersion?: string }
+  > = new Map(),
+): string {
   const byServer = new Map<string, string[]>();
   for (const tool of step.tools) {
     const call = step.prepareCall(tool.name);
@@ -60,7 +71,7 @@ export function formatStepText(step: McpBinding): string {
   for (const server of step.servers) {
     if (server.bound) {
       out.push(
-        `✔ ${server.name}: ${server.toolCount} tool${server.toolCount === 1 ? '' : 's'}, ${server.catalogState}, generation ${server.generation}, revision ${server.revision}`,
+        `✔ ${server.name}: ${server.toolCount} tool${server.toolCount === 1 ? '' : 's'}, ${server.catalogState}, generation ${server.generation}, revision ${server.revision}${eraOf(eras, server.name)}`,
       );
       out.push(...(byServer.get(server.name) ?? ['    (no tools)']));
     } else {
@@ -70,6 +81,14 @@ export function formatStepText(step: McpBinding): string {
     }
   }
   return out.join('\n');
+}
+
+function eraOf(
+  eras: ReadonlyMap<string, { readonly era?: ProtocolEra; readonly protocolVersion?: string }>,
+  server: string,
+): string {
+  const status = eras.get(server);
+  return status?.era === undefined ? '' : `, ${eraText(status.era, status.protocolVersion)}`;
 }
 
 function firstLine(text: string): string {
@@ -107,7 +126,8 @@ export async function runToolsCommand(args: readonly string[], io: CliIo): Promi
     await using step = await runtime.captureBinding(signal);
     const leftOut = step.servers.filter((s) => !s.bound);
     if (format === undefined) {
-      io.stdout(`${formatStepText(step)}\n`);
+      const eras = new Map(runtime.status().servers.map((s) => [s.name, s]));
+      io.stdout(`${formatStepText(step, eras)}\n`);
     } else {
       const formatted = formatStepTools(step, format as ToolFormat, !parsed.flags.has('no-strict'));
       io.stdout(`${JSON.stringify(formatted.tools, null, 2)}\n`);

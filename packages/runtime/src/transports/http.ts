@@ -363,8 +363,11 @@ function sseGuard(max: number, handlers: SseHandlers): TransformStream<Uint8Arra
   ): void => {
     const data = lines.filter((l) => l.field === 'data').map((l) => l.value);
     const type = lines.findLast((l) => l.field === 'event')?.value ?? '';
-    const keep =
-      data.length === 0 || (type !== '' && type !== 'message') || handlers.event(data.join('\n'));
+    const text = data.join('\n');
+    // An event whose data is empty is no message: a priming event (SEP-1699: an `id` and a `retry`
+    // before the server closes the stream) or a keep-alive. It passes through unchanged, as the
+    // SDK needs it to resume the stream after `retry` ms with `Last-Event-ID`.
+    const keep = text === '' || (type !== '' && type !== 'message') || handlers.event(text);
     for (const line of lines) if (keep || line.field !== 'data') controller.enqueue(line.raw);
     controller.enqueue(blank);
     lines = [];

@@ -50,7 +50,7 @@ describe('stepbind tools', () => {
     const { code, out } = await cli(['tools', '--config', config]);
     expect(code).toBe(0);
     expect(out.trimEnd().split('\n')).toEqual([
-      '✔ files: 3 tools, UNVERSIONED_OBSERVATION, generation 1, revision 1',
+      '✔ files: 3 tools, UNVERSIONED_OBSERVATION, generation 1, revision 1, era legacy (2025-11-25)',
       '    files__read_file  [read]  The read_file tool.',
       '    files__tag  [write]  The tag tool.',
       '    files__wipe  [unknown]  The wipe tool.',

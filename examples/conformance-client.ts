@@ -1,0 +1,73 @@
+/**
+ * The client the official MCP conformance suite (`@modelcontextprotocol/conformance`) drives:
+ * `conformance client --command "<this>" --scenario NAME` starts a scenario server and runs this
+ * script with the server's URL as its last argument and `MCP_CONFORMANCE_SCENARIO` set.
+ *
+ * Everything goes through stepbind as an application would use it: `McpRuntime.open` on a one-server
+ * Streamable HTTP configuration (discovery, validation, a published catalog), `captureBinding()` for
+ * a step, `prepareCall(...).run(...)` for each call, and the application's elicitation handler.
+ * Nothing here speaks the protocol itself. Exits non-zero when stepbind fails.
+ *
+ * Run by `pnpm conformance` (scripts/conformance.ts), not by hand.
+ */
+import { McpRuntime, toToolResult, type McpBinding } from '@stepbind/runtime';
+
+const url = process.argv.at(-1);
+const scenario = process.env['MCP_CONFORMANCE_SCENARIO'] ?? '';
+if (url === undefined || !/^https?:\/\//.test(url)) {
+  process.stderr.write('usage: conformance-client <server-url> (MCP_CONFORMANCE_SCENARIO set)\n');
+  process.exit(2);
+}
+
+/** Arguments for the tools the scenario servers offer (by raw tool name). */
+const ARGUMENTS: Readonly<Record<string, Readonly<Record<string, unknown>>>> = {
+  add_numbers: { a: 5, b: 3 },
+};
+
+/** Which tools each scenario expects to be called; `undefined`: every tool listed. */
+const CALLS: Readonly<Record<string, readonly string[]>> = {
+  initialize: [],
+};
+
+const runtime = await McpRuntime.open(
+  {
+    mcpServers: {
+      conformance: { type: 'http', url, required: true, approval: 'none' },
+    },
+  },
+  {
+    // The application's answer to a form: accept, leaving every field to the schema's defaults
+    // (stepbind declares `applyDefaults`, so the client fills them in; SEP-1034).
+    onElicitation: () => Promise.resolve({ action: 'accept', content: {} }),
+    onEvent: (event) => {
+      if (event.type === 'connection-error' || event.type === 'session-lost') {
+        process.stderr.write(`stepbind event: ${JSON.stringify(event)}\n`);
+      }
+    },
+  },
+);
+let failed = false;
+try {
+  await using step: McpBinding = await runtime.captureBinding();
+  const tools = step.tools.map((t) => t.name);
+  process.stdout.write(`scenario ${scenario}: ${tools.length} tools: ${tools.join(', ')}\n`);
+  const wanted = CALLS[scenario];
+  for (const tool of step.tools) {
+    const call = step.prepareCall(tool.name);
+    const raw = call.tool;
+    if (wanted !== undefined && !wanted.includes(raw)) continue;
+    try {
+      const { result, receipt } = await call.run(ARGUMENTS[raw] ?? {});
+      process.stdout.write(
+        `called ${raw}: ${JSON.stringify(result.content)} (receipt ${JSON.stringify(receipt)})\n`,
+      );
+    } catch (error) {
+      failed = true;
+      process.stdout.write(`call ${raw} failed: ${JSON.stringify(toToolResult(error))}\n`);
+    }
+  }
+  process.stdout.write(`status: ${JSON.stringify(runtime.status().servers)}\n`);
+} finally {
+  await runtime.close();
+}
+process.exitCode = failed ? 1 : 0;

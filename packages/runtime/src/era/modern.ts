@@ -1,0 +1,592 @@
+/**
+ * A connection in the 2026-07-28 (stateless) era, over any SDK `Transport` that carries raw
+ * JSON-RPC messages (stepbind's stdio process transport, or {@link ModernHttpTransport}). It has the
+ * same surface the runtime uses on an {@link SdkConnection}, speaks the protocol itself (no SDK
+ * client, so no 64-page walk, no TTL or validation cache), and:
+ *
+ * - sends the `_meta` envelope on every request (the caller's `_meta` kept);
+ * - reads `serverInfo` from each result's `_meta`;
+ * - records `ttlMs` / `cacheScope` of every `tools/list` page on its own ({@link pageHints});
+ * - opens `subscriptions/listen` for `toolsListChanged` when the server offers it and feeds its
+ *   notifications to `onListChanged` (the runtime's debounced hard refresh), checking the
+ *   acknowledgement against the filter it asked for;
+ * - answers `input_required` results of `tools/call` (MRTR) through the application's elicitation
+ *   and sampling handlers, retrying with a new request id, for at most {@link MAX_INPUT_ROUNDS}.
+ */
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import {
+  ErrorCode,
+  RuntimeError,
+  StepbindError,
+  onAbort,
+  type ChangeFeed,
+  type Delivery,
+  type ListPageRequest,
+  type ToolListSource,
+} from '@stepbind/binding/internal';
+import type { ClientHandlers } from '../client-capabilities.js';
+import type { RawCallResult, ServerHello, ServerLogMessage } from '../sdk.js';
+import type { SessionLoss } from '../transports/http-session.js';
+import {
+  cacheHintsOf,
+  eraError,
+  MODERN_PROTOCOL_VERSION,
+  serverInfoOf,
+  withEnvelope,
+  type DiscoverInfo,
+  type RpcErrorObject,
+} from './envelope.js';
+
+/** At most this many `input_required` rounds per `tools/call`. */
+export const MAX_INPUT_ROUNDS = 8;
+
+type Listener = () => void;
+
+/** What a stderr tail offers (stdio only). */
+export interface StderrFeed {
+  onLine(listener: (line: string) => void): () => void;
+  readonly text: string;
+}
+
+/** The cache hints of one `tools/list` page, in order. */
+export interface PageHints {
+  readonly page: number;
+  readonly ttlMs?: number;
+  readonly cacheScope?: 'public' | 'private';
+}
+
+interface Pending {
+  readonly resolve: (result: unknown) => void;
+  readonly reject: (error: RpcErrorObject | StepbindError) => void;
+  /** Ignored responses (a listen stream) stay pending without a timer. */
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Options of {@link ModernConnection}. */
+export interface ModernConnectionOptions {
+  readonly name: string;
+  readonly transport: Transport;
+  readonly discover: DiscoverInfo;
+  readonly pid?: number | undefined;
+  readonly stderr: StderrFeed;
+  readonly handlers?: ClientHandlers;
+  readonly fault?: () => StepbindError | undefined;
+  /** Number of the first request id (the probe used the ones before). @default 1 */
+  readonly firstId?: number;
+}
+
+/** One modern-era connection; see the module comment. `close()` is idempotent. */
+export class ModernConnection {
+  readonly name: string;
+  readonly hello: ServerHello;
+  readonly pid: number | undefined;
+  /** Always `modern` (an {@link SdkConnection} speaks the 2025 era). */
+  readonly era = 'modern' as const;
+  /** What `server/discover` said. */
+  readonly discover: DiscoverInfo;
+  readonly #transport: Transport;
+  readonly #pending = new Map<number, Pending>();
+  readonly #handlers: ClientHandlers;
+  readonly #stderr: StderrFeed;
+  readonly #fault: () => StepbindError | undefined;
+  #nextId: number;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  /** The `list_changed` counter (a {@link ChangeFeed} whose `version` is the count). */
+  readonly #changes = { version: 0 };
+  #serverInfo: { readonly name: string; readonly version: string } | undefined;
+  readonly #listChanged = new Set<Listener>();
+  readonly #closeListeners = new Set<Listener>();
+  readonly #errorListeners = new Set<(error: Error) => void>();
+  readonly #logListeners = new Set<(message: ServerLogMessage) => void>();
+  #listenId: number | undefined;
+  #pages: PageHints[] = [];
+  #listingPages: PageHints[] = [];
+
+  constructor(options: ModernConnectionOptions) {
+    this.name = options.name;
+    this.#transport = options.transport;
+    this.discover = options.discover;
+    this.pid = options.pid;
+    this.#stderr = options.stderr;
+    this.#handlers = options.handlers ?? {};
+    this.#fault = options.fault ?? (() => undefined);
+    this.#nextId = options.firstId ?? 1;
+    this.#serverInfo = options.discover.serverInfo;
+    const tools = options.discover.capabilities['tools'];
+    this.hello = Object.freeze({
+      serverInfo: this.#serverInfo,
+      protocolVersion: MODERN_PROTOCOL_VERSION,
+      listChanged: isRecord(tools) && tools['listChanged'] === true,
+    });
+    this.#transport.onmessage = (message) => this.#receive(message);
+    this.#transport.onerror = (error) => {
+      for (const listener of this.#errorListeners) listener(error);
+    };
+    this.#transport.onclose = () => this.#markClosed();
+  }
+
+  /** Starts the `subscriptions/listen` stream when the server offers `tools.listChanged`. */
+  listen(): void {
+    if (!this.hello.listChanged || this.#listenId !== undefined || this.#closed) return;
+    const id = this.#nextId++;
+    this.#listenId = id;
+    const params = withEnvelope({ notifications: { toolsListChanged: true } });
+    this.#pending.set(id, {
+      // The server ends the stream gracefully with this response; nothing more to do.
+      resolve: () => {
+        this.#listenId = undefined;
+      },
+      reject: (error) => {
+        this.#listenId = undefined;
+        if (this.#closed) return;
+        this.#report(
+          error instanceof StepbindError
+            ? error
+            : eraError(error, { server: this.name, method: 'subscriptions/listen' }),
+        );
+      },
+    });
+    this.#transport
+      .send({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params })
+      .catch((error: unknown) => this.#report(error as Error));
+  }
+
+  /** Never lost: a modern connection has no session to lose. */
+  get lost(): SessionLoss | undefined {
+    return undefined;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Number of `notifications/tools/list_changed` received so far. */
+  get listChangedCount(): number {
+    return this.#changes.version;
+  }
+
+  /** The `list_changed` counter as the {@link ChangeFeed} `enumerateCatalog` watches. */
+  get changes(): ChangeFeed {
+    return this.#changes;
+  }
+
+  get fault(): StepbindError | undefined {
+    return this.#fault();
+  }
+
+  /** The `serverInfo` of the latest result that carried one. */
+  get serverInfo(): { readonly name: string; readonly version: string } | undefined {
+    return this.#serverInfo;
+  }
+
+  /** Cache hints of each page of the last complete (or current) listing. */
+  get pageHints(): readonly PageHints[] {
+    return this.#listingPages;
+  }
+
+  onError(listener: (error: Error) => void): () => void {
+    this.#errorListeners.add(listener);
+    return () => this.#errorListeners.delete(listener);
+  }
+
+  onStderr(listener: (line: string) => void): () => void {
+    return this.#stderr.onLine(listener);
+  }
+
+  onLog(listener: (message: ServerLogMessage) => void): () => void {
+    this.#logListeners.add(listener);
+    return () => this.#logListeners.delete(listener);
+  }
+
+  get stderrTail(): string {
+    return this.#stderr.text;
+  }
+
+  onListChanged(listener: Listener): () => void {
+    this.#listChanged.add(listener);
+    return () => this.#listChanged.delete(listener);
+  }
+
+  onClose(listener: Listener): () => void {
+    if (this.#closed) {
+      queueMicrotask(listener);
+      return () => undefined;
+    }
+    this.#closeListeners.add(listener);
+    return () => this.#closeListeners.delete(listener);
+  }
+
+  get listSource(): ToolListSource {
+    return { listTools: (request) => this.listPage(request) };
+  }
+
+  /** One `tools/list` page with the envelope; its `ttlMs` / `cacheScope` are recorded per page. */
+  async listPage(request: ListPageRequest): Promise<unknown> {
+    if (request.cursor === undefined) this.#pages = [];
+    const result = await this.#request(
+      'tools/list',
+      request.cursor === undefined ? {} : { cursor: request.cursor },
+      { timeoutMs: request.timeoutMs, signal: request.signal },
+    );
+    this.#pages.push({ page: this.#pages.length + 1, ...cacheHintsOf(result) });
+    if (isRecord(result) && result['nextCursor'] === undefined) {
+      this.#listingPages = Object.freeze([...this.#pages]) as PageHints[];
+    }
+    return result;
+  }
+
+  /**
+   * One `tools/call`, with MRTR: an `input_required` result is answered through the application's
+   * handlers and the call is sent again with a new id, `inputResponses` and the server's
+   * `requestState`. Every failure carries `detail.delivery`.
+   *
+   * @throws RuntimeError `INPUT_REQUIRED` when the server asks for input the application cannot
+   *   give, or asks more than {@link MAX_INPUT_ROUNDS} times.
+   */
+  async callTool(
+    tool: string,
+    args: Readonly<Record<string, unknown>>,
+    options: { readonly signal?: AbortSignal; readonly timeoutMs: number },
+  ): Promise<RawCallResult> {
+    let extra: Record<string, unknown> = {};
+    for (let round = 0; ; round++) {
+      const delivery = { sent: false };
+      const result = await this.#request(
+        'tools/call',
+        { name: tool, arguments: args, ...extra },
+        { ...options, tool, delivery },
+      );
+      if (!isRecord(result) || result['resultType'] !== 'input_required') {
+        return result as RawCallResult;
+      }
+      if (round + 1 >= MAX_INPUT_ROUNDS) {
+        throw inputRequired(
+          this.name,
+          tool,
+          result,
+          `asked for input ${MAX_INPUT_ROUNDS} times; stepbind stops there`,
+        );
+      }
+      const responses = await this.#answer(tool, result, options.signal);
+      const state = result['requestState'];
+      extra = {
+        inputResponses: responses,
+        ...(typeof state === 'string' ? { requestState: state } : {}),
+      };
+    }
+  }
+
+  async #answer(
+    tool: string,
+    result: Record<string, unknown>,
+    signal: AbortSignal | undefined,
+  ): Promise<Record<string, unknown>> {
+    const requests = isRecord(result['inputRequests']) ? result['inputRequests'] : {};
+    const answers: Record<string, unknown> = {};
+    const context = { server: this.name, signal: signal ?? new AbortController().signal };
+    for (const [key, raw] of Object.entries(requests).slice(0, 32)) {
+      const method = isRecord(raw) ? raw['method'] : undefined;
+      const params = isRecord(raw) && isRecord(raw['params']) ? raw['params'] : {};
+      if (method === 'elicitation/create' && this.#handlers.onElicitation !== undefined) {
+        answers[key] = await this.#handlers.onElicitation(
+          params as unknown as Parameters<NonNullable<ClientHandlers['onElicitation']>>[0],
+          context,
+        );
+      } else if (method === 'sampling/createMessage' && this.#handlers.onSampling !== undefined) {
+        answers[key] = await this.#handlers.onSampling(
+          params as unknown as Parameters<NonNullable<ClientHandlers['onSampling']>>[0],
+          context,
+        );
+      } else if (method === 'roots/list') {
+        answers[key] = { roots: (this.#handlers.roots ?? []).map((r) => ({ ...r })) };
+      } else {
+        throw inputRequired(
+          this.name,
+          tool,
+          result,
+          `asked for "${String(method)}", which this application does not answer (give McpRuntime.open an onElicitation / onSampling handler)`,
+        );
+      }
+    }
+    return answers;
+  }
+
+  #request(
+    method: string,
+    params: Record<string, unknown>,
+    options: {
+      readonly timeoutMs: number;
+      readonly signal?: AbortSignal | undefined;
+      readonly tool?: string;
+      readonly delivery?: { sent: boolean };
+    },
+  ): Promise<unknown> {
+    const ctx = {
+      server: this.name,
+      method,
+      ...(options.tool === undefined ? {} : { tool: options.tool }),
+    };
+    const deliveryOf = (): Delivery | undefined =>
+      options.delivery === undefined ? undefined : options.delivery.sent ? 'sent' : 'not-sent';
+    if (this.#closed) return Promise.reject(this.#closedError(ctx, deliveryOf()));
+    const id = this.#nextId++;
+    return new Promise<unknown>((resolve, reject) => {
+      let detach: () => void = () => undefined;
+      const settle = (): void => {
+        clearTimeout(timer);
+        detach();
+        this.#pending.delete(id);
+      };
+      const cancel = (error: StepbindError): void => {
+        settle();
+        if (options.delivery?.sent !== false) {
+          this.#transport
+            .send({
+              jsonrpc: '2.0',
+              method: 'notifications/cancelled',
+              params: { requestId: id, reason: error.message.slice(0, 200) },
+            })
+            .catch(() => undefined);
+        }
+        reject(error);
+      };
+      this.#pending.set(id, {
+        resolve: (result) => {
+          settle();
+          const info = serverInfoOf(result);
+          if (info !== undefined) this.#serverInfo = info;
+          resolve(result);
+        },
+        reject: (error) => {
+          settle();
+          const delivery = deliveryOf();
+          reject(
+            error instanceof StepbindError
+              ? error
+              : eraError(error, { ...ctx, ...(delivery === undefined ? {} : { delivery }) }),
+          );
+        },
+      });
+      const timer = setTimeout(() => {
+        const sent = deliveryOf() === 'sent';
+        cancel(
+          new RuntimeError(
+            ErrorCode.TIMEOUT,
+            `${where(ctx)} timed out after ${options.timeoutMs} ms; a cancellation was sent${sent ? ', but the request may have run' : ''}. Check the server or raise the timeout.`,
+            { detail: detailOf(ctx, deliveryOf(), { timeoutMs: options.timeoutMs }) },
+          ),
+        );
+      }, options.timeoutMs);
+      if (options.signal !== undefined) {
+        const abort = (): void => {
+          const reason: unknown = options.signal?.reason;
+          cancel(
+            reason instanceof StepbindError
+              ? reason
+              : new RuntimeError(ErrorCode.ABORTED, `${where(ctx)} was cancelled by the caller.`, {
+                  detail: detailOf(ctx, deliveryOf()),
+                }),
+          );
+        };
+        if (options.signal.aborted) {
+          abort();
+          return;
+        }
+        detach = onAbort(options.signal, abort);
+      }
+      const message = {
+        jsonrpc: '2.0',
+        id,
+        method,
+        params: withEnvelope(params),
+      } as JSONRPCMessage;
+      if (options.delivery !== undefined) options.delivery.sent = true;
+      this.#transport.send(message).catch((error: unknown) => {
+        if (!this.#pending.has(id)) return;
+        settle();
+        reject(this.#fault() ?? this.#lostError(ctx, deliveryOf(), error));
+      });
+    });
+  }
+
+  #receive(message: JSONRPCMessage): void {
+    const m = message as Record<string, unknown>;
+    if ('id' in m && ('result' in m || 'error' in m) && !('method' in m)) {
+      const pending = typeof m['id'] === 'number' ? this.#pending.get(m['id']) : undefined;
+      if (pending === undefined) return; // late answer to a cancelled or probe request
+      if ('error' in m && isRecord(m['error'])) {
+        const e = m['error'];
+        pending.reject({
+          code: typeof e['code'] === 'number' ? e['code'] : 0,
+          message: typeof e['message'] === 'string' ? e['message'] : '',
+          data: e['data'],
+        });
+      } else {
+        pending.resolve(m['result']);
+      }
+      return;
+    }
+    const method = m['method'];
+    if ('id' in m && typeof method === 'string') {
+      // A modern server asks for input through input_required results, never with a request.
+      this.#transport
+        .send({
+          jsonrpc: '2.0',
+          id: m['id'],
+          error: {
+            code: -32601,
+            message: `stepbind speaks ${MODERN_PROTOCOL_VERSION} with this server: server-to-client requests are not used (answer with input_required)`,
+          },
+        } as JSONRPCMessage)
+        .catch(() => undefined);
+      return;
+    }
+    const params = isRecord(m['params']) ? m['params'] : {};
+    if (method === 'notifications/tools/list_changed') {
+      this.#changes.version++;
+      for (const listener of this.#listChanged) listener();
+    } else if (method === 'notifications/subscriptions/acknowledged') {
+      const granted = isRecord(params['notifications']) ? params['notifications'] : {};
+      if (granted['toolsListChanged'] !== true) {
+        this.#report(
+          new RuntimeError(
+            ErrorCode.SERVER_ERROR,
+            `Server "${this.name}" acknowledged subscriptions/listen without toolsListChanged, which it offers in server/discover: its list changes will only be seen at the next refresh.`,
+            { detail: { server: this.name } },
+          ),
+        );
+      }
+    } else if (method === 'notifications/message') {
+      const level = params['level'];
+      const logger = params['logger'];
+      const log: ServerLogMessage = {
+        level: typeof level === 'string' ? level : 'info',
+        ...(typeof logger === 'string' ? { logger } : {}),
+        data: params['data'],
+      };
+      for (const listener of this.#logListeners) listener(log);
+    }
+  }
+
+  #report(error: Error): void {
+    for (const listener of this.#errorListeners) listener(error);
+  }
+
+  #closedError(ctx: Ctx, delivery: Delivery | undefined): StepbindError {
+    return (
+      this.#fault() ??
+      new RuntimeError(
+        ErrorCode.CONNECTION_CLOSED,
+        `${where(ctx)} was not sent: the connection to the server is closed. Nothing ran; call again from a new step.`,
+        { detail: detailOf(ctx, delivery ?? 'not-sent') },
+      )
+    );
+  }
+
+  #lostError(ctx: Ctx, delivery: Delivery | undefined, cause?: unknown): StepbindError {
+    if (delivery === 'sent') {
+      return new RuntimeError(
+        ErrorCode.OUTCOME_UNKNOWN,
+        `${where(ctx)}: the connection closed after the request was sent. The tool may or may not have run; check its effect before calling it again.`,
+        { detail: detailOf(ctx, 'sent'), cause },
+      );
+    }
+    return new RuntimeError(
+      ErrorCode.CONNECTION_CLOSED,
+      `${where(ctx)} failed: the connection to the server closed.`,
+      { detail: detailOf(ctx, delivery), cause },
+    );
+  }
+
+  #markClosed(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const [id, pending] of [...this.#pending]) {
+      this.#pending.delete(id);
+      pending.reject(
+        this.#fault() ??
+          new RuntimeError(ErrorCode.CONNECTION_CLOSED, `Server "${this.name}" closed.`, {
+            detail: { server: this.name },
+          }),
+      );
+    }
+    for (const listener of this.#closeListeners) listener();
+    this.#closeListeners.clear();
+  }
+
+  /** Cancels the listen stream and closes the transport (for stdio: the whole process group). */
+  close(): Promise<void> {
+    this.#closing ??= this.#doClose();
+    return this.#closing;
+  }
+
+  async #doClose(): Promise<void> {
+    this.#listChanged.clear();
+    const listen = this.#listenId;
+    if (listen !== undefined && !this.#closed) {
+      this.#pending.delete(listen);
+      await this.#transport
+        .send({
+          jsonrpc: '2.0',
+          method: 'notifications/cancelled',
+          params: { requestId: listen, reason: 'closing' },
+        })
+        .catch(() => undefined);
+    }
+    try {
+      await this.#transport.close();
+    } finally {
+      this.#markClosed();
+    }
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+type Ctx = { readonly server: string; readonly method: string; readonly tool?: string };
+
+function where(ctx: Ctx): string {
+  return `${ctx.method} on server "${ctx.server}"${ctx.tool === undefined ? '' : ` (tool "${ctx.tool}")`}`;
+}
+
+function detailOf(
+  ctx: Ctx,
+  delivery: Delivery | undefined,
+  more: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    server: ctx.server,
+    ...(ctx.tool === undefined ? {} : { tool: ctx.tool }),
+    ...(delivery === undefined ? {} : { delivery }),
+    ...more,
+  };
+}
+
+/** `INPUT_REQUIRED`: what the server asked for (methods and messages, bounded), delivery `sent`. */
+function inputRequired(
+  server: string,
+  tool: string,
+  result: Record<string, unknown>,
+  why: string,
+): StepbindError {
+  const requests = isRecord(result['inputRequests']) ? result['inputRequests'] : {};
+  const asked = Object.entries(requests)
+    .slice(0, 8)
+    .map(([key, r]) => {
+      const method = isRecord(r) && typeof r['method'] === 'string' ? r['method'] : 'unknown';
+      const params = isRecord(r) && isRecord(r['params']) ? r['params'] : {};
+      const message = typeof params['message'] === 'string' ? params['message'].slice(0, 200) : '';
+      return { key, method, ...(message === '' ? {} : { message }) };
+    });
+  return new RuntimeError(
+    ErrorCode.INPUT_REQUIRED,
+    `tools/call on server "${server}" (tool "${tool}"): the server ${why}. It asked for: ${asked.map((a) => `${a.method}${a.message === undefined ? '' : ` ("${a.message}")`}`).join('; ') || 'nothing it named'}.`,
+    { detail: { server, tool, delivery: 'sent', requests: asked } },
+  );
+}

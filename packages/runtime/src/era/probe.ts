@@ -1,0 +1,105 @@
+/**
+ * The era probe of a started stdio server: one `server/discover` request with the envelope, before
+ * anything else is sent. A result that proves 2026-07-28 makes the connection modern; any other
+ * answer (an error of any code, a result that is garbage or lacks the version) makes it legacy at
+ * once, so a 2025-era server costs one round trip; only a server that ignores the request waits
+ * for the budget. Never keyed to one error code.
+ */
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, RuntimeError } from '@stepbind/binding/internal';
+import { parseDiscover, withEnvelope, type DiscoverInfo } from './envelope.js';
+
+/** How long the `server/discover` probe waits for an answer before falling back to `initialize`. */
+export const DISCOVER_PROBE_TIMEOUT_MS = 2_000;
+
+/** The probe's JSON-RPC id: a string, so it never collides with the SDK's numeric ids. */
+const PROBE_ID = 'stepbind-discover';
+
+/** What the probe found: the `server/discover` result of a modern server, or why it is legacy. */
+export type ProbeOutcome =
+  | { readonly era: 'modern'; readonly discover: DiscoverInfo }
+  | { readonly era: 'legacy'; readonly answer: 'error' | 'not-modern' | 'timeout' };
+
+/**
+ * Sends `server/discover` on a started transport and waits at most `timeoutMs` for its answer.
+ * The transport's `onmessage`/`onclose` are borrowed and released again on every path.
+ *
+ * @throws RuntimeError `SERVER_START_FAILED` when the server exits (or the write fails) before
+ *   answering; `ABORTED` when `signal` aborts.
+ */
+export function probeEra(
+  server: string,
+  transport: Transport,
+  options: { readonly timeoutMs: number; readonly signal?: AbortSignal },
+): Promise<ProbeOutcome> {
+  return new Promise<ProbeOutcome>((resolve, reject) => {
+    const release = (): void => {
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', abort);
+      transport.onmessage = undefined;
+      transport.onclose = undefined;
+    };
+    const fail = (why: string, cause?: unknown): void => {
+      release();
+      reject(new RuntimeError(ErrorCode.SERVER_START_FAILED, why, { detail: { server }, cause }));
+    };
+    const abort = (): void => {
+      release();
+      reject(
+        new RuntimeError(ErrorCode.ABORTED, `The start of server "${server}" was cancelled.`, {
+          detail: { server },
+        }),
+      );
+    };
+    const timer = setTimeout(() => {
+      release();
+      resolve({ era: 'legacy', answer: 'timeout' });
+    }, options.timeoutMs);
+    if (options.signal?.aborted === true) {
+      abort();
+      return;
+    }
+    options.signal?.addEventListener('abort', abort, { once: true });
+    transport.onmessage = (message: JSONRPCMessage) => {
+      const m = message as Record<string, unknown>;
+      if (m['id'] !== PROBE_ID || 'method' in m) return;
+      release();
+      const discover = 'result' in m ? parseDiscover(m['result']) : undefined;
+      resolve(
+        discover !== undefined
+          ? { era: 'modern', discover }
+          : { era: 'legacy', answer: 'result' in m ? 'not-modern' : 'error' },
+      );
+    };
+    transport.onclose = () => fail('the server exited while answering server/discover');
+    transport
+      .send({ jsonrpc: '2.0', id: PROBE_ID, method: 'server/discover', params: withEnvelope() })
+      .catch((error: unknown) =>
+        fail(
+          `server/discover could not be sent: ${error instanceof Error ? error.message : String(error)}`,
+          error,
+        ),
+      );
+  });
+}
+
+/**
+ * The started transport handed to the SDK client after a legacy probe: `start()` does nothing
+ * more, and a late answer to the probe (a server that was slow, not silent) is dropped instead of
+ * reaching the SDK.
+ */
+export function startedTransport(inner: Transport): Transport {
+  const wrapper: Transport = {
+    start: () => Promise.resolve(),
+    send: (message, options) => inner.send(message, options),
+    close: () => inner.close(),
+  };
+  inner.onmessage = (message: JSONRPCMessage) => {
+    if ((message as { id?: unknown }).id === PROBE_ID) return;
+    wrapper.onmessage?.(message);
+  };
+  inner.onerror = (error) => wrapper.onerror?.(error);
+  inner.onclose = () => wrapper.onclose?.();
+  return wrapper;
+}
