@@ -134,8 +134,11 @@ export class FleetRegistry {
     try {
       const results = await this.#pg.tx('publish a catalog', async (client) => {
         learned.clear();
+        const clock = await databaseClock(client);
         const out: FleetPublication[] = [];
-        for (const c of candidates) out.push(await this.#publishOne(client, c, learned, options));
+        for (const c of candidates) {
+          out.push(await this.#publishOne(client, c, learned, options, clock));
+        }
         return out;
       });
       for (const [key, generation] of learned) this.#observed.set(key, generation);
@@ -252,6 +255,7 @@ export class FleetRegistry {
     candidate: CatalogSnapshot,
     learned: Map<string, number>,
     options: { readonly policyEpoch?: number },
+    clock: DatabaseClock,
   ): Promise<FleetPublication> {
     const server = candidate.identity.name;
     const audience = candidate.audience;
@@ -273,11 +277,13 @@ export class FleetRegistry {
     const active = pointerRows.rows[0] === undefined ? undefined : toPointer(pointerRows.rows[0]);
     // The expectation is what this worker last observed; a listing that started after the active
     // pointer was published is newer than it, so it expects that one (refreshes that started
-    // earlier still lose: DESIGN §15, across hosts within their clock skew).
+    // earlier still lose: DESIGN §15). Both instants are on the database's clock: the listing's
+    // local start is translated by the offset measured in this transaction, and it counts as
+    // later only when it is later even at the far end of that measurement's uncertainty.
     const observed = this.#observed.get(key);
+    const earliestStartOnDb = candidate.discoveryStartedAt + clock.offsetMs - clock.uncertaintyMs;
     const expected =
-      active !== undefined &&
-      (observed === undefined || candidate.discoveryStartedAt > active.publishedAt)
+      active !== undefined && (observed === undefined || earliestStartOnDb > active.publishedAt)
         ? active.generation
         : (observed ?? 0);
     const refuse = (reason: PublishConflictReason, message: string): CatalogError =>
@@ -322,7 +328,7 @@ export class FleetRegistry {
       [server, audience],
     );
     const generation = Number(issued.rows[0]?.issued);
-    const now = Date.now();
+    const now = clock.nowMs;
     const moved =
       active === undefined
         ? await client.query(
@@ -395,4 +401,26 @@ function toPointer(row: PointerRow): FleetPointer {
     publishedBy: row.published_by,
     publishedAt: Number(row.published_at),
   });
+}
+
+/**
+ * The database's clock as one transaction saw it: its time, and the offset of this host's clock
+ * from it (database minus local), measured by one round trip, ± half that round trip. Publication
+ * times are written on the database's clock, so workers on hosts whose clocks disagree still
+ * order a listing's start against the active publication correctly (to within the round trip).
+ */
+interface DatabaseClock {
+  readonly nowMs: number;
+  readonly offsetMs: number;
+  readonly uncertaintyMs: number;
+}
+
+async function databaseClock(client: pg.PoolClient): Promise<DatabaseClock> {
+  const before = Date.now();
+  const row = await client.query<{ now: string }>(
+    'SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now',
+  );
+  const after = Date.now();
+  const nowMs = Math.round(Number(row.rows[0]?.now));
+  return { nowMs, offsetMs: nowMs - (before + after) / 2, uncertaintyMs: (after - before) / 2 };
 }

@@ -11,7 +11,7 @@ import {
   type FleetPublication,
 } from '@stepbind/runtime/fleet';
 import fc from 'fast-check';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { usePostgres } from './support.js';
 
 const server = await usePostgres('registry.pg.test.ts');
@@ -20,14 +20,14 @@ afterAll(() => server?.stop());
 const identity: ServerIdentity = { name: 'files', transportDigest: 'sha256:t1' };
 
 /** Candidate `variant` of the catalog: variants differ in their tools, so in their digest. */
-function candidate(variant: number, policyEpoch = 0): CatalogSnapshot {
+function candidate(variant: number, policyEpoch = 0, discoveryStartedAt = 0): CatalogSnapshot {
   return createCatalogSnapshot({
     identity,
     audience: 'user',
     policyEpoch,
     pages: [[{ name: `tool_${variant}`, inputSchema: { type: 'object' } }]],
     revisionProof: 'unversioned',
-    discoveryStartedAt: 0,
+    discoveryStartedAt,
   });
 }
 
@@ -75,6 +75,34 @@ describe.skipIf(server === undefined)('fleet catalog registry (compare-and-set)'
         detail: { reason: 'policy-epoch' },
       });
       expect((await a.current(identity, 'user'))?.generation).toBe(3);
+    } finally {
+      await Promise.all(handles.map((h) => h.close()));
+    }
+  });
+
+  it('orders a listing against the active publication on the database clock: a host whose clock runs an hour ahead cannot publish a listing that started before the active one', async () => {
+    const { registries, handles } = await workers(server!.schema('skew'), 2);
+    const [a, b] = registries as [FleetRegistry, FleetRegistry];
+    const hour = 3_600_000;
+    const realNow = Date.now.bind(Date);
+    try {
+      await b.observe(identity, 'user');
+      // b's listing starts now, on b's clock (an hour ahead)...
+      const startedOnB = realNow() + hour;
+      // ...then a publishes a later listing.
+      expect((await a.publish([candidate(1)]))[0]).toMatchObject({ generation: 1 });
+      // b publishes its earlier listing with its fast clock: it must not replace a's.
+      const skewed = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + hour);
+      let refused: unknown;
+      try {
+        refused = await b.publish([candidate(2, 0, startedOnB)]).catch((e: unknown) => e);
+      } finally {
+        skewed.mockRestore();
+      }
+      expect(refused).toMatchObject({
+        code: 'PUBLISH_CONFLICT',
+        detail: { reason: 'generation', expectedGeneration: 0, activeGeneration: 1 },
+      });
     } finally {
       await Promise.all(handles.map((h) => h.close()));
     }
