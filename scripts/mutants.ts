@@ -158,6 +158,39 @@ const MUTANTS: readonly Mutant[] = [
       'refuses a reused key with other arguments or another tool (IDEMPOTENCY_CONFLICT), sending nothing',
     diagnostic: 'expected a rejection',
   },
+  {
+    // Issue 11: the fleet pointer moves only by compare-and-set on the expected generation.
+    name: 'move the fleet pointer without the generation CAS',
+    file: 'packages/runtime/src/fleet/registry.ts',
+    find: 'WHERE identity_digest = $1 AND audience = $2 AND generation = $8`,',
+    replace: 'WHERE identity_digest = $1 AND audience = $2 AND $8::bigint IS NOT NULL`,',
+    testFile: 'packages/runtime/test/fleet/registry.pg.test.ts',
+    testName:
+      'refuses a candidate whose expectation is stale with PUBLISH_CONFLICT (reason generation), and the next attempt wins',
+    diagnostic: 'PUBLISH_CONFLICT',
+  },
+  {
+    // Issue 11: past its staleness bound a worker refuses calls instead of admitting them.
+    name: 'admit calls on a stale fleet policy',
+    file: 'packages/runtime/src/fleet/policy.ts',
+    find: 'if (age > this.#maxStalenessMs) {',
+    replace: 'if (age > this.#maxStalenessMs && age < 0) {',
+    testFile: 'packages/runtime/test/fleet/policy.pg.test.ts',
+    testName:
+      'refuses calls with POLICY_STALE once the view is older than its bound, and admits again once proven current',
+    diagnostic: 'POLICY_STALE',
+  },
+  {
+    // Issue 11: a listing is ordered against the active publication on the database clock.
+    name: "order a listing by the host's wall clock",
+    file: 'packages/runtime/src/fleet/registry.ts',
+    find: 'const earliestStartOnDb = candidate.discoveryStartedAt + clock.offsetMs - clock.uncertaintyMs;',
+    replace: 'const earliestStartOnDb = candidate.discoveryStartedAt;',
+    testFile: 'packages/runtime/test/fleet/registry.pg.test.ts',
+    testName:
+      'orders a listing against the active publication on the database clock: a host whose clock runs an hour ahead cannot publish a listing that started before the active one',
+    diagnostic: 'PUBLISH_CONFLICT',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
