@@ -17,7 +17,7 @@ import type { ServerConfig } from './config.js';
 import type { Connection, EraMemory } from './connection.js';
 import { ModernHttpTransport } from './era/http.js';
 import { ModernConnection } from './era/modern.js';
-import { DISCOVER_PROBE_TIMEOUT_MS, probeEra, startedTransport } from './era/probe.js';
+import { DISCOVER_PROBE_TIMEOUT_MS, probeEraWithRetry, startedTransport } from './era/probe.js';
 import { NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 import { CLIENT_INFO, linkSignal, SdkConnection } from './sdk.js';
 import { mapSdkError } from './sdk-errors.js';
@@ -184,10 +184,10 @@ async function startAndProbe(
   transport: Transport,
   timeoutMs: number,
   signal: AbortSignal | undefined,
-): ReturnType<typeof probeEra> {
+): ReturnType<typeof probeEraWithRetry> {
   try {
     await transport.start();
-    return await probeEra(name, transport, {
+    return await probeEraWithRetry(name, transport, {
       timeoutMs,
       ...(signal === undefined ? {} : { signal }),
     });

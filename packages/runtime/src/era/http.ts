@@ -283,7 +283,9 @@ export class ModernHttpTransport implements Transport {
       return;
     }
     const target =
-      verdict.id !== undefined ? { ...(request ?? { method: 'unknown' }), id: verdict.id } : request;
+      verdict.id !== undefined
+        ? { ...(request ?? { method: 'unknown' }), id: verdict.id }
+        : request;
     const failure = malformedMessageError(
       this.#options.server,
       target,
