@@ -304,7 +304,7 @@ export class ModernHttpTransport implements Transport {
       jsonrpc: '2.0',
       id: request.id,
       error: { code: HTTP_FAILURE_RPC_CODE, message, data: { httpStatus: status } },
-    } as JSONRPCMessage);
+    });
   }
 
   #fault(request: LiveRequest, error: StepbindError): void {
@@ -317,7 +317,7 @@ export class ModernHttpTransport implements Transport {
       jsonrpc: '2.0',
       id: request.id,
       error: { code: HTTP_FAILURE_RPC_CODE, message: safe.message },
-    } as JSONRPCMessage);
+    });
   }
 
   #tooLarge(request: LiveRequest | undefined): StepbindError {
