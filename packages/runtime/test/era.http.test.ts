@@ -6,7 +6,7 @@ import { spawnHttpServer, type HttpServerProcess } from '@stepbind/testkit';
 import { parseConfig } from '../src/config.js';
 import { connectServer } from '../src/connect.js';
 import type { EraMemory } from '../src/connection.js';
-import { headerValue } from '../src/era/http.js';
+import { headerValue, paramHeadersOf, paramHeaderValues } from '../src/era/param-headers.js';
 import { McpRuntime } from '../src/index.js';
 
 /** One POST the modern test server received. */

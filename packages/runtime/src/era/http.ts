@@ -12,7 +12,7 @@
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import type { StepbindError } from '@stepbind/binding/internal';
+import { ErrorCode, RuntimeError, type StepbindError } from '@stepbind/binding/internal';
 import { serverConfigPath } from '../config-values.js';
 import type { Redactor } from '../redact.js';
 import {
@@ -24,6 +24,7 @@ import {
 } from '../transports/guard.js';
 import { readBounded } from '../transports/http.js';
 import { MODERN_PROTOCOL_VERSION } from './envelope.js';
+import { headerValue, paramHeadersOf, paramHeaderValues } from './param-headers.js';
 
 /** Options of {@link ModernHttpTransport}. */
 export interface ModernHttpOptions {
@@ -74,13 +75,6 @@ export function modernHeaders(
   return headers;
 }
 
-/** A header value as is when it is safe visible ASCII, else `=?base64?<utf-8 base64>?=`. */
-export function headerValue(value: string): string {
-  return /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(value)
-    ? value
-    : `=?base64?${Buffer.from(value, 'utf8').toString('base64')}?=`;
-}
-
 /**
  * A stateless HTTP `Transport` for {@link ModernConnection} (and the `server/discover` probe): see
  * the module comment. `send` resolves once the server has answered the POST's headers; the body is
@@ -99,6 +93,8 @@ export class ModernHttpTransport implements Transport {
   readonly #options: ModernHttpOptions;
   readonly #inFlight = new Map<string | number, AbortController>();
   readonly #all = new Set<AbortController>();
+  /** The `x-mcp-header` annotations of each listed tool (SEP-2243), by tool name. */
+  readonly #paramHeaders = new Map<string, ReadonlyMap<string, string>>();
   #closed = false;
 
   constructor(options: ModernHttpOptions) {
@@ -138,7 +134,7 @@ export class ModernHttpTransport implements Transport {
     try {
       response = await (this.#options.fetch ?? fetch)(this.#options.url, {
         method: 'POST',
-        headers: modernHeaders(this.#options.headers, m),
+        headers: { ...modernHeaders(this.#options.headers, m), ...this.#paramHeadersFor(m) },
         body: JSON.stringify(message),
         signal: controller.signal,
       });
@@ -279,7 +275,9 @@ export class ModernHttpTransport implements Transport {
   #deliver(raw: unknown, request: LiveRequest | undefined): void {
     const verdict = checkMessage(raw);
     if (verdict.ok) {
-      this.onmessage?.(verdict.message);
+      this.onmessage?.(
+        request?.method === 'tools/list' ? this.#screenTools(verdict.message) : verdict.message,
+      );
       return;
     }
     const target =
@@ -293,6 +291,44 @@ export class ModernHttpTransport implements Transport {
     );
     if (target !== undefined) this.#fault(target, failure);
     else this.onerror?.(failure);
+  }
+
+  /** `Mcp-Param-*` headers of a `tools/call` for a tool whose listing annotated its parameters. */
+  #paramHeadersFor(m: Readonly<Record<string, unknown>>): Record<string, string> {
+    if (m['method'] !== 'tools/call' || !isRecord(m['params'])) return {};
+    const name = m['params']['name'];
+    const annotated = typeof name === 'string' ? this.#paramHeaders.get(name) : undefined;
+    return annotated === undefined ? {} : paramHeaderValues(annotated, m['params']['arguments']);
+  }
+
+  /**
+   * A `tools/list` page without the tools whose `x-mcp-header` annotations are invalid (each one
+   * reported, never called); the annotations of the others are kept for their calls.
+   */
+  #screenTools(message: JSONRPCMessage): JSONRPCMessage {
+    const result = (message as { result?: unknown }).result;
+    if (!isRecord(result) || !Array.isArray(result['tools'])) return message;
+    const kept = result['tools'].filter((tool: unknown) => {
+      if (!isRecord(tool) || typeof tool['name'] !== 'string') return true;
+      const verdict = paramHeadersOf(tool['inputSchema']);
+      if (verdict.ok) {
+        if (verdict.headers.size > 0) this.#paramHeaders.set(tool['name'], verdict.headers);
+        else this.#paramHeaders.delete(tool['name']);
+        return true;
+      }
+      this.#paramHeaders.delete(tool['name']);
+      const tool_ = tool['name'].slice(0, 128);
+      this.onerror?.(
+        new RuntimeError(
+          ErrorCode.SERVER_ERROR,
+          `Server "${this.#options.server}" lists tool "${tool_}" with an invalid x-mcp-header (${verdict.reason}); stepbind leaves the tool out. Report it to the server's maintainers.`,
+          { detail: { server: this.#options.server, tool: tool_, reason: verdict.reason } },
+        ),
+      );
+      return false;
+    });
+    if (kept.length === result['tools'].length) return message;
+    return { ...message, result: { ...result, tools: kept } } as JSONRPCMessage;
   }
 
   #httpFailure(request: LiveRequest, status: number, text: string): void {
