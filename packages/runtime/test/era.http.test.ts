@@ -19,6 +19,20 @@ interface Seen {
 const TOOLS = [
   { name: 'echo', inputSchema: { type: 'object', properties: { text: { type: 'string' } } } },
   { name: 'big', inputSchema: { type: 'object', properties: {} } },
+  {
+    name: 'annotated',
+    inputSchema: {
+      type: 'object',
+      properties: { region: { type: 'string', 'x-mcp-header': 'Region' }, q: { type: 'string' } },
+    },
+  },
+  {
+    name: 'broken',
+    inputSchema: {
+      type: 'object',
+      properties: { score: { type: 'number', 'x-mcp-header': 'Score' } },
+    },
+  },
 ];
 
 /**
@@ -69,7 +83,7 @@ async function modernServer(): Promise<{ url: string; seen: Seen[]; server: Serv
           jsonrpc: '2.0',
           id,
           result: {
-            tools: first ? [TOOLS[0]] : [TOOLS[1]],
+            tools: first ? [TOOLS[0], TOOLS[2], TOOLS[3]] : [TOOLS[1]],
             ...(first ? { nextCursor: 'p2' } : {}),
             ttlMs: first ? 60_000 : 0,
             cacheScope: 'private',
@@ -137,7 +151,12 @@ describe('protocol era over Streamable HTTP', () => {
       version: '3.0.0',
     });
     await using step = await runtime.captureBinding();
-    expect(step.tools.map((t) => t.name).sort()).toEqual(['web__big', 'web__echo']);
+    // `broken` carries an invalid x-mcp-header (on a number): left out, never callable.
+    expect(step.tools.map((t) => t.name).sort()).toEqual([
+      'web__annotated',
+      'web__big',
+      'web__echo',
+    ]);
     const { result } = await step.prepareCall('web__echo').run({ text: 'hi' });
     expect(result.content).toEqual([{ type: 'text', text: 'echo {"text":"hi"}' }]);
 
@@ -156,6 +175,11 @@ describe('protocol era over Streamable HTTP', () => {
       expect(meta?.['io.modelcontextprotocol/protocolVersion']).toBe('2026-07-28');
     }
     expect(seen.find((s) => s.method === 'tools/call')?.headers['mcp-name']).toBe('echo');
+    await step.prepareCall('web__annotated').run({ region: 'us-west1', q: 'x' });
+    const annotated = seen.at(-1);
+    expect(annotated?.headers['mcp-name']).toBe('annotated');
+    expect(annotated?.headers['mcp-param-region']).toBe('us-west1');
+    expect(annotated?.headers['mcp-param-q']).toBeUndefined();
     expect(seen.find((s) => s.method === 'tools/list')?.headers['mcp-name']).toBeUndefined();
   });
 
@@ -221,5 +245,40 @@ describe('protocol era over Streamable HTTP', () => {
     expect(headerValue('my-hyphenated-tool')).toBe('my-hyphenated-tool');
     expect(headerValue('héllo')).toBe(`=?base64?${Buffer.from('héllo').toString('base64')}?=`);
     expect(headerValue(' padded')).toMatch(/^=\?base64\?/);
+  });
+
+  it('x-mcp-header annotations: valid ones map to Mcp-Param-* values, invalid ones refuse the tool', () => {
+    const schema = (properties: Record<string, unknown>): unknown => ({
+      type: 'object',
+      properties,
+    });
+    const ok = paramHeadersOf(
+      schema({
+        region: { type: 'string', 'x-mcp-header': 'Region' },
+        n: { type: 'integer', 'x-mcp-header': 'N' },
+        flag: { type: 'boolean', 'x-mcp-header': 'Flag' },
+        query: { type: 'string' },
+      }),
+    );
+    expect(ok.ok).toBe(true);
+    if (!ok.ok) return;
+    expect(
+      paramHeaderValues(ok.headers, { region: ' eu', n: 42, flag: false, query: 'q', extra: 1 }),
+    ).toEqual({
+      'mcp-param-region': `=?base64?${Buffer.from(' eu').toString('base64')}?=`,
+      'mcp-param-n': '42',
+      'mcp-param-flag': 'false',
+    });
+    expect(paramHeaderValues(ok.headers, { region: null })).toEqual({});
+    for (const bad of [
+      { v: { type: 'string', 'x-mcp-header': '' } },
+      { v: { type: 'number', 'x-mcp-header': 'Score' } },
+      { v: { type: 'object', 'x-mcp-header': 'Data' } },
+      { v: { type: 'string', 'x-mcp-header': 'My Region' } },
+      { v: { type: 'string', 'x-mcp-header': 'Région' } },
+      { a: { type: 'string', 'x-mcp-header': 'X' }, b: { type: 'string', 'x-mcp-header': 'x' } },
+    ]) {
+      expect(paramHeadersOf(schema(bad)).ok).toBe(false);
+    }
   });
 });
