@@ -328,7 +328,7 @@ export class ModernHttpTransport implements Transport {
       return false;
     });
     if (kept.length === result['tools'].length) return message;
-    return { ...message, result: { ...result, tools: kept } } as JSONRPCMessage;
+    return { ...message, result: { ...result, tools: kept } };
   }
 
   #httpFailure(request: LiveRequest, status: number, text: string): void {
