@@ -22,7 +22,27 @@ if (url === undefined || !/^https?:\/\//.test(url)) {
 /** Arguments for the tools the scenario servers offer (by raw tool name). */
 const ARGUMENTS: Readonly<Record<string, Readonly<Record<string, unknown>>>> = {
   add_numbers: { a: 5, b: 3 },
+  valid_tool: { region: 'us-west1' },
+  ...contextArguments(),
 };
+
+/** The arguments a scenario hands its client in `MCP_CONFORMANCE_CONTEXT` (`toolCalls`). */
+function contextArguments(): Record<string, Readonly<Record<string, unknown>>> {
+  try {
+    const context = JSON.parse(process.env['MCP_CONFORMANCE_CONTEXT'] ?? '{}') as {
+      toolCalls?: { name?: unknown; arguments?: unknown }[];
+    };
+    return Object.fromEntries(
+      (context.toolCalls ?? []).flatMap((c) =>
+        typeof c.name === 'string' && typeof c.arguments === 'object' && c.arguments !== null
+          ? [[c.name, c.arguments as Record<string, unknown>]]
+          : [],
+      ),
+    );
+  } catch {
+    return {};
+  }
+}
 
 /** Which tools each scenario expects to be called; `undefined`: every tool listed. */
 const CALLS: Readonly<Record<string, readonly string[]>> = {

@@ -15,8 +15,9 @@ import {
 } from './client-capabilities.js';
 import type { ServerConfig } from './config.js';
 import type { Connection, EraMemory } from './connection.js';
+import { ModernHttpTransport } from './era/http.js';
 import { ModernConnection } from './era/modern.js';
-import { DISCOVER_PROBE_TIMEOUT_MS, probeEra, startedTransport } from './era/probe.js';
+import { DISCOVER_PROBE_TIMEOUT_MS, probeEraWithRetry, startedTransport } from './era/probe.js';
 import { NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 import { CLIENT_INFO, linkSignal, SdkConnection } from './sdk.js';
 import { mapSdkError } from './sdk-errors.js';
@@ -61,8 +62,9 @@ const EARLY_ERRORS = 3;
  * Starts (stdio) or opens (HTTP) a connection to one configured server in the era it speaks: a
  * stdio server that answers `server/discover` with 2026-07-28 gets a {@link ModernConnection};
  * any other answer, or none within `probeTimeoutMs`, falls back to `initialize` on the same process
- * (2025-11-25, or an older version the server offers). HTTP servers use `initialize` (the modern
- * era over HTTP is not built yet). A stdio server runs in its own process group; a failed start
+ * (2025-11-25, or an older version the server offers). An HTTP server is probed the same way with
+ * one stateless POST (`era/http.ts`); one that does not answer it in 2026-07-28 gets a 2025
+ * session. A server remembered as legacy in `eras` is not probed again. A stdio server runs in its own process group; a failed start
  * ends the whole group before this rejects.
  *
  * @throws RuntimeError `SERVER_START_FAILED` (with the server's last stderr lines; for a missing
@@ -89,11 +91,35 @@ export async function connectServer(
   const handlers: ClientHandlers = { roots: rootsOf(config.roots), ...options.handlers };
   const key = identityKeyOf(config);
   const probeMs = Math.min(options.probeTimeoutMs ?? DISCOVER_PROBE_TIMEOUT_MS, timeoutMs);
-  const probe = config.transport === 'stdio' && probeMs > 0 && options.eras?.get(key) !== 'legacy';
+  const probe = probeMs > 0 && options.eras?.get(key) !== 'legacy';
   const started = performance.now();
   try {
     let session = transport;
-    if (probe) {
+    if (probe && config.transport === 'http') {
+      // The modern era over HTTP: a stateless POST of server/discover; anything but a 2026-07-28
+      // answer falls back to a 2025 session (initialize) on the SDK transport, untouched so far.
+      const modernHttp = new ModernHttpTransport({
+        server: name,
+        url: config.url,
+        headers: config.headers,
+        maxMessageBytes: config.maxMessageBytes,
+        redactor,
+      });
+      const outcome = await startAndProbe(name, modernHttp, probeMs, options.signal);
+      if (outcome.era === 'modern') {
+        const modern = new ModernConnection({
+          name,
+          transport: modernHttp,
+          discover: outcome.discover,
+          stderr: stderrTail,
+          handlers,
+        });
+        modern.listen();
+        options.eras?.set(key, 'modern');
+        return modern;
+      }
+      await modernHttp.close();
+    } else if (probe) {
       const outcome = await startAndProbe(name, transport, probeMs, options.signal);
       if (outcome.era === 'modern') {
         const modern = new ModernConnection({
@@ -152,16 +178,16 @@ export async function connectServer(
   }
 }
 
-/** Starts a stdio transport and probes its era; the transport is closed when either fails. */
+/** Starts a transport and probes its era; the transport is closed when either fails. */
 async function startAndProbe(
   name: string,
   transport: Transport,
   timeoutMs: number,
   signal: AbortSignal | undefined,
-): ReturnType<typeof probeEra> {
+): ReturnType<typeof probeEraWithRetry> {
   try {
     await transport.start();
-    return await probeEra(name, transport, {
+    return await probeEraWithRetry(name, transport, {
       timeoutMs,
       ...(signal === undefined ? {} : { signal }),
     });

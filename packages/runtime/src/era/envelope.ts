@@ -109,7 +109,9 @@ export function parseDiscover(result: unknown): DiscoverInfo | undefined {
   }
   const capabilities = isRecord(result['capabilities']) ? result['capabilities'] : {};
   const instructions = result['instructions'];
-  const serverInfo = serverInfoOf(result);
+  // In the result's `_meta` like every other result, or as the result's own `serverInfo` field.
+  const serverInfo =
+    serverInfoOf(result) ?? serverInfoOf({ _meta: { [META.serverInfo]: result['serverInfo'] } });
   return Object.freeze({
     supportedVersions: Object.freeze([...versions]),
     capabilities,

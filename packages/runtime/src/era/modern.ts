@@ -37,6 +37,7 @@ import {
   type DiscoverInfo,
   type RpcErrorObject,
 } from './envelope.js';
+import { ModernHttpTransport } from './http.js';
 
 /** At most this many `input_required` rounds per `tools/call`. */
 export const MAX_INPUT_ROUNDS = 8;
@@ -127,6 +128,12 @@ export class ModernConnection {
       for (const listener of this.#errorListeners) listener(error);
     };
     this.#transport.onclose = () => this.#markClosed();
+    if (options.transport instanceof ModernHttpTransport) {
+      // A typed failure of one request (oversized or malformed answer) reaches it as is.
+      options.transport.onrequestfault = (id, error) => {
+        if (typeof id === 'number') this.#pending.get(id)?.reject(error);
+      };
+    }
   }
 
   /** Starts the `subscriptions/listen` stream when the server offers `tools.listChanged`. */

@@ -8,7 +8,13 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { ErrorCode, RuntimeError } from '@stepbind/binding/internal';
-import { parseDiscover, withEnvelope, type DiscoverInfo } from './envelope.js';
+import {
+  MODERN_PROTOCOL_VERSION,
+  parseDiscover,
+  RPC,
+  withEnvelope,
+  type DiscoverInfo,
+} from './envelope.js';
 
 /** How long the `server/discover` probe waits for an answer before falling back to `initialize`. */
 export const DISCOVER_PROBE_TIMEOUT_MS = 2_000;
@@ -19,7 +25,14 @@ const PROBE_ID = 'stepbind-discover';
 /** What the probe found: the `server/discover` result of a modern server, or why it is legacy. */
 export type ProbeOutcome =
   | { readonly era: 'modern'; readonly discover: DiscoverInfo }
-  | { readonly era: 'legacy'; readonly answer: 'error' | 'not-modern' | 'timeout' };
+  | {
+      readonly era: 'legacy';
+      readonly answer: 'error' | 'not-modern' | 'timeout';
+      /** The JSON-RPC error code of an `error` answer. */
+      readonly code?: number;
+      /** The versions an `UnsupportedProtocolVersion` (-32022) error named as supported. */
+      readonly supported?: readonly string[];
+    };
 
 /**
  * Sends `server/discover` on a started transport and waits at most `timeoutMs` for its answer.
@@ -66,11 +79,9 @@ export function probeEra(
       if (m['id'] !== PROBE_ID || 'method' in m) return;
       release();
       const discover = 'result' in m ? parseDiscover(m['result']) : undefined;
-      resolve(
-        discover !== undefined
-          ? { era: 'modern', discover }
-          : { era: 'legacy', answer: 'result' in m ? 'not-modern' : 'error' },
-      );
+      if (discover !== undefined) resolve({ era: 'modern', discover });
+      else if ('result' in m) resolve({ era: 'legacy', answer: 'not-modern' });
+      else resolve({ era: 'legacy', answer: 'error', ...errorFacts(m['error']) });
     };
     transport.onclose = () => fail('the server exited while answering server/discover');
     transport
@@ -82,6 +93,39 @@ export function probeEra(
         ),
       );
   });
+}
+
+/** The code of a JSON-RPC error and, for -32022, the versions it names as supported. */
+function errorFacts(error: unknown): { code?: number; supported?: readonly string[] } {
+  if (typeof error !== 'object' || error === null) return {};
+  const { code, data } = error as { code?: unknown; data?: unknown };
+  if (typeof code !== 'number') return {};
+  const supported = (data as { supported?: unknown } | null | undefined)?.supported;
+  return Array.isArray(supported)
+    ? { code, supported: supported.filter((v): v is string => typeof v === 'string').slice(0, 64) }
+    : { code };
+}
+
+/**
+ * {@link probeEra}, asked once more when the server refuses the first `server/discover` with
+ * `UnsupportedProtocolVersion` (-32022) while naming 2026-07-28 among its supported versions (a
+ * server or proxy that rejected the first attempt; the spec's client retries with a version the
+ * server names). Any other answer is final.
+ */
+export async function probeEraWithRetry(
+  server: string,
+  transport: Transport,
+  options: { readonly timeoutMs: number; readonly signal?: AbortSignal },
+): Promise<ProbeOutcome> {
+  const first = await probeEra(server, transport, options);
+  if (
+    first.era === 'legacy' &&
+    first.code === RPC.UNSUPPORTED_PROTOCOL_VERSION &&
+    first.supported?.includes(MODERN_PROTOCOL_VERSION) === true
+  ) {
+    return probeEra(server, transport, options);
+  }
+  return first;
 }
 
 /**

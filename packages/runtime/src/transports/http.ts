@@ -291,7 +291,7 @@ function rebuild(response: Response, body: string | ReadableStream<Uint8Array>):
 }
 
 /** Reads a body as UTF-8 text, or cancels it and returns `undefined` once it passes `max` bytes. */
-async function readBounded(
+export async function readBounded(
   body: ReadableStream<Uint8Array>,
   max: number,
 ): Promise<string | undefined> {
