@@ -10,7 +10,7 @@
  *
  * Run by `pnpm conformance` (scripts/conformance.ts), not by hand.
  */
-import { McpRuntime, toToolResult, type McpBinding } from '@stepbind/runtime';
+import { McpRuntime, toStrictSchema, toToolResult, type McpBinding } from '@stepbind/runtime';
 
 const url = process.argv.at(-1);
 const scenario = process.env['MCP_CONFORMANCE_SCENARIO'] ?? '';
@@ -47,7 +47,12 @@ function contextArguments(): Record<string, Readonly<Record<string, unknown>>> {
 /** Which tools each scenario expects to be called; `undefined`: every tool listed. */
 const CALLS: Readonly<Record<string, readonly string[]>> = {
   initialize: [],
+  // The echo tool takes back the focal tool's inputSchema exactly as stepbind hands it to a model.
+  'json-schema-2020-12-preservation': ['json_schema_echo'],
 };
+
+/** The tool whose schema `json_schema_echo` takes back (SEP-1613 / SEP-2106). */
+const ECHOED_TOOL = 'json_schema_2020_12_tool';
 
 const runtime = await McpRuntime.open(
   {
@@ -72,12 +77,21 @@ try {
   const tools = step.tools.map((t) => t.name);
   process.stdout.write(`scenario ${scenario}: ${tools.length} tools: ${tools.join(', ')}\n`);
   const wanted = CALLS[scenario];
+  const echoed = step.tools.find((t) => step.prepareCall(t.name).tool === ECHOED_TOOL);
   for (const tool of step.tools) {
     const call = step.prepareCall(tool.name);
     const raw = call.tool;
     if (wanted !== undefined && !wanted.includes(raw)) continue;
+    // As an application with an OpenAI-style strict model would: the model saw the strict form,
+    // where an optional parameter is nullable, so its `null` ("not given") is restored away before
+    // stepbind validates and sends (http-custom-headers sends `verbose: null` that way).
+    const strict = toStrictSchema(tool.inputSchema);
+    const given =
+      raw === 'json_schema_echo' && echoed !== undefined
+        ? { schema: echoed.inputSchema }
+        : (ARGUMENTS[raw] ?? {});
     try {
-      const { result, receipt } = await call.run(ARGUMENTS[raw] ?? {});
+      const { result, receipt } = await call.run(strict.strict ? strict.restore(given) : given);
       process.stdout.write(
         `called ${raw}: ${JSON.stringify(result.content)} (receipt ${JSON.stringify(receipt)})\n`,
       );

@@ -134,7 +134,8 @@ const cache = new WeakMap<object, StrictConversion>();
  *   `minProperties`, `dependentRequired`, other formats, boolean sub-schemas, a node without a type
  *   ...) is not strict: dropping it would widen what the model may send.
  * - Pure annotations strict mode rejects (`$schema`, `$comment`, `examples`, `deprecated`,
- *   `readOnly`, `writeOnly`) are dropped; `default` is folded into `description` as
+ *   `readOnly`, `writeOnly`) and vendor extensions (`x-*`, e.g. SEP-2243's `x-mcp-header`) are
+ *   dropped; `default` is folded into `description` as
  *   `Default: <json>.` so the model still learns it.
  * - Optional properties inside `anyOf` branches are not strict (which branch a `null` came from
  *   would be ambiguous). Limits: nesting deeper than {@link STRICT_MAX_DEPTH}, more than
@@ -231,7 +232,9 @@ function convertNode(
       out[key] = value;
       continue;
     }
-    if (DROPPED_ANNOTATIONS.has(key)) continue;
+    // Vendor extensions (`x-mcp-header`, `x-order`, ...) are unknown keywords, i.e. annotations in
+    // JSON Schema 2020-12: dropping them from what the model sees changes no validation outcome.
+    if (DROPPED_ANNOTATIONS.has(key) || key.startsWith('x-')) continue;
     if (key === '$defs' || key === 'definitions') {
       if (options.root) continue;
       throw new NotStrict(

@@ -94,6 +94,28 @@ describe('toStrictSchema', () => {
     });
   });
 
+  it('drops vendor extensions such as x-mcp-header, and restores a null for an optional one', () => {
+    const original: ObjectSchema = {
+      type: 'object',
+      properties: {
+        region: { type: 'string', 'x-mcp-header': 'Region' },
+        verbose: { type: 'boolean', 'x-mcp-header': 'Verbose', 'x-order': 2 },
+      },
+      required: ['region'],
+    };
+    const s = strict(original);
+    expect(JSON.stringify(s.schema)).not.toContain('x-');
+    expect(s.schema['properties']).toEqual({
+      region: { type: 'string' },
+      verbose: { type: ['boolean', 'null'] },
+    });
+    // The model's "not given" (null) is restored away, and the result is valid under the original.
+    const restored = s.restore({ region: 'eu', verbose: null });
+    expect(restored).toEqual({ region: 'eu' });
+    expect(valid(original, restored)).toBe(true);
+    expect(valid(original, { region: 'eu', verbose: null })).toBe(false);
+  });
+
   it('converts local recursive $refs and restores through them', () => {
     const s = strict({
       type: 'object',
