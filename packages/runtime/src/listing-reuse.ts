@@ -70,7 +70,10 @@ export interface ListingStatus {
 }
 
 /** The listing freshness of `session` for `status()`, or `undefined` when it has no record. */
-export function listingStatus(core: RuntimeCore, session: ServerSession): ListingStatus | undefined {
+export function listingStatus(
+  core: RuntimeCore,
+  session: ServerSession,
+): ListingStatus | undefined {
   const record = session.freshness;
   if (record === undefined) return undefined;
   const decision = reuseNow(core, session, session.config);

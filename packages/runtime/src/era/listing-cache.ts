@@ -61,12 +61,7 @@ export interface ListingFreshness extends ListingContext {
 
 /** Why a listing may not be reused. */
 export type StaleReason =
-  | 'not-cacheable'
-  | 'expired'
-  | 'list-changed'
-  | 'audience'
-  | 'principal'
-  | 'config';
+  'not-cacheable' | 'expired' | 'list-changed' | 'audience' | 'principal' | 'config';
 
 /** The answer of {@link reuseOf}. */
 export type ListingReuse =
@@ -117,7 +112,8 @@ export function reuseOf(
 ): ListingReuse {
   if (record.expiresAt === undefined) return { reuse: false, reason: 'not-cacheable' };
   if (context.changes !== record.changes) return { reuse: false, reason: 'list-changed' };
-  if (now < record.receivedAt || now >= record.expiresAt) return { reuse: false, reason: 'expired' };
+  if (now < record.receivedAt || now >= record.expiresAt)
+    return { reuse: false, reason: 'expired' };
   if (context.configKey !== record.configKey) return { reuse: false, reason: 'config' };
   // A stepbind catalog belongs to one audience: even a public answer is not carried to another.
   if (context.audience !== record.audience) return { reuse: false, reason: 'audience' };

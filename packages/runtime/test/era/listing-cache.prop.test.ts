@@ -57,7 +57,9 @@ describe('listing freshness (pure rules)', () => {
         );
         expect(decision.reuse).toBe(cacheable && now >= first && inside);
         if (!cacheable) expect(decision).toEqual({ reuse: false, reason: 'not-cacheable' });
-        expect(record.scope).toBe(pages.every((p) => p.cacheScope === 'public') ? 'public' : 'private');
+        expect(record.scope).toBe(
+          pages.every((p) => p.cacheScope === 'public') ? 'public' : 'private',
+        );
         if (decision.reuse) {
           expect(decision.ageMs).toBe(now - first);
           const remaining = Math.min(
@@ -67,9 +69,7 @@ describe('listing freshness (pure rules)', () => {
           expect(decision.remainingMs).toBeGreaterThan(0);
           // Page 1's TTL alone never decides: the listing ends no later than any page's TTL.
           for (const p of pages) {
-            expect(now + decision.remainingMs).toBeLessThanOrEqual(
-              p.receivedAt + (p.ttlMs ?? 0),
-            );
+            expect(now + decision.remainingMs).toBeLessThanOrEqual(p.receivedAt + (p.ttlMs ?? 0));
           }
         }
         // Once expired, never fresh again as time goes on.
