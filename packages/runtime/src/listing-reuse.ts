@@ -6,6 +6,7 @@ import {
   type CacheScope,
   type ListingFreshness,
   type ListingReuse,
+  type StaleReason,
 } from './era/listing-cache.js';
 import type { ServerSession } from './session.js';
 
@@ -19,17 +20,19 @@ function reuseNow(core: RuntimeCore, session: ServerSession, config: ServerConfi
   const record = session.freshness;
   const { connection } = session;
   const catalog = session.slot?.catalog;
+  if (record === undefined) return { reuse: false, reason: 'not-cacheable' };
   if (
-    record === undefined ||
     connection.era !== 'modern' ||
     connection.closed ||
     connection.lost !== undefined ||
     catalog === undefined ||
-    // A new policy epoch re-publishes every catalog: that needs the listing again.
-    catalog.policyEpoch !== core.registry.policyEpoch ||
     core.forceRestart.has(session.name)
   ) {
-    return { reuse: false, reason: 'not-cacheable' };
+    return { reuse: false, reason: 'connection' };
+  }
+  // A new policy epoch re-publishes every catalog: that needs the listing again.
+  if (catalog.policyEpoch !== core.registry.policyEpoch) {
+    return { reuse: false, reason: 'policy-epoch' };
   }
   return reuseOf(record, core.clock.now(), {
     ...listingContextOf(config),
@@ -67,6 +70,8 @@ export interface ListingStatus {
   readonly expiresInMs: number;
   /** The listing's scope (`private` unless every page said `public`). */
   readonly scope: CacheScope;
+  /** When not fresh: why (see {@link StaleReason}). */
+  readonly reason?: StaleReason;
 }
 
 /** The listing freshness of `session` for `status()`, or `undefined` when it has no record. */
@@ -79,5 +84,5 @@ export function listingStatus(
   const decision = reuseNow(core, session, session.config);
   return decision.reuse
     ? { fresh: true, expiresInMs: decision.remainingMs, scope: record.scope }
-    : { fresh: false, expiresInMs: 0, scope: record.scope };
+    : { fresh: false, expiresInMs: 0, scope: record.scope, reason: decision.reason };
 }

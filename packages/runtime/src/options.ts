@@ -152,6 +152,20 @@ export interface ServerStatus {
     readonly fresh: boolean;
     readonly expiresInMs: number;
     readonly scope: 'public' | 'private';
+    /**
+     * When not fresh, why: `not-cacheable` (a page without `ttlMs` or with 0), `expired`,
+     * `list-changed`, `policy-epoch`, `config` (tool filter or limits changed), `audience`,
+     * `principal` (credentials of a `private` listing), `connection` (not live).
+     */
+    readonly reason?:
+      | 'not-cacheable'
+      | 'expired'
+      | 'list-changed'
+      | 'policy-epoch'
+      | 'config'
+      | 'audience'
+      | 'principal'
+      | 'connection';
   };
 }
 

@@ -59,9 +59,19 @@ export interface ListingFreshness extends ListingContext {
   readonly changes: number;
 }
 
-/** Why a listing may not be reused. */
+/**
+ * Why a listing may not be reused: `not-cacheable` (a page without `ttlMs` or `0`, or no record),
+ * `connection` (not a live modern connection), `policy-epoch` (a new epoch re-publishes).
+ */
 export type StaleReason =
-  'not-cacheable' | 'expired' | 'list-changed' | 'audience' | 'principal' | 'config';
+  | 'not-cacheable'
+  | 'connection'
+  | 'policy-epoch'
+  | 'expired'
+  | 'list-changed'
+  | 'audience'
+  | 'principal'
+  | 'config';
 
 /** The answer of {@link reuseOf}. */
 export type ListingReuse =

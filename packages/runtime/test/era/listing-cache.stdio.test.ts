@@ -149,6 +149,7 @@ describe('listing freshness of modern-era servers (ttlMs / cacheScope per page)'
         fresh: false,
         expiresInMs: 0,
         scope: 'public',
+        reason: 'expired',
       });
       const reusedBefore = log.events.filter((e) => e.type === 'listing-reused').length;
       runtime.updateConfig(config(dir, s, 3));
@@ -173,7 +174,11 @@ describe('listing freshness of modern-era servers (ttlMs / cacheScope per page)'
     const s = { ttls: '60000,0,60000' };
     const runtime = await open(clock, config(dir, s));
     try {
-      expect(statusOf(runtime, 's')?.listing).toMatchObject({ fresh: false, expiresInMs: 0 });
+      expect(statusOf(runtime, 's')?.listing).toMatchObject({
+        fresh: false,
+        expiresInMs: 0,
+        reason: 'not-cacheable',
+      });
       clock.advance(1);
       runtime.updateConfig(config(dir, s, 2));
       await runtime.refreshIfDirty();
@@ -210,6 +215,7 @@ describe('listing freshness of modern-era servers (ttlMs / cacheScope per page)'
         expect(step.tools.map((t) => t.name)).not.toContain('s__t1');
       }
       runtime.setPolicyEpoch(1);
+      expect(statusOf(runtime, 's')?.listing?.reason).toBe('policy-epoch');
       await runtime.refreshIfDirty();
       expect(lists(dir.file('s.log'))).toBe(9);
       expect(runtime.registry.current('s', 'default')?.policyEpoch).toBe(1);
@@ -302,7 +308,10 @@ describe('listing freshness of modern-era servers (ttlMs / cacheScope per page)'
       await changed;
       // The debounced hard refresh has not fired (the fake clock did not move).
       expect(lists(rawLog)).toBe(2);
-      expect(statusOf(runtime, 's')?.listing?.fresh).toBe(false);
+      expect(statusOf(runtime, 's')?.listing).toMatchObject({
+        fresh: false,
+        reason: 'list-changed',
+      });
 
       runtime.updateConfig(cfg(3));
       await runtime.refreshIfDirty();
