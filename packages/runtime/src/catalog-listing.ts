@@ -5,6 +5,7 @@ import {
   type CatalogSnapshot,
   type SchemaValidatorCache,
   type ServerIdentity,
+  type ToolListSource,
   type ToolEnumeration,
   type ValidationOptions,
 } from '@stepbind/binding/internal';
@@ -29,6 +30,8 @@ export interface ListCatalogOptions {
   readonly validation?: Omit<ValidationOptions, 'server' | 'validatorCache' | 'pageIndex'>;
   readonly validatorCache?: SchemaValidatorCache;
   readonly signal?: AbortSignal;
+  /** The page source, when not the connection's own (the listing cache times each page). */
+  readonly source?: ToolListSource;
   /**
    * The listing key of the catalog already published for this connection: when the new listing has
    * the same key, validation and digests are skipped and `snapshot` is `undefined`.
@@ -104,7 +107,7 @@ async function discover(
     validation: { ...options.validation },
     ...(options.validatorCache === undefined ? {} : { validatorCache: options.validatorCache }),
   });
-  const enumeration = await enumerateCatalog(connection.listSource, {
+  const enumeration = await enumerateCatalog(options.source ?? connection.listSource, {
     ...config.limits,
     requestTimeoutMs: config.requestTimeoutMs,
     server: name,

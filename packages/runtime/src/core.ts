@@ -10,6 +10,7 @@ import { systemClock, type RuntimeClock } from './clock.js';
 import type { RuntimeConfig, ServerConfig } from './config.js';
 import type { ConnectionSet } from './connection-set.js';
 import { DiscoveryStates } from './discovery-states.js';
+import { listingContextOf, recordListing, type ListingFreshness } from './era/listing-cache.js';
 import { createEmitter, type Emit } from './events.js';
 import type { FleetStore } from './fleet/attach.js';
 import type { McpRuntimeOptions, ServerConnector } from './options.js';
@@ -74,7 +75,12 @@ export class RuntimeCore {
     this.current?.invalidate();
   }
 
-  /** Lists one connection of `session` into a candidate (or nothing, for an unchanged listing). */
+  /**
+   * Lists one connection of `session` into a candidate (or nothing, for an unchanged listing). A
+   * modern connection's listing comes with its freshness record (each page timed on the clock),
+   * which the caller installs on the session once the listing is the published one; listing the
+   * session's own connection drops the record it had (it only ever describes the published listing).
+   */
   list(
     session: ServerSession,
     config: ServerConfig,
@@ -85,7 +91,13 @@ export class RuntimeCore {
       /** Whether an unchanged listing may skip validation (not when the identity changed). */
       readonly compare: boolean;
     },
-  ): Promise<CatalogListing> {
+  ): Promise<CatalogListing & { readonly freshness: ListingFreshness | undefined }> {
+    const connection = via?.connection ?? session.connection;
+    if (via === undefined) session.freshness = undefined;
+    const recorder =
+      connection.era === 'modern'
+        ? recordListing(connection.listSource, this.clock, connection.changes)
+        : undefined;
     // An unchanged listing may skip validation only while the published catalog's epoch holds.
     const current = session.slot?.catalog;
     const previousListingKey =
@@ -94,24 +106,25 @@ export class RuntimeCore {
       via?.compare !== false
         ? session.listingKey
         : undefined;
-    return this.discovery.track(
-      session.name,
-      listCatalog(via?.connection ?? session.connection, {
-        ...(previousListingKey === undefined ? {} : { previousListingKey }),
-        // The first listing of a new connection has nothing to compare with; re-lists key theirs.
-        keyListing: current !== undefined,
-        name: session.name,
-        config,
-        identity: via?.identity ?? session.identity,
-        policyEpoch: this.registry.policyEpoch,
-        ...(this.options.validation === undefined ? {} : { validation: this.options.validation }),
-        validatorCache: this.validatorCache,
-        signal,
-        onPage: (progress) => this.emit({ type: 'discovery-page', ...progress }),
-        onValidating: () => this.discovery.validating(session.name),
-      }),
-      session.slot?.catalog,
-    );
+    const listing = listCatalog(connection, {
+      ...(recorder === undefined ? {} : { source: recorder.source }),
+      ...(previousListingKey === undefined ? {} : { previousListingKey }),
+      // The first listing of a new connection has nothing to compare with; re-lists key theirs.
+      keyListing: current !== undefined,
+      name: session.name,
+      config,
+      identity: via?.identity ?? session.identity,
+      policyEpoch: this.registry.policyEpoch,
+      ...(this.options.validation === undefined ? {} : { validation: this.options.validation }),
+      validatorCache: this.validatorCache,
+      signal,
+      onPage: (progress) => this.emit({ type: 'discovery-page', ...progress }),
+      onValidating: () => this.discovery.validating(session.name),
+    }).then((found) => ({
+      ...found,
+      freshness: recorder?.finish(found.enumeration.pages.length, listingContextOf(config)),
+    }));
+    return this.discovery.track(session.name, listing, session.slot?.catalog);
   }
 
   /** True when `candidate` adds nothing over the session's published catalog. */

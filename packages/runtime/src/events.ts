@@ -35,6 +35,18 @@ export type RuntimeEvent =
       readonly cause: 'hard-refresh' | 'refresh' | 'reconnect';
     }
   | { readonly type: 'hard-refresh-failed'; readonly server: string; readonly error: StepbindError }
+  | {
+      /**
+       * A dirty refresh kept a modern server's published listing without a request: every page's
+       * `ttlMs` still runs (`remainingMs` of the earliest), no `list_changed` came, and a `private`
+       * listing is for the same audience and principal. The catalog and revision stay as they were.
+       */
+      readonly type: 'listing-reused';
+      readonly server: string;
+      readonly ageMs: number;
+      readonly remainingMs: number;
+      readonly scope: 'public' | 'private';
+    }
   | { readonly type: 'connection-closed'; readonly server: string; readonly expected: boolean }
   | { readonly type: 'connection-error'; readonly server: string; readonly error: Error }
   | {

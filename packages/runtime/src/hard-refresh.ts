@@ -55,10 +55,12 @@ async function relistLocked(
   combined: AbortSignal,
 ): Promise<boolean> {
   const expectedGeneration = session.catalog.generation;
-  const { snapshot, listingKey } = await core.list(session, session.config, combined);
+  // Always a request: the application (or the server's list_changed) asked for the server's word.
+  const { snapshot, listingKey, freshness } = await core.list(session, session.config, combined);
   if (snapshot === undefined || core.unchanged(session, snapshot)) {
     // The published catalog is this listing: remember its key so the next re-list can skip.
     if (listingKey !== undefined) session.listingKey = listingKey;
+    session.freshness = freshness;
     return false;
   }
   await publishCatalogs(
@@ -66,6 +68,7 @@ async function relistLocked(
     [{ session, snapshot, listingKey, expectedGeneration, cause: 'hard-refresh' }],
     signal === undefined ? {} : { signal },
   );
+  session.freshness = freshness;
   return true;
 }
 

@@ -144,6 +144,29 @@ export interface ServerStatus {
    * that still serves its previous catalog shows here while `catalogState` keeps that catalog's.
    */
   readonly discovery?: DiscoveryStatus;
+  /**
+   * Modern era only: whether the published listing is fresh by its pages' `ttlMs` (a dirty refresh
+   * would keep it without a request), for how long, and its `cacheScope` (DESIGN §10.1).
+   */
+  readonly listing?: {
+    readonly fresh: boolean;
+    readonly expiresInMs: number;
+    readonly scope: 'public' | 'private';
+    /**
+     * When not fresh, why: `not-cacheable` (a page without `ttlMs` or with 0), `expired`,
+     * `list-changed`, `policy-epoch`, `config` (tool filter or limits changed), `audience`,
+     * `principal` (credentials of a `private` listing), `connection` (not live).
+     */
+    readonly reason?:
+      | 'not-cacheable'
+      | 'expired'
+      | 'list-changed'
+      | 'policy-epoch'
+      | 'config'
+      | 'audience'
+      | 'principal'
+      | 'connection';
+  };
 }
 
 /** One server's discovery state and, for `INCOMPLETE` and `QUARANTINED`, why. */

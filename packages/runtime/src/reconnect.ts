@@ -192,6 +192,7 @@ export function adoptConnection(core: RuntimeCore, session: ServerSession, r: Re
   session.connection = r.connection;
   session.identity = r.identity;
   if (r.listingKey !== undefined) session.listingKey = r.listingKey;
+  session.freshness = undefined;
   session.recovery.lastError = undefined;
   session.recovery.gaveUp = false;
   stopRecovery(session, core.clock);

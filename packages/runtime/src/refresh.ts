@@ -9,6 +9,8 @@ import {
 import type { ServerConfig } from './config.js';
 import { ConnectionSet } from './connection-set.js';
 import type { RuntimeCore } from './core.js';
+import { freshListing } from './listing-reuse.js';
+import type { ListingFreshness } from './era/listing-cache.js';
 import { abortedError, closedError, toStepbindError } from './failures.js';
 import { publishCatalogs, type Publication } from './publish.js';
 import {
@@ -34,6 +36,8 @@ interface Candidate {
   /** `undefined` when the re-list equals the published catalog (nothing to publish). */
   readonly snapshot: CatalogSnapshot | undefined;
   readonly listingKey: string | undefined;
+  /** The freshness record to install with the listing (modern era), see `ServerSession.freshness`. */
+  readonly freshness: ListingFreshness | undefined;
   /** True for a new connection; false for a reused one that was re-listed. */
   readonly fresh: boolean;
   /** The registry generation this candidate was discovered against (its CAS expectation). */
@@ -212,13 +216,14 @@ async function startSession(
   const session = new ServerSession(name, cfg, key, connection);
   core.sessions.add(session);
   try {
-    const { snapshot, listingKey } = await core.list(session, cfg, signal);
+    const { snapshot, listingKey, freshness } = await core.list(session, cfg, signal);
     core.watch(session);
     return {
       session,
       config: cfg,
       snapshot,
       listingKey,
+      freshness,
       fresh: true,
       expectedGeneration,
       release: () => undefined,
@@ -240,9 +245,15 @@ async function relistReused(
     const expectedGeneration = session.catalog.generation;
     const reused = { session, config, fresh: false, expectedGeneration, release } as const;
     if (!session.connection.closed) {
+      // A fresh modern listing (within every page's ttlMs, no list_changed since, same audience
+      // and, for private, the same principal) stays published without a request.
+      const fresh = freshListing(core, session, config);
+      if (fresh !== undefined) {
+        return { ...reused, snapshot: undefined, listingKey: undefined, freshness: fresh };
+      }
       try {
-        const { snapshot, listingKey } = await core.list(session, config, signal);
-        return { ...reused, snapshot, listingKey };
+        const { snapshot, listingKey, freshness } = await core.list(session, config, signal);
+        return { ...reused, snapshot, listingKey, freshness };
       } catch (error) {
         // A session that ended during the re-list is reopened below; anything else fails.
         if (session.connection.lost === undefined || signal.aborted) throw error;
@@ -260,12 +271,13 @@ async function relistReused(
         attempt: session.recovery.attempts,
         error: toStepbindError(error),
       });
-      return { ...reused, snapshot: undefined, listingKey: undefined };
+      return { ...reused, snapshot: undefined, listingKey: undefined, freshness: undefined };
     }
     return {
       ...reused,
       snapshot: reconnect.snapshot,
       listingKey: reconnect.listingKey,
+      freshness: undefined,
       reconnect,
     };
   } catch (error) {
@@ -311,6 +323,7 @@ async function publishSet(
         for (const c of candidates) {
           // An unchanged re-list still leaves the key of the listing that stays published.
           if (c.listingKey !== undefined) c.session.listingKey = c.listingKey;
+          c.session.freshness = c.freshness;
           set.entries.set(c.session.name, { kind: 'ready', session: c.session });
           c.session.refs++;
           // Timeouts and limits are not part of the identity: a reused connection takes the new ones.
@@ -385,6 +398,7 @@ async function publishLate(
       ],
       {
         commit: () => {
+          session.freshness = candidate.freshness;
           session.refs++;
           set.entries.set(name, { kind: 'ready', session });
           set.watch(session);

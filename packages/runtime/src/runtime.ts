@@ -303,6 +303,10 @@ export class McpRuntime {
    * When the server's HTTP session was lost, it opens a new session first and re-lists on that
    * (the revision moves only if the catalog changed).
    *
+   * Always sends `tools/list`, even when a modern server's listing is still fresh by its `ttlMs`
+   * (the application asked for the server's word); a refresh that honours the TTLs is `markDirty`
+   * then `refreshIfDirty` (DESIGN §10.1).
+   *
    * @returns true when the catalog changed.
    * @throws CatalogError from discovery or publication (nothing changes); RuntimeError
    *   `SERVER_NOT_READY` when the server has no live connection, `SERVER_START_FAILED` when a lost

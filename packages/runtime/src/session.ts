@@ -8,6 +8,7 @@ import type {
 import type { RuntimeClock, TimerHandle } from './clock.js';
 import type { ServerConfig } from './config.js';
 import type { Connection } from './connection.js';
+import type { ListingFreshness } from './era/listing-cache.js';
 import { identityOf } from './transports/index.js';
 import type { SessionLoss } from './transports/http-session.js';
 
@@ -34,6 +35,11 @@ export class ServerSession {
   slot: CatalogSlot | undefined;
   /** Listing key of the published catalog (see `listCatalog`). */
   listingKey: string | undefined;
+  /**
+   * Freshness of the published listing of a modern connection (`ttlMs`/`cacheScope`), which a
+   * dirty refresh may reuse without a request; `undefined` for none or while a re-list runs.
+   */
+  freshness: ListingFreshness | undefined;
   /** ConnectionSets holding this session. */
   refs = 0;
   /** The armed trailing list_changed debounce (see `hard-refresh.ts`). */

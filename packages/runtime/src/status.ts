@@ -1,5 +1,6 @@
 import { ErrorCode } from '@stepbind/binding/internal';
 import type { RuntimeCore } from './core.js';
+import { listingStatus } from './listing-reuse.js';
 import type { DiscoveryStatus, RuntimeStatus, ServerStatus } from './options.js';
 import { lossMessage } from './session.js';
 
@@ -17,6 +18,7 @@ export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
     } else if (entry.kind === 'ready') {
       const s = entry.session;
       const loss = s.connection.lost;
+      const listing = listingStatus(core, s);
       servers.push({
         name,
         required: cfg.required,
@@ -43,6 +45,7 @@ export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
               error: { code: ErrorCode.CONNECTION_CLOSED, message: lossMessage(loss, s.recovery) },
               reconnectAttempts: s.recovery.attempts,
             }),
+        ...(listing === undefined ? {} : { listing }),
         ...discovery,
       });
     } else {

@@ -6,8 +6,13 @@
  *   `ttlMs` TTLS[i] (a comma-separated list, default `60000,0,5000`; the last repeats) and
  *   `cacheScope: 'public'`, so a client that keeps page 1's TTL for the whole list is caught.
  * - `echo` answers `echo <json of the arguments>`.
+ * - `SDK2_SERVER_SCOPES` (environment, comma-separated `public`/`private`/`none`, the last repeats;
+ *   default `public`): each page's `cacheScope` (`none` leaves it out).
+ * - `SDK2_SERVER_LOG` (environment): every `tools/list` request is appended to that file as one JSON
+ *   line (`{"method":"tools/list","cursor":...}`), so a test counts what reached the server.
  * - `legacy: 'serve'`: a 2025-era client that opens with `initialize` is served too (dual era).
  */
+import { appendFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { Server, type Tool } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
@@ -23,6 +28,10 @@ export interface Sdk2ServerOptions {
   readonly pageSize?: number;
   /** `ttlMs` per page; the last value repeats. @default [60000, 0, 5000] */
   readonly ttls?: readonly number[];
+  /** `cacheScope` per page (`none`: left out); the last value repeats. @default ['public'] */
+  readonly scopes?: readonly ('public' | 'private' | 'none')[];
+  /** A file each `tools/list` request is appended to as one JSON line. */
+  readonly log?: string;
 }
 
 /** The tools the server lists, in order: `echo`, then `t1`... */
@@ -42,6 +51,7 @@ export function runSdk2Server(options: Sdk2ServerOptions = {}): void {
   const tools = sdk2Tools(options.tools ?? 6);
   const pageSize = Math.max(1, options.pageSize ?? 2);
   const ttls = options.ttls ?? [60_000, 0, 5_000];
+  const scopes = options.scopes ?? ['public'];
   serveStdio(() => {
     const server = new Server(
       { ...SDK2_SERVER_INFO },
@@ -51,11 +61,16 @@ export function runSdk2Server(options: Sdk2ServerOptions = {}): void {
       const start = Number(request.params?.cursor ?? '0');
       const page = Math.floor(start / pageSize);
       const next = start + pageSize;
+      const cursor = request.params?.cursor ?? null;
+      if (options.log !== undefined) {
+        appendFileSync(options.log, `${JSON.stringify({ method: 'tools/list', cursor })}\n`);
+      }
+      const scope = scopes[Math.min(page, scopes.length - 1)] ?? 'public';
       return {
         tools: tools.slice(start, next),
         ...(next < tools.length ? { nextCursor: String(next) } : {}),
         ttlMs: ttls[Math.min(page, ttls.length - 1)] ?? 0,
-        cacheScope: 'public' as const,
+        ...(scope === 'none' ? {} : { cacheScope: scope }),
       };
     });
     server.setRequestHandler('tools/call', (request) => ({
@@ -77,7 +92,13 @@ export function sdk2ServerPath(): string {
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const [tools, pageSize, ttls] = process.argv.slice(2);
+  const scopes = process.env['SDK2_SERVER_SCOPES'];
+  const log = process.env['SDK2_SERVER_LOG'];
   runSdk2Server({
+    ...(scopes === undefined
+      ? {}
+      : { scopes: scopes.split(',') as ('public' | 'private' | 'none')[] }),
+    ...(log === undefined ? {} : { log }),
     ...(tools === undefined ? {} : { tools: Number(tools) }),
     ...(pageSize === undefined ? {} : { pageSize: Number(pageSize) }),
     ...(ttls === undefined ? {} : { ttls: ttls.split(',').map(Number) }),
