@@ -118,6 +118,14 @@ export type {
   RunOptions,
   ToolCallResult,
 } from './call/types.js';
+export type {
+  InputAnswer,
+  InputKind,
+  InputRequestRecord,
+  InputRound,
+  InputRounds,
+  InputStop,
+} from './call/input-rounds.js';
 export type { LeftOutServer } from './tools/view.js';
 export { CallJournal } from './journal/journal.js';
 export type { CallJournalOptions } from './journal/journal.js';

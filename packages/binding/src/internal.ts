@@ -84,3 +84,4 @@ export { CatalogSlot } from './call/slot.js';
 export { createBinding } from './call/binding.js';
 export type { CreateBindingOptions } from './call/binding.js';
 export type { CallPolicy, ToolCaller } from './call/types.js';
+export type { InputRoundListener } from './call/input-rounds.js';

@@ -28,6 +28,23 @@ export interface ServerLimits {
   readonly maxOutputBytes?: number;
 }
 
+/**
+ * Which protocol era a server is spoken to in (`protocol` of a server entry):
+ * - `auto`: probe with `server/discover` (for at most `discoverTimeoutMs`) and fall back to
+ *   `initialize` on any other answer;
+ * - `2026-07-28`: the modern era only, no fallback; the probe may take the whole
+ *   `startupTimeoutMs`, and a server that does not answer it as a 2026-07-28 server fails to start;
+ * - `2025-11-25`: the 2025 era only: never probed, plain `initialize`, which still negotiates an
+ *   older version (down to 2024-11-05) with a server that offers only that.
+ */
+export type ProtocolPin = 'auto' | '2026-07-28' | '2025-11-25';
+
+/** Every {@link ProtocolPin}. */
+export const PROTOCOL_PINS = ['auto', '2026-07-28', '2025-11-25'] as const;
+
+/** Default of `discoverTimeoutMs`: how long `auto` waits for `server/discover` (capped by `startupTimeoutMs`). */
+export const DEFAULT_DISCOVER_TIMEOUT_MS = 2_000;
+
 /** The keys every server entry has, whatever its transport. */
 export interface CommonServerConfig {
   /** A required server that fails makes `open`/refresh fail; an optional one is left out. @default true */
@@ -36,6 +53,15 @@ export interface CommonServerConfig {
   readonly audience: string;
   /** Budget to start the process (or open the session) and finish `initialize`. @default 30000 */
   readonly startupTimeoutMs: number;
+  /** The protocol era this server is spoken to in, see {@link ProtocolPin}. @default "auto" */
+  readonly protocol: ProtocolPin;
+  /**
+   * With `protocol: "auto"`: how long the `server/discover` probe may wait, counted from the
+   * start, before falling back to `initialize`; capped by `startupTimeoutMs`. A modern server
+   * that boots slower than this is taken for a 2025 one: raise it, or pin `"protocol":
+   * "2026-07-28"`. @default 2000 ({@link DEFAULT_DISCOVER_TIMEOUT_MS})
+   */
+  readonly discoverTimeoutMs: number;
   /** Budget for each `tools/list` request. @default 30000 */
   readonly requestTimeoutMs: number;
   /** Default budget for each `tools/call`. @default 60000 */
@@ -113,6 +139,45 @@ export function assertNoUrlCredentials(url: string | URL, path: string): void {
     path,
     'must not contain credentials ("user:password@"); send them in "headers" instead, for example "Authorization": "Bearer <token>" with the token read from an environment variable by your program',
   );
+}
+
+/**
+ * `protocol` and `discoverTimeoutMs` of a server entry at `path`. Older 2025-era versions are
+ * refused with the reason (`2025-11-25` already negotiates them), and so is a probe budget
+ * without a probe to spend it on.
+ */
+export function parseProtocol(
+  obj: Record<string, unknown>,
+  path: string,
+): Pick<CommonServerConfig, 'protocol' | 'discoverTimeoutMs'> {
+  const raw = obj['protocol'];
+  if (
+    typeof raw === 'string' &&
+    /^20\d\d-\d\d-\d\d$/.test(raw) &&
+    !PROTOCOL_PINS.some((p) => p === raw)
+  ) {
+    fail(
+      `${path}.protocol`,
+      `${JSON.stringify(raw)} is not a version stepbind pins; use "2025-11-25" for the 2025 era (its initialize still negotiates an older version such as 2025-06-18 or 2024-11-05 with a server that offers only that), "2026-07-28" for the modern era, or "auto"`,
+    );
+  }
+  const protocol = raw === undefined ? 'auto' : expectOneOf(raw, `${path}.protocol`, PROTOCOL_PINS);
+  if (obj['discoverTimeoutMs'] !== undefined && protocol !== 'auto') {
+    fail(
+      `${path}.discoverTimeoutMs`,
+      protocol === '2025-11-25'
+        ? 'a server pinned to "2025-11-25" is never probed with server/discover; remove "discoverTimeoutMs" or set "protocol" to "auto"'
+        : 'a server pinned to "2026-07-28" may take the whole "startupTimeoutMs" to answer server/discover; remove "discoverTimeoutMs" (or set "protocol" to "auto")',
+    );
+  }
+  return {
+    protocol,
+    discoverTimeoutMs: optInt(
+      obj['discoverTimeoutMs'],
+      `${path}.discoverTimeoutMs`,
+      DEFAULT_DISCOVER_TIMEOUT_MS,
+    ),
+  };
 }
 
 /** The JSON path of one key of one server's entry, e.g. `$.mcpServers.files.cwd`. */

@@ -10,6 +10,7 @@ import {
   expectString,
   fail,
   optInt,
+  parseProtocol,
   pathKey,
   stringList,
   type CommonServerConfig,
@@ -25,7 +26,7 @@ export {
   DEFAULT_MAX_MESSAGE_BYTES,
   serverConfigPath,
 } from './config-values.js';
-export type { CommonServerConfig, ServerLimits } from './config-values.js';
+export type { CommonServerConfig, ProtocolPin, ServerLimits } from './config-values.js';
 export type { HttpServerConfig, ServerConfig, StdioServerConfig } from './transports/index.js';
 
 /** The durable execution journal (DESIGN §13), the `journal` key of a configuration file. */
@@ -81,6 +82,8 @@ const COMMON_KEYS = [
   'required',
   'audience',
   'startupTimeoutMs',
+  'protocol',
+  'discoverTimeoutMs',
   'requestTimeoutMs',
   'callTimeoutMs',
   'timeout',
@@ -231,6 +234,7 @@ function parseServer(
     audience:
       obj['audience'] === undefined ? 'default' : expectString(obj['audience'], `${path}.audience`),
     startupTimeoutMs: optInt(obj['startupTimeoutMs'], `${path}.startupTimeoutMs`, 30_000),
+    ...parseProtocol(obj, path),
     requestTimeoutMs: optInt(
       obj['requestTimeoutMs'],
       `${path}.requestTimeoutMs`,

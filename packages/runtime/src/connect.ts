@@ -17,7 +17,8 @@ import type { ServerConfig } from './config.js';
 import type { Connection, EraMemory } from './connection.js';
 import { ModernHttpTransport } from './era/http.js';
 import { ModernConnection } from './era/modern.js';
-import { DISCOVER_PROBE_TIMEOUT_MS, probeEraWithRetry, startedTransport } from './era/probe.js';
+import { eraPlan, notModernError, slowProbeHint } from './era/pin.js';
+import { probeEraWithRetry, startedTransport } from './era/probe.js';
 import { NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 import { CLIENT_INFO, linkSignal, SdkConnection } from './sdk.js';
 import { mapSdkError } from './sdk-errors.js';
@@ -44,14 +45,16 @@ export interface ConnectOptions {
    */
   readonly closeGraceMs?: number;
   /**
-   * How long a stdio server may take to answer the `server/discover` probe before stepbind falls
-   * back to `initialize` (a 2025-era server answers it at once with an error). `0` skips the
-   * probe: the 2025 era only. @default 2000
+   * Overrides the config's `discoverTimeoutMs` for a server with `protocol: "auto"`: how long it
+   * may take to answer the `server/discover` probe before stepbind falls back to `initialize` (a
+   * 2025-era server answers it at once with an error). `0` skips the probe: the 2025 era only.
+   * Ignored for a pinned server. @default the config's `discoverTimeoutMs` (2000)
    */
   readonly probeTimeoutMs?: number;
   /**
-   * The era each server spoke, by identity key: a server remembered as `legacy` is not probed
-   * again, and every connection's era is recorded here. @default a fresh map (no memory)
+   * The era each `protocol: "auto"` server spoke, by identity key: a server remembered as `legacy`
+   * is not probed again, and every such connection's era is recorded here. A pinned server neither
+   * reads nor writes it (and its pin is part of its identity key). @default a fresh map (no memory)
    */
   readonly eras?: EraMemory;
 }
@@ -64,11 +67,14 @@ const EARLY_ERRORS = 3;
  * any other answer, or none within `probeTimeoutMs`, falls back to `initialize` on the same process
  * (2025-11-25, or an older version the server offers). An HTTP server is probed the same way with
  * one stateless POST (`era/http.ts`); one that does not answer it in 2026-07-28 gets a 2025
- * session. A server remembered as legacy in `eras` is not probed again. A stdio server runs in its own process group; a failed start
- * ends the whole group before this rejects.
+ * session. A server remembered as legacy in `eras` is not probed again. The server's `protocol`
+ * pin overrides all of this (`era/pin.ts`): `2025-11-25` is never probed, `2026-07-28` never falls
+ * back and may take the whole start budget to answer. A stdio server runs in its own process
+ * group; a failed start ends the whole group before this rejects.
  *
  * @throws RuntimeError `SERVER_START_FAILED` (with the server's last stderr lines; for a missing
- *   working directory or command, `detail.configPath` names the key at fault), `TIMEOUT`,
+ *   working directory or command, or a server pinned to 2026-07-28 that is not one,
+ *   `detail.configPath` names the key at fault), `TIMEOUT`,
  *   `ABORTED`, `MESSAGE_TOO_LARGE` or `MALFORMED_MESSAGE` (the `initialize` response).
  */
 export async function connectServer(
@@ -90,9 +96,13 @@ export async function connectServer(
   const redactor = http?.redactor ?? NO_REDACTION;
   const handlers: ClientHandlers = { roots: rootsOf(config.roots), ...options.handlers };
   const key = identityKeyOf(config);
-  const probeMs = Math.min(options.probeTimeoutMs ?? DISCOVER_PROBE_TIMEOUT_MS, timeoutMs);
-  const probe = probeMs > 0 && options.eras?.get(key) !== 'legacy';
+  const plan = eraPlan(config, timeoutMs, { ...options, key });
+  const probe = plan.probeMs > 0;
+  const remember = (era: 'modern' | 'legacy'): void => {
+    if (plan.remember) options.eras?.set(key, era);
+  };
   const started = performance.now();
+  let probeTimedOut = false;
   try {
     let session = transport;
     if (probe && config.transport === 'http') {
@@ -105,7 +115,7 @@ export async function connectServer(
         maxMessageBytes: config.maxMessageBytes,
         redactor,
       });
-      const outcome = await startAndProbe(name, modernHttp, probeMs, options.signal);
+      const outcome = await startAndProbe(name, modernHttp, plan.probeMs, options.signal);
       if (outcome.era === 'modern') {
         const modern = new ModernConnection({
           name,
@@ -115,12 +125,14 @@ export async function connectServer(
           handlers,
         });
         modern.listen();
-        options.eras?.set(key, 'modern');
+        remember('modern');
         return modern;
       }
       await modernHttp.close();
+      if (plan.modernOnly) throw notModernError(name, outcome, plan.probeMs);
+      probeTimedOut = outcome.answer === 'timeout';
     } else if (probe) {
-      const outcome = await startAndProbe(name, transport, probeMs, options.signal);
+      const outcome = await startAndProbe(name, transport, plan.probeMs, options.signal);
       if (outcome.era === 'modern') {
         const modern = new ModernConnection({
           name,
@@ -132,9 +144,15 @@ export async function connectServer(
           fault: () => fault()?.(undefined),
         });
         modern.listen();
-        options.eras?.set(key, 'modern');
+        remember('modern');
         return modern;
       }
+      if (plan.modernOnly) {
+        // Ends the whole process group before the pin's error is reported.
+        await transport.close();
+        throw notModernError(name, outcome, plan.probeMs);
+      }
+      probeTimedOut = outcome.answer === 'timeout';
       session = startedTransport(transport);
     }
     const connection = await openSession(name, session, {
@@ -146,7 +164,7 @@ export async function connectServer(
       handlers,
       ...(http === undefined ? {} : { http }),
     });
-    options.eras?.set(key, 'legacy');
+    remember('legacy');
     return connection;
   } catch (error) {
     if (!(error instanceof StepbindError) || error.code !== ErrorCode.SERVER_START_FAILED)
@@ -157,8 +175,9 @@ export async function connectServer(
     const what =
       config.transport === 'stdio' ? `command "${config.command}"` : `URL ${redactUrl(config.url)}`;
     const failure = config.transport === 'http' ? httpFailure(error.cause) : {};
-    const advice =
-      config.transport === 'stdio'
+    const advice = probeTimedOut
+      ? slowProbeHint(name, plan.probeMs)
+      : config.transport === 'stdio'
         ? 'Check the command, its arguments and environment in the configuration.'
         : failure.httpStatus === 401 || failure.httpStatus === 403
           ? 'The server refused the credentials: check the values sent in "headers".'

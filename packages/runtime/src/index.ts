@@ -33,6 +33,8 @@ export type {
   FormattedTools,
   GeminiFunctionDeclaration,
   GeminiFunctionResponsePart,
+  InputRound,
+  InputRounds,
   McpBinding,
   McpContentBlock,
   ModelTool,
@@ -58,6 +60,7 @@ export { parseConfig, SERVER_NAME_PATTERN } from './config.js';
 export type {
   HttpServerConfig,
   JournalConfig,
+  ProtocolPin,
   RuntimeConfig,
   ServerConfig,
   ServerLimits,

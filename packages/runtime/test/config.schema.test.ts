@@ -95,3 +95,37 @@ describe('the store key', () => {
     expect(message).not.toContain('secret');
   });
 });
+
+describe('the protocol keys', () => {
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  const validate = ajv.compile(schema);
+  const server = (more: Record<string, unknown>) => ({
+    mcpServers: { a: { command: 'x', ...more } },
+  });
+
+  it('take the same values in the schema and in the parser', () => {
+    const good = [
+      {},
+      { protocol: 'auto' },
+      { protocol: '2026-07-28' },
+      { protocol: '2025-11-25' },
+      { discoverTimeoutMs: 5000 },
+      { protocol: 'auto', discoverTimeoutMs: 5000 },
+    ];
+    for (const more of good) {
+      expect(validate(server(more)), JSON.stringify(validate.errors)).toBe(true);
+      expect(() => parseConfig(server(more), { env: {} })).not.toThrow();
+    }
+    const bad = [
+      { protocol: 'modern' },
+      { protocol: '2025-06-18' },
+      { discoverTimeoutMs: 0 },
+      { protocol: '2026-07-28', discoverTimeoutMs: 5000 },
+      { protocol: '2025-11-25', discoverTimeoutMs: 5000 },
+    ];
+    for (const more of bad) {
+      expect(validate(server(more))).toBe(false);
+      expect(() => parseConfig(server(more), { env: {} })).toThrow(/\$\.mcpServers\.a\./);
+    }
+  });
+});

@@ -282,3 +282,53 @@ describe('protocol era over Streamable HTTP', () => {
     }
   });
 });
+
+describe('the era pin over Streamable HTTP', () => {
+  const configOf = (url: string, protocol: string) => {
+    const config = parseConfig({ mcpServers: { web: { url, protocol } } }).servers.get('web');
+    if (config === undefined) throw new Error('no server');
+    return config;
+  };
+
+  it('"2025-11-25" never POSTs server/discover: its first request is initialize', async () => {
+    const { url, seen } = await modernServer();
+    // The modern test server refuses initialize, so the start fails; what matters is what was sent.
+    const error: unknown = await connectServer('web', configOf(url, '2025-11-25')).then(
+      (c) => c.close(),
+      (e: unknown) => e,
+    );
+    expect(isStepbindError(error, 'SERVER_START_FAILED')).toBe(true);
+    expect(seen.map((s) => s.method)).not.toContain('server/discover');
+    expect(seen[0]?.method).toBe('initialize');
+    const legacy = await spawnHttpServer({ scenario: 'single' });
+    children.push(legacy);
+    const eras: EraMemory = new Map();
+    const connection = await connectServer('web', configOf(legacy.url, '2025-11-25'), { eras });
+    try {
+      expect(connection.era).toBe('legacy');
+    } finally {
+      await connection.close();
+    }
+    expect(eras.size).toBe(0);
+  });
+
+  it('"2026-07-28" serves a modern server and fails a 2025-era one naming the protocol key', async () => {
+    const { url } = await modernServer();
+    const modern = await connectServer('web', configOf(url, '2026-07-28'));
+    try {
+      expect(modern.era).toBe('modern');
+    } finally {
+      await modern.close();
+    }
+    const legacy = await spawnHttpServer({ scenario: 'single' });
+    children.push(legacy);
+    const error: unknown = await connectServer('web', configOf(legacy.url, '2026-07-28')).then(
+      (c) => c.close(),
+      (e: unknown) => e,
+    );
+    expect(isStepbindError(error, 'SERVER_START_FAILED')).toBe(true);
+    expect((error as { detail: Record<string, unknown> }).detail['configPath']).toBe(
+      '$.mcpServers.web.protocol',
+    );
+  });
+});

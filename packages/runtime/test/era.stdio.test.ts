@@ -74,7 +74,10 @@ describe('protocol era per stdio server', () => {
           (e: unknown) => e,
         );
       expect(isStepbindError(error, 'INPUT_REQUIRED')).toBe(true);
-      expect((error as Error).message).toContain('Confirm?');
+      expect((error as Error).message).toContain('elicitation/create (key "confirm")');
+      expect((error as { detail: Record<string, unknown> }).detail['requests']).toEqual([
+        { key: 'confirm', method: 'elicitation/create', message: 'Confirm?' },
+      ]);
     } finally {
       await runtime.close();
     }

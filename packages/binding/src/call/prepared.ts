@@ -12,6 +12,7 @@ import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/sto
 import type { Release } from '../lock.js';
 import type { CatalogSnapshot, EffectClass, ToolDescriptor } from '../snapshot/snapshot.js';
 import type { BoundTool } from '../tools/view.js';
+import { InputRoundLog } from './input-rounds.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
 import type {
   ApprovalMode,
@@ -103,6 +104,7 @@ export class PreparedCall {
     let release: Release | undefined;
     // Where a failure happened decides what it means: nothing sent before 'call', a run call after.
     let phase: CallPhase = 'admission';
+    const rounds = new InputRoundLog();
     try {
       if (state.released) throw releasedError(this.#stepId, this.modelName);
       state.inFlight++;
@@ -197,6 +199,7 @@ export class PreparedCall {
       const result = await caller.callTool(this.tool, callArgs, {
         timeoutMs,
         ...(options.signal === undefined ? {} : { signal: options.signal }),
+        onInputRound: rounds.listener,
       });
       const tCalled = performance.now();
       phase = 'output';
@@ -216,6 +219,7 @@ export class PreparedCall {
         audience: catalog.audience,
         catalogState: catalog.state,
         ...protocolOf(catalog),
+        ...rounds.field(),
         effectClass: this.descriptor.effectClass,
         outcome: result.isError === true ? 'tool-error' : 'ok',
         idempotencyKey: key,
@@ -246,6 +250,7 @@ export class PreparedCall {
           await journal.fail(claim, context ?? this.#context(), failure, {
             argsDigest: argsDigest ?? null,
             key: key ?? null,
+            ...rounds.field(),
           });
         } catch (journalError) {
           state.onJournalError(journalError);

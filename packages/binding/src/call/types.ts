@@ -7,6 +7,7 @@
 import type { StepbindError } from '../errors.js';
 import type { EffectClass } from '../snapshot/snapshot.js';
 import type { McpContentBlock } from '../tools/content.js';
+import type { InputRoundListener, InputRounds } from './input-rounds.js';
 
 /** A raw `tools/call` result (content, structuredContent, isError, _meta...). */
 export interface ToolCallResult {
@@ -35,7 +36,12 @@ export interface ToolCaller {
   callTool(
     tool: string,
     args: Readonly<Record<string, unknown>>,
-    options: { readonly signal?: AbortSignal; readonly timeoutMs: number },
+    options: {
+      readonly signal?: AbortSignal;
+      readonly timeoutMs: number;
+      /** Told of every MRTR round (2026-07-28 era) as it is answered, or stopped at. */
+      readonly onInputRound?: InputRoundListener;
+    },
   ): Promise<ToolCallResult>;
 }
 
@@ -122,6 +128,12 @@ export interface CallReceipt {
   readonly catalogState: string;
   /** The protocol version of the server's connection (part of its identity), when known. */
   readonly protocolVersion?: string;
+  /**
+   * The MRTR rounds of the call (2026-07-28 era): per round the keys and kinds the server asked
+   * for and how each was answered, never the answers or the server's messages. Absent when the
+   * server asked for nothing.
+   */
+  readonly inputRounds?: InputRounds;
   readonly effectClass: EffectClass;
   /** `ok`, or `tool-error` when the server returned `isError: true`. */
   readonly outcome: 'ok' | 'tool-error';

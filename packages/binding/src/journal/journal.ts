@@ -31,6 +31,7 @@ import {
   completedRecord,
   failedRecord,
   failureReceipt,
+  type FailureReceiptFields,
   intentRecord,
   reclaimRecord,
   recoveredRecord,
@@ -342,7 +343,7 @@ export class CallJournal {
     claim: JournalClaim | undefined,
     context: CallContext,
     error: CallError,
-    receipt: { readonly argsDigest: string | null; readonly key: string | null },
+    receipt: FailureReceiptFields,
   ): Promise<ReceiptEntry> {
     const delivery: Delivery = claim?.sent === true ? error.delivery : 'not-sent';
     const body = failureReceipt(context, claim, error, receipt, this.#now());

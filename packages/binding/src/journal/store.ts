@@ -8,6 +8,7 @@
  *
  * @packageDocumentation
  */
+import type { InputRounds } from '../call/input-rounds.js';
 import type { CallReceipt, ToolCallResult } from '../call/types.js';
 import type { Delivery, ErrorCode } from '../errors.js';
 import type { EffectClass } from '../snapshot/snapshot.js';
@@ -133,6 +134,11 @@ export interface ReceiptBody extends CallContext {
   readonly argsDigest: string | null;
   /** `sha256:` of the result's JSON as recorded, for `ok`/`tool-error`; else `null`. */
   readonly resultDigest: string | null;
+  /**
+   * The run's MRTR rounds (keys, kinds, outcomes; never answers), also on a failed run. Absent
+   * when there were none, and in receipts written before it was recorded.
+   */
+  readonly inputRounds?: InputRounds;
 }
 
 /** A receipt as a store keeps it: the exact text that was digested. */

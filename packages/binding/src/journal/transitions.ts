@@ -4,6 +4,7 @@
  * decides *when* a transition applies and writes it by compare-and-set; these decide *what* it
  * writes, so every store (memory, SQLite, PostgreSQL) records the same thing.
  */
+import type { InputRounds } from '../call/input-rounds.js';
 import type { CallReceipt, ToolCallResult } from '../call/types.js';
 import { sha256Hex } from '../canonical.js';
 import { ErrorCode, type CallError, type Delivery } from '../errors.js';
@@ -200,6 +201,7 @@ export function runReceipt(
     key: claim?.key ?? receipt.idempotencyKey ?? null,
     attempt: claim?.attempt ?? null,
     ...fields,
+    ...(receipt.inputRounds === undefined ? {} : { inputRounds: receipt.inputRounds }),
   };
 }
 
@@ -264,12 +266,20 @@ export function failedRecord(
   };
 }
 
+/** What a failed run's receipt takes from the run itself. */
+export interface FailureReceiptFields {
+  readonly argsDigest: string | null;
+  readonly key: string | null;
+  /** The MRTR rounds answered before the failure, if any. */
+  readonly inputRounds?: InputRounds | undefined;
+}
+
 /** The receipt of a failed or refused run (see {@link failedRecord} for the record). */
 export function failureReceipt(
   context: CallContext,
   claim: { readonly key: string; readonly attempt: number } | undefined,
   error: CallError,
-  receipt: { readonly argsDigest: string | null; readonly key: string | null },
+  receipt: FailureReceiptFields,
   at: number,
 ): ReceiptBody {
   return {
@@ -283,6 +293,7 @@ export function failureReceipt(
     replayed: error.detail['replayed'] === true,
     argsDigest: receipt.argsDigest,
     resultDigest: null,
+    ...(receipt.inputRounds === undefined ? {} : { inputRounds: receipt.inputRounds }),
   };
 }
 

@@ -11,7 +11,7 @@
  *   notifications to `onListChanged` (the runtime's debounced hard refresh), checking the
  *   acknowledgement against the filter it asked for;
  * - answers `input_required` results of `tools/call` (MRTR) through the application's elicitation
- *   and sampling handlers, retrying with a new request id, for at most {@link MAX_INPUT_ROUNDS}.
+ *   and sampling handlers, retrying with a new request id, for at most `MAX_INPUT_ROUNDS` (8, `era/mrtr.ts`).
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
@@ -38,9 +38,7 @@ import {
   type RpcErrorObject,
 } from './envelope.js';
 import { ModernHttpTransport } from './http.js';
-
-/** At most this many `input_required` rounds per `tools/call`. */
-export const MAX_INPUT_ROUNDS = 8;
+import { callWithInput, type InputCallOptions } from './mrtr.js';
 
 type Listener = () => void;
 
@@ -247,79 +245,32 @@ export class ModernConnection {
   }
 
   /**
-   * One `tools/call`, with MRTR: an `input_required` result is answered through the application's
-   * handlers and the call is sent again with a new id, `inputResponses` and the server's
-   * `requestState`. Every failure carries `detail.delivery`.
+   * One `tools/call`, with MRTR ({@link callWithInput}): `input_required` results are answered
+   * through the application's handlers, each round reported to `onInputRound`. Every failure
+   * carries `detail.delivery`.
    *
    * @throws RuntimeError `INPUT_REQUIRED` when the server asks for input the application cannot
-   *   give, or asks more than {@link MAX_INPUT_ROUNDS} times.
+   *   give, or asks `MAX_INPUT_ROUNDS` (8) times.
    */
-  async callTool(
+  callTool(
     tool: string,
     args: Readonly<Record<string, unknown>>,
-    options: { readonly signal?: AbortSignal; readonly timeoutMs: number },
+    options: InputCallOptions,
   ): Promise<RawCallResult> {
-    let extra: Record<string, unknown> = {};
-    for (let round = 0; ; round++) {
-      const delivery = { sent: false };
-      const result = await this.#request(
-        'tools/call',
-        { name: tool, arguments: args, ...extra },
-        { ...options, tool, delivery },
-      );
-      if (!isRecord(result) || result['resultType'] !== 'input_required') {
-        return result as RawCallResult;
-      }
-      if (round + 1 >= MAX_INPUT_ROUNDS) {
-        throw inputRequired(
-          this.name,
-          tool,
-          result,
-          `asked for input ${MAX_INPUT_ROUNDS} times; stepbind stops there`,
-        );
-      }
-      const responses = await this.#answer(tool, result, options.signal);
-      const state = result['requestState'];
-      extra = {
-        inputResponses: responses,
-        ...(typeof state === 'string' ? { requestState: state } : {}),
-      };
-    }
-  }
-
-  async #answer(
-    tool: string,
-    result: Record<string, unknown>,
-    signal: AbortSignal | undefined,
-  ): Promise<Record<string, unknown>> {
-    const requests = isRecord(result['inputRequests']) ? result['inputRequests'] : {};
-    const answers: Record<string, unknown> = {};
-    const context = { server: this.name, signal: signal ?? new AbortController().signal };
-    for (const [key, raw] of Object.entries(requests).slice(0, 32)) {
-      const method = isRecord(raw) ? raw['method'] : undefined;
-      const params = isRecord(raw) && isRecord(raw['params']) ? raw['params'] : {};
-      if (method === 'elicitation/create' && this.#handlers.onElicitation !== undefined) {
-        answers[key] = await this.#handlers.onElicitation(
-          params as unknown as Parameters<NonNullable<ClientHandlers['onElicitation']>>[0],
-          context,
-        );
-      } else if (method === 'sampling/createMessage' && this.#handlers.onSampling !== undefined) {
-        answers[key] = await this.#handlers.onSampling(
-          params as unknown as Parameters<NonNullable<ClientHandlers['onSampling']>>[0],
-          context,
-        );
-      } else if (method === 'roots/list') {
-        answers[key] = { roots: (this.#handlers.roots ?? []).map((r) => ({ ...r })) };
-      } else {
-        throw inputRequired(
-          this.name,
-          tool,
-          result,
-          `asked for "${String(method)}", which this application does not answer (give McpRuntime.open an onElicitation / onSampling handler)`,
-        );
-      }
-    }
-    return answers;
+    const { signal, timeoutMs } = options;
+    const send = (params: Record<string, unknown>): Promise<unknown> =>
+      this.#request('tools/call', params, {
+        timeoutMs,
+        ...(signal === undefined ? {} : { signal }),
+        tool,
+        delivery: { sent: false },
+      });
+    return callWithInput(
+      { server: this.name, handlers: this.#handlers, send },
+      tool,
+      args,
+      options,
+    );
   }
 
   #request(
@@ -573,27 +524,4 @@ function detailOf(
     ...(delivery === undefined ? {} : { delivery }),
     ...more,
   };
-}
-
-/** `INPUT_REQUIRED`: what the server asked for (methods and messages, bounded), delivery `sent`. */
-function inputRequired(
-  server: string,
-  tool: string,
-  result: Record<string, unknown>,
-  why: string,
-): StepbindError {
-  const requests = isRecord(result['inputRequests']) ? result['inputRequests'] : {};
-  const asked = Object.entries(requests)
-    .slice(0, 8)
-    .map(([key, r]) => {
-      const method = isRecord(r) && typeof r['method'] === 'string' ? r['method'] : 'unknown';
-      const params = isRecord(r) && isRecord(r['params']) ? r['params'] : {};
-      const message = typeof params['message'] === 'string' ? params['message'].slice(0, 200) : '';
-      return { key, method, ...(message === '' ? {} : { message }) };
-    });
-  return new RuntimeError(
-    ErrorCode.INPUT_REQUIRED,
-    `tools/call on server "${server}" (tool "${tool}"): the server ${why}. It asked for: ${asked.map((a) => `${a.method}${a.message === undefined ? '' : ` ("${a.message}")`}`).join('; ') || 'nothing it named'}.`,
-    { detail: { server, tool, delivery: 'sent', requests: asked } },
-  );
 }

@@ -16,9 +16,6 @@ import {
   type DiscoverInfo,
 } from './envelope.js';
 
-/** How long the `server/discover` probe waits for an answer before falling back to `initialize`. */
-export const DISCOVER_PROBE_TIMEOUT_MS = 2_000;
-
 /** The probe's JSON-RPC id: a string, so it never collides with the SDK's numeric ids. */
 const PROBE_ID = 'stepbind-discover';
 

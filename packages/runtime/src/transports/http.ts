@@ -89,6 +89,8 @@ export function httpIdentityKey(config: HttpServerConfig): string {
     headers: config.headers,
     audience: config.audience,
     ...(config.roots.length === 0 ? {} : { roots: config.roots }),
+    // A pinned era is part of the connection (left out for "auto", so older digests stay).
+    ...(config.protocol === 'auto' ? {} : { protocol: config.protocol }),
     ...(config.maxMessageBytes === DEFAULT_MAX_MESSAGE_BYTES
       ? {}
       : { maxMessageBytes: config.maxMessageBytes }),

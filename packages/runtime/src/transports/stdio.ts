@@ -125,6 +125,8 @@ export function stdioIdentityKey(config: StdioServerConfig): string {
     audience: config.audience,
     // Roots are declared at initialize: other roots need a new session.
     ...(config.roots.length === 0 ? {} : { roots: config.roots }),
+    // A pinned era is part of the connection (left out for "auto", so older digests stay).
+    ...(config.protocol === 'auto' ? {} : { protocol: config.protocol }),
     ...(config.maxMessageBytes === DEFAULT_MAX_MESSAGE_BYTES
       ? {}
       : { maxMessageBytes: config.maxMessageBytes }),

@@ -6,13 +6,16 @@
  * Modes:
  * - `modern`: 2026-07-28 only. `server/discover`; `tools/list` in two pages with their own
  *   `ttlMs`/`cacheScope`; `subscriptions/listen` acknowledged, and a `list_changed` on it after a
- *   call to `change`; `ask` answers `input_required` until the retry carries `inputResponses`;
+ *   call to `change`; `ask` answers `input_required` until the retry carries `inputResponses`
+ *   (with `{ rounds: N, kinds: ["elicitation", "sampling", "roots", ...] }`: N rounds, one
+ *   request per kind, and a result that never echoes the answers);
  *   every request without the envelope is refused with -32602, an unknown version with -32022.
  * - `hang-discover`: a 2025 server that never answers `server/discover`.
  * - `garbage-discover`: a 2025 server that answers it with a result that is no discover result.
  * - `old-legacy`: a server that refuses `server/discover` (-32601) and offers only 2024-11-05.
  *
  * Every request is appended as one JSON line to the file named by `RAW_SERVER_LOG`, if set.
+ * `RAW_SERVER_BOOT_DELAY_MS` delays reading stdin by that long (a server that boots slowly).
  */
 import { appendFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -118,6 +121,10 @@ export function runRawServer(mode: string): void {
           }
           return;
         }
+        if (name === 'ask' && isRecord(params['arguments']) && 'rounds' in params['arguments']) {
+          reply(askRounds(params['arguments'], params));
+          return;
+        }
         if (name === 'ask') {
           const responses = params['inputResponses'] as Record<string, unknown> | undefined;
           if (responses === undefined) {
@@ -155,6 +162,56 @@ export function runRawServer(mode: string): void {
     }
   });
   lines.on('close', () => process.exit(0));
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const ASK: Record<string, (round: number) => unknown> = {
+  elicitation: (round) => ({
+    method: 'elicitation/create',
+    params: {
+      message: `Round ${round}: confirm?`,
+      requestedSchema: { type: 'object', properties: { secret: { type: 'string' } } },
+    },
+  }),
+  sampling: (round) => ({
+    method: 'sampling/createMessage',
+    params: {
+      messages: [{ role: 'user', content: { type: 'text', text: `round ${round}` } }],
+      maxTokens: 10,
+    },
+  }),
+  roots: () => ({ method: 'roots/list', params: {} }),
+};
+
+/**
+ * `ask` with `{ rounds, kinds }`: `rounds` rounds of `input_required` (one request per kind, keyed
+ * by kind), counted in `requestState`; then a result that names the round count and the answers'
+ * keys, never their contents.
+ */
+function askRounds(
+  args: Record<string, unknown>,
+  params: Record<string, unknown>,
+): Record<string, unknown> {
+  const rounds = typeof args['rounds'] === 'number' ? args['rounds'] : 1;
+  const kinds = Array.isArray(args['kinds']) ? args['kinds'].map(String) : ['elicitation'];
+  const state = typeof params['requestState'] === 'string' ? params['requestState'] : 'round-0';
+  const done = Number(state.slice('round-'.length));
+  const responses = isRecord(params['inputResponses']) ? params['inputResponses'] : {};
+  if (done >= rounds) {
+    return {
+      content: [
+        { type: 'text', text: `answered ${done} rounds: ${Object.keys(responses).join(',')}` },
+      ],
+    };
+  }
+  const round = done + 1;
+  return {
+    resultType: 'input_required',
+    inputRequests: Object.fromEntries(kinds.map((k) => [k, ASK[k]?.(round) ?? { method: k }])),
+    requestState: `round-${round}`,
+  };
 }
 
 function stamp(result: unknown): unknown {
@@ -205,5 +262,7 @@ export function rawServerPath(): string {
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  runRawServer(process.argv[2] ?? 'modern');
+  // A slow boot: stdin is only read after the delay (what was sent meanwhile waits in the pipe).
+  const delay = Number(process.env['RAW_SERVER_BOOT_DELAY_MS'] ?? 0);
+  setTimeout(() => runRawServer(process.argv[2] ?? 'modern'), delay);
 }
