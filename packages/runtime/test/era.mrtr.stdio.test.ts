@@ -160,6 +160,9 @@ describe('MRTR rounds are recorded in receipts', () => {
       requests: [{ ...answered, outcome: 'unanswered' }],
       stopped: 'round-limit',
     });
+    // The application sees in the error what the journal records.
+    expect((error as { detail: { inputRounds?: unknown } }).detail.inputRounds).toEqual(recorded);
+    expect(JSON.stringify((error as { detail: unknown }).detail)).not.toContain(SECRET);
     expect((await cli(['receipts', 'verify', '--journal', path])).code).toBe(0);
     const bytes = await journalBytes(dir.path);
     expect(bytes).not.toContain(SECRET);

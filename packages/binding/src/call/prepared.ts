@@ -244,7 +244,7 @@ export class PreparedCall {
       }
       return { result, receipt, replayed: false };
     } catch (error) {
-      const failure = this.#fail(error, phase);
+      const failure = withRounds(this.#fail(error, phase), rounds);
       if (journal !== undefined && !recorded) {
         try {
           await journal.fail(claim, context ?? this.#context(), failure, {
@@ -553,4 +553,18 @@ function checkKey(key: unknown, detail: Record<string, unknown>): void {
       { detail },
     );
   }
+}
+
+/**
+ * The failure of a call that went through MRTR rounds, with `detail.inputRounds` (what was asked
+ * and how it was answered, never the answers), so the application sees what the journal records.
+ */
+function withRounds(failure: CallError, rounds: InputRoundLog): CallError {
+  const field = rounds.field();
+  if (field.inputRounds === undefined || failure.detail['inputRounds'] !== undefined)
+    return failure;
+  return new CallError(failure.code, failure.message, {
+    detail: { ...failure.detail, inputRounds: field.inputRounds },
+    cause: failure.cause ?? failure,
+  });
 }
