@@ -55,7 +55,26 @@ export interface ScriptedServerOptions {
    * @default `{ name: 'stepbind-testkit-<scenario>', version: '0.1.0' }`
    */
   readonly serverInfo?: { readonly name: string; readonly version: string };
+  /**
+   * The protocol era the stdio child speaks (`dist/server/stdio.js` only; in-memory servers are
+   * always 2025-era). `legacy`: the SDK 1.32.2 server as is (2025-11-25, `initialize`). `modern`:
+   * a 2026-07-28 front (`server/modern-front.ts`) answers `server/discover`, requires the `_meta`
+   * envelope on every request and carries `list_changed` on `subscriptions/listen`; an `initialize`
+   * is refused with -32022. `dual`: modern, but a client opening with `initialize` talks 2025 to
+   * the SDK server directly. The same script, triggers and audit trail work in every era.
+   * @default 'legacy'
+   */
+  readonly era?: ScriptedServerEra;
+  /**
+   * Cache hints the modern front adds to `server/discover` and every `tools/list` result
+   * (2026-07-28 `ttlMs` / `cacheScope`). Ignored in the 2025 era.
+   * @default none (no hint: nothing may be reused)
+   */
+  readonly cache?: { readonly ttlMs?: number; readonly cacheScope?: 'public' | 'private' };
 }
+
+/** The protocol era of a scripted stdio server; see {@link ScriptedServerOptions.era}. */
+export type ScriptedServerEra = 'legacy' | 'modern' | 'dual';
 
 /** One request or notification a scripted server received, in arrival order. */
 export interface AuditEntry {
