@@ -54,7 +54,7 @@ describe('catalog validation over real stdio servers', () => {
     for (const code of codes) {
       const report = reports.get(code);
       expect(report?.ok, code).toBe(false);
-      expect(report?.error?.code, code).toBe(code);
+      expect(report?.error?.code, `${code}: ${report?.error?.message}`).toBe(code);
       expect(report?.error?.message, code).toContain(`"${code}"`);
     }
     expect(codes).toHaveLength(10);
