@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitUntilGone } from './helpers.js';
+import { expectTestEra } from './support/era.js';
 
 const runtimes: McpRuntime[] = [];
 const pids = new Set<number>();
@@ -61,6 +62,7 @@ async function open(
     { approval: 'none', onEvent: (e) => events.push(e), ...options },
   );
   runtimes.push(runtime);
+  expectTestEra(runtime);
   return { runtime, audit: (name) => readAuditTrail(paths[name] ?? ''), events };
 }
 
