@@ -16,7 +16,7 @@ const MODERN_ERA_SUITES = [
   'packages/runtime/test/runtime.stdio.test.ts',
   'packages/runtime/test/delivery.stdio.test.ts',
   'packages/runtime/test/journal/runtime.journal.test.ts',
-  'packages/testkit/test/modern-front.stdio.test.ts',
+  'packages/testkit/test/faults.stdio.test.ts',
 ];
 
 export default defineConfig({

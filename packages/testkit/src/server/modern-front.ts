@@ -348,7 +348,10 @@ function envelopeRefusal(
   }
   const meta = params['_meta'];
   if (!isRecord(meta)) {
-    return { code: -32602, message: `Invalid params: ${method} must carry the params._meta envelope` };
+    return {
+      code: -32602,
+      message: `Invalid params: ${method} must carry the params._meta envelope`,
+    };
   }
   for (const key of [KEY.protocolVersion, KEY.clientCapabilities, KEY.clientInfo]) {
     const value = meta[key];

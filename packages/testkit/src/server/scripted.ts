@@ -222,28 +222,25 @@ export function createScriptedServer(
     }
   };
 
-  const server = new ScriptedMcpServer(
-    { ...scriptedServerInfo(options) },
-    (transport) => {
-      const previous = transport.onmessage;
-      // Protocol.connect chains an existing onmessage before dispatch, so this runs first.
-      transport.onmessage = (message, extra) => {
-        if (hooks.audit?.(message) !== false) onMessage(message);
-        previous?.(message, extra);
-      };
-      const send = transport.send.bind(transport);
-      transport.send = async (message, sendOptions) => {
-        await send(message, sendOptions);
-        if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
-          const after = message.id === undefined ? undefined : afterResponse.get(message.id);
-          if (after !== undefined) {
-            afterResponse.delete(message.id as RequestId);
-            await after();
-          }
+  const server = new ScriptedMcpServer({ ...scriptedServerInfo(options) }, (transport) => {
+    const previous = transport.onmessage;
+    // Protocol.connect chains an existing onmessage before dispatch, so this runs first.
+    transport.onmessage = (message, extra) => {
+      if (hooks.audit?.(message) !== false) onMessage(message);
+      previous?.(message, extra);
+    };
+    const send = transport.send.bind(transport);
+    transport.send = async (message, sendOptions) => {
+      await send(message, sendOptions);
+      if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
+        const after = message.id === undefined ? undefined : afterResponse.get(message.id);
+        if (after !== undefined) {
+          afterResponse.delete(message.id as RequestId);
+          await after();
         }
-      };
-    },
-  );
+      }
+    };
+  });
 
   const setGeneration = (n: number): void => {
     if (!Number.isInteger(n) || n < 0 || n >= generations.length) {
