@@ -118,7 +118,7 @@ export function createModernFront(
   let queue: Message[] | undefined;
   let ready = false;
 
-  const inner = new InnerTransport((message) => fromInner(message as Message));
+  const inner = new InnerTransport((message) => fromInner(message));
   const toInner = (message: Message): void => inner.onmessage?.(message as JSONRPCMessage);
   // Protocol.connect installs its handlers before its first await: toInner works from here on.
   void scripted.server.connect(inner);
