@@ -51,7 +51,8 @@ export interface ScriptedServerOptions {
   /** Delay before each `tools/call` response, in milliseconds. @default 0 */
   readonly callDelayMs?: number;
   /**
-   * The `serverInfo` sent in the `initialize` result.
+   * The `serverInfo` sent in the `initialize` result (and, in the modern era, in `server/discover`
+   * and every result's `_meta`).
    * @default `{ name: 'stepbind-testkit-<scenario>', version: '0.1.0' }`
    */
   readonly serverInfo?: { readonly name: string; readonly version: string };
@@ -80,7 +81,11 @@ export type ScriptedServerEra = 'legacy' | 'modern' | 'dual';
 export interface AuditEntry {
   /** 1-based arrival number within the server process. */
   readonly seq: number;
-  /** JSON-RPC method, e.g. `initialize`, `tools/list`, `notifications/cancelled`. */
+  /**
+   * JSON-RPC method, e.g. `initialize`, `tools/list`, `notifications/cancelled`; in the modern
+   * era `server/discover`, `subscriptions/listen` and no `initialize` (the front's own handshake
+   * with the SDK server never was on the wire).
+   */
   readonly method: string;
   /** For `tools/list` only: the cursor sent; `null` when none was sent (`""` stays `""`). */
   readonly cursor?: string | null;
