@@ -18,6 +18,11 @@ const MODERN_ERA_SUITES = [
   'packages/runtime/test/journal/runtime.journal.test.ts',
   'packages/runtime/test/adapters/ai-sdk.test.ts',
   'packages/testkit/test/faults.stdio.test.ts',
+  // In memory: the fleet puts the same front on its link, and the runtime probes first.
+  'packages/runtime/test/runtime.memory.test.ts',
+  'packages/runtime/test/hard-refresh.clock.test.ts',
+  'packages/testkit/test/faults.test.ts',
+  'packages/testkit/test/interleavings.prop.test.ts',
 ];
 
 export default defineConfig({

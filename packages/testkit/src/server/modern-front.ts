@@ -72,8 +72,11 @@ class InnerTransport implements Transport {
     this.out(message);
     return Promise.resolve();
   }
+  /** Set by the front: told once the SDK server closed this transport. */
+  closed?: () => void;
   close(): Promise<void> {
     this.onclose?.();
+    this.closed?.();
     return Promise.resolve();
   }
 }
@@ -96,11 +99,17 @@ export function createModernFront(
   options: ScriptedServerOptions,
   era: 'modern' | 'dual',
   write: (message: unknown) => void,
-  exit: (code: number) => void,
+  hooks: {
+    /** As {@link ScriptedServerHooks.exit}. @default close the SDK server (then `onClose`) */
+    readonly exit?: (code: number) => void;
+    /** Called once the SDK server closed (`close()`, or an `exit` trigger in memory). */
+    readonly onClose?: () => void;
+  } = {},
 ): ModernFront {
   const synthetic = new WeakSet<object>();
+  const exit = hooks.exit ?? ((): void => void scripted.close());
   const scripted = createScriptedServer(options, {
-    exit,
+    ...(hooks.exit === undefined ? {} : { exit: hooks.exit }),
     audit: (m) => !(isRecord(m) && synthetic.has(m)),
   });
   const supported = era === 'dual' ? [MODERN_VERSION, LEGACY_VERSION] : [MODERN_VERSION];
@@ -119,6 +128,12 @@ export function createModernFront(
   let ready = false;
 
   const inner = new InnerTransport((message) => fromInner(message));
+  let closedOnce = false;
+  inner.closed = () => {
+    if (closedOnce) return;
+    closedOnce = true;
+    hooks.onClose?.();
+  };
   const toInner = (message: Message): void => inner.onmessage?.(message as JSONRPCMessage);
   // Protocol.connect installs its handlers before its first await: toInner works from here on.
   void scripted.server.connect(inner);
@@ -382,7 +397,7 @@ export function runModernFront(
     options,
     era,
     (message) => process.stdout.write(serializeMessage(message as JSONRPCMessage)),
-    (code) => process.exit(code),
+    { exit: (code) => process.exit(code) },
   );
   const buffer = new ReadBuffer();
   process.stdin.on('data', (chunk: Buffer) => {
