@@ -4,6 +4,27 @@ import { defineConfig } from 'vitest/config';
 const src = (pkg: string): string =>
   fileURLToPath(new URL(`./packages/${pkg}/src/index.ts`, import.meta.url));
 
+/**
+ * The discovery, refresh and stale-call suites, run a second time (project `modern-era`) with every
+ * scripted server speaking 2026-07-28 through testkit's modern front (`STEPBIND_TEST_ERA=modern`,
+ * read by `stdioServerParams`). Each asserts the era stepbind negotiated, so the run cannot pass by
+ * falling back to `initialize`.
+ */
+const MODERN_ERA_SUITES = [
+  'packages/runtime/test/discovery.stdio.test.ts',
+  'packages/runtime/test/discovery-states.stdio.test.ts',
+  'packages/runtime/test/runtime.stdio.test.ts',
+  'packages/runtime/test/delivery.stdio.test.ts',
+  'packages/runtime/test/journal/runtime.journal.test.ts',
+  'packages/runtime/test/adapters/ai-sdk.test.ts',
+  'packages/testkit/test/faults.stdio.test.ts',
+  // In memory: the fleet puts the same front on its link, and the runtime probes first.
+  'packages/runtime/test/runtime.memory.test.ts',
+  'packages/runtime/test/hard-refresh.clock.test.ts',
+  'packages/testkit/test/faults.test.ts',
+  'packages/testkit/test/interleavings.prop.test.ts',
+];
+
 export default defineConfig({
   resolve: {
     alias: {
@@ -23,7 +44,23 @@ export default defineConfig({
     },
   },
   test: {
-    include: ['packages/*/test/**/*.test.ts', 'examples/**/*.test.ts'],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'default',
+          include: ['packages/*/test/**/*.test.ts', 'examples/**/*.test.ts'],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'modern-era',
+          include: MODERN_ERA_SUITES,
+          env: { STEPBIND_TEST_ERA: 'modern' },
+        },
+      },
+    ],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',

@@ -29,13 +29,21 @@ function newRepoEntries(before: ReadonlySet<string>, after: readonly string[]): 
     .sort();
 }
 
+/** Set while a run's private directory is in place: every vitest project's setup after the first shares it. */
+const RUN_DIR_ENV = 'STEPBIND_TEST_RUN_DIR';
+
 export default function setup(): () => void {
+  // Each vitest project runs its global setup; the first one of the run owns the directory.
+  const current = process.env[RUN_DIR_ENV];
+  if (current !== undefined && process.env['TMPDIR'] === current) return () => undefined;
   const systemTmp = tmpdir();
   const before = new Set(readdirSync(systemTmp));
   const runDir = mkdtempSync(join(systemTmp, RUN_PREFIX));
   const previous = process.env['TMPDIR'];
   process.env['TMPDIR'] = runDir;
+  process.env[RUN_DIR_ENV] = runDir;
   return () => {
+    delete process.env[RUN_DIR_ENV];
     if (previous === undefined) delete process.env['TMPDIR'];
     else process.env['TMPDIR'] = previous;
     let leftovers: string[];

@@ -224,21 +224,47 @@ export interface ConnectTransportOptions {
   readonly timeoutMs?: number;
   /** Answers to server-to-client requests (roots, sampling, elicitation). */
   readonly handlers?: ClientHandlers;
+  /**
+   * Probe the era with `server/discover` first, waiting at most this long (capped by
+   * `timeoutMs`), as a stdio start does: a 2026-07-28 answer gives a {@link ModernConnection}.
+   * @default 0 (no probe: `initialize`, the 2025 era)
+   */
+  readonly probeTimeoutMs?: number;
 }
 
 /**
  * Completes `initialize` over any SDK transport (for example one end of
- * `InMemoryTransport.createLinkedPair()`) and returns the session. The transport is closed on failure.
+ * `InMemoryTransport.createLinkedPair()`) and returns the session; with `probeTimeoutMs`, probes
+ * the era first and returns a modern connection to a 2026-07-28 server. The transport is closed
+ * on failure.
  *
  * @throws RuntimeError `SERVER_START_FAILED`, `TIMEOUT` or `ABORTED`.
  */
-export function connectTransport(
+export async function connectTransport(
   name: string,
   transport: Transport,
   options: ConnectTransportOptions = {},
-): Promise<SdkConnection> {
-  return openSession(name, transport, {
-    timeoutMs: options.timeoutMs ?? 30_000,
+): Promise<Connection> {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const probeMs = Math.min(options.probeTimeoutMs ?? 0, timeoutMs);
+  let session = transport;
+  if (probeMs > 0) {
+    const outcome = await startAndProbe(name, transport, probeMs, options.signal);
+    if (outcome.era === 'modern') {
+      const modern = new ModernConnection({
+        name,
+        transport,
+        discover: outcome.discover,
+        stderr: new StderrTail('pipe'),
+        ...(options.handlers === undefined ? {} : { handlers: options.handlers }),
+      });
+      modern.listen();
+      return modern;
+    }
+    session = startedTransport(transport);
+  }
+  return openSession(name, session, {
+    timeoutMs,
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     pid: () => undefined,
     fault: () => undefined,

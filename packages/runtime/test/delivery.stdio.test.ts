@@ -4,6 +4,7 @@ import { connectServer, parseConfig, type Connection } from '@stepbind/runtime';
 import { stdioServerParams, tempAuditPath, type ServerFixture } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitUntilGone } from './helpers.js';
+import { TEST_ERA, TEST_PROTOCOL_VERSION } from './support/era.js';
 
 const fixture: ServerFixture = {
   generations: [
@@ -43,6 +44,10 @@ async function connect(): Promise<Connection> {
   if (config === undefined) throw new Error('no config');
   const connection = await connectServer('s', config);
   open.push(connection);
+  expect([connection.era, connection.hello.protocolVersion]).toEqual([
+    TEST_ERA,
+    TEST_PROTOCOL_VERSION,
+  ]);
   return connection;
 }
 

@@ -9,6 +9,7 @@ import {
 import { rm } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitUntilGone } from './helpers.js';
+import { expectTestEra } from './support/era.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -39,6 +40,7 @@ async function open(bad: ServerFixture): Promise<{ runtime: McpRuntime; events: 
     expect(pids.filter((pid) => isProcessAlive(pid))).toEqual([]);
     for (const path of paths) await rm(path, { force: true });
   });
+  expectTestEra(runtime, ['ok']);
   return { runtime, events };
 }
 

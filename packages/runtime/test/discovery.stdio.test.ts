@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { runCli } from '../src/cli/run.js';
 import { stdioServerParams, type ScriptedServerOptions } from '@stepbind/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_ERA, TEST_PROTOCOL_VERSION } from './support/era.js';
 
 const fixtureDir = fileURLToPath(
   new URL('../../testkit/test/fixtures/validation/', import.meta.url),
@@ -24,6 +25,8 @@ interface Report {
   readonly state?: string;
   readonly sourceRevision?: string | null;
   readonly error?: { readonly code: string; readonly message: string };
+  readonly era?: string;
+  readonly protocolVersion?: string | null;
 }
 
 async function catalog(
@@ -33,13 +36,22 @@ async function catalog(
   for (const [name, options] of Object.entries(servers))
     mcpServers[name] = stdioServerParams(options);
   const path = join(dir, `${Object.keys(servers).join('-').slice(0, 60)}.json`);
-  await writeFile(path, JSON.stringify({ mcpServers, concurrency: 8 }));
+  // stepbind's 2 s server/discover budget counts from spawn (DESIGN §10.1): ten children booting
+  // at once on a loaded machine can miss it, and a modern-only server cannot be fallen back from
+  // (SERVER_START_FAILED, -32022 on initialize). Start fewer at once in that era until the budget
+  // is configurable.
+  const concurrency = TEST_ERA === 'modern' ? 2 : 8;
+  await writeFile(path, JSON.stringify({ mcpServers, concurrency }));
   let out = '';
   await runCli(['catalog', '--config', path, '--json'], {
     stdout: (t) => (out += t),
     stderr: () => undefined,
   });
   const reports = (JSON.parse(out) as { servers: Report[] }).servers;
+  // Every server that listed spoke this run's era: the modern run cannot fall back unnoticed.
+  for (const r of reports.filter((r) => r.ok)) {
+    expect([r.name, r.era, r.protocolVersion]).toEqual([r.name, TEST_ERA, TEST_PROTOCOL_VERSION]);
+  }
   return new Map(reports.map((r) => [r.name, r]));
 }
 
@@ -54,7 +66,7 @@ describe('catalog validation over real stdio servers', () => {
     for (const code of codes) {
       const report = reports.get(code);
       expect(report?.ok, code).toBe(false);
-      expect(report?.error?.code, code).toBe(code);
+      expect(report?.error?.code, `${code}: ${report?.error?.message}`).toBe(code);
       expect(report?.error?.message, code).toContain(`"${code}"`);
     }
     expect(codes).toHaveLength(10);

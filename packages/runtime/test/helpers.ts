@@ -33,14 +33,18 @@ export function livePids(): number[] {
   return [...spawned].filter((pid) => isProcessAlive(pid));
 }
 
-/** Starts a scripted server as a stdio child and connects a real SDK client to it. */
+/**
+ * Starts a scripted server as a stdio child and connects a real SDK client to it. The SDK 1.32.2
+ * client speaks only the 2025 era, so the server does too unless `options.era` says otherwise
+ * (`STEPBIND_TEST_ERA` does not apply here).
+ */
 export async function startStdio(
   options: Omit<ScriptedServerOptions, 'auditPath'>,
 ): Promise<StdioHarness> {
   const trail = tempAudit(options.scenario);
   const auditPath = trail.path;
   const transport = new StdioClientTransport({
-    ...stdioServerParams({ ...options, auditPath }),
+    ...stdioServerParams({ era: 'legacy', ...options, auditPath }),
     stderr: 'pipe',
   });
   const client = new Client({ name: 'stepbind-test', version: '0.0.0' });

@@ -8,6 +8,7 @@ import {
   type ScriptedServerOptions,
 } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
+import { expectTestEra } from './support/era.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -29,6 +30,7 @@ async function setup(
     ...options,
   });
   cleanups.push(() => runtime.close());
+  expectTestEra(runtime);
   return { fleet, runtime, events };
 }
 

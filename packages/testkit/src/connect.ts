@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { createScriptedServer, type ScriptedServer } from './server/scripted.js';
-import type { ScriptedServerOptions } from './types.js';
+import type { ScriptedServerEra, ScriptedServerOptions } from './types.js';
 
 /** How to spawn a scripted stdio server; fits `new StdioClientTransport(params)`. */
 export interface StdioServerParams {
@@ -26,14 +26,33 @@ export function stdioEntryPath(file = 'stdio.js'): string {
 }
 
 /**
+ * The protocol era test servers run in, from the environment variable `STEPBIND_TEST_ERA`:
+ * `modern` (2026-07-28 only, so a client that falls back to `initialize` fails loudly) or `legacy`
+ * (the default when unset or empty). The vitest project `modern-era` sets it.
+ *
+ * @throws {RangeError} for any other value.
+ */
+export function scriptedTestEra(): Exclude<ScriptedServerEra, 'dual'> {
+  const value = process.env['STEPBIND_TEST_ERA'];
+  if (value === undefined || value === '' || value === 'legacy') return 'legacy';
+  if (value === 'modern') return 'modern';
+  throw new RangeError(
+    `STEPBIND_TEST_ERA=${JSON.stringify(value.slice(0, 40))}: expected "modern" or "legacy"`,
+  );
+}
+
+/**
  * Parameters that start a scripted server as a stdio child process with `process.execPath`. The
  * entry is the compiled `dist/server/stdio.js` (run `tsc -b` first when testing from source).
+ * Options without `era` get {@link scriptedTestEra}'s, so one environment variable moves every
+ * such server of a test run to the 2026-07-28 era.
  *
  * @throws {RangeError} when the options JSON is over 100 KiB (too long for one argument); put a
  *   large fixture in a file and pass `fixturePath` instead.
  */
 export function stdioServerParams(options: ScriptedServerOptions): StdioServerParams {
-  const json = JSON.stringify(options);
+  const era = options.era ?? scriptedTestEra();
+  const json = JSON.stringify(era === 'legacy' ? options : { ...options, era });
   if (json.length > MAX_OPTIONS_ARG) {
     throw new RangeError(
       `scripted-server options are ${json.length} characters, too long for a command-line argument; write the fixture to a file and pass fixturePath`,

@@ -1,5 +1,8 @@
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { connectTransport, type ServerConnector } from '@stepbind/runtime';
+import { scriptedTestEra } from './connect.js';
+import { createModernFront } from './server/modern-front.js';
 import { createScriptedServer, type ScriptedServer } from './server/scripted.js';
 import type { AuditEntry, ScriptedServerOptions } from './types.js';
 
@@ -51,7 +54,9 @@ export interface InMemoryFleetOptions {
 
 /**
  * Creates an {@link InMemoryFleet} from per-server scripted options (the `auditPath` option is
- * ignored; the in-memory audit is kept).
+ * ignored; the in-memory audit is kept). A server's `era` (default: `STEPBIND_TEST_ERA`, see
+ * `scriptedTestEra`) works as over stdio: `modern`/`dual` put the 2026-07-28 front in front of it,
+ * and the runtime probes with `server/discover` before `initialize`.
  */
 export function createInMemoryFleet(
   servers: Readonly<Record<string, ScriptedServerOptions>>,
@@ -67,11 +72,23 @@ export function createInMemoryFleet(
       if (mode === 'once') failing.delete(name);
       throw new Error(`scripted start failure of in-memory server "${name}"`);
     }
-    const scripted = createScriptedServer(options);
+    const era = options.era ?? scriptedTestEra();
+    const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
+    const front =
+      era === 'legacy'
+        ? undefined
+        : createModernFront(
+            options,
+            era,
+            (message) => {
+              serverTransport.send(message as JSONRPCMessage).catch(() => undefined);
+            },
+            { onClose: () => void serverTransport.close() },
+          );
+    const scripted = front?.scripted ?? createScriptedServer(options);
     const list = instances.get(name) ?? [];
     list.push(scripted);
     instances.set(name, list);
-    const [clientTransport, serverTransport] = InMemoryTransport.createLinkedPair();
     const intercept = fleetOptions.deliver;
     if (intercept !== undefined) {
       for (const [transport, direction] of [
@@ -87,11 +104,18 @@ export function createInMemoryFleet(
         };
       }
     }
-    await scripted.server.connect(serverTransport);
+    if (front === undefined) {
+      await scripted.server.connect(serverTransport);
+    } else {
+      serverTransport.onmessage = (message) => front.receive(message);
+      serverTransport.onclose = () => void front.close();
+      await serverTransport.start();
+    }
     try {
       return await connectTransport(name, clientTransport, {
         signal,
         timeoutMs: config.startupTimeoutMs,
+        ...(era === 'legacy' ? {} : { probeTimeoutMs: 2_000 }),
       });
     } catch (error) {
       await scripted.close();

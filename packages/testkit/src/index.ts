@@ -11,7 +11,7 @@ export {
   tempAuditPath,
 } from './audit.js';
 export type { ProcessInfo } from './audit.js';
-export { connectInMemory, stdioServerParams } from './connect.js';
+export { connectInMemory, scriptedTestEra, stdioServerParams } from './connect.js';
 export type { InMemoryConnection, StdioServerParams } from './connect.js';
 export { hostileServerParams, readHostilePids, startHostileHttpServer } from './hostile.js';
 export type {
@@ -39,6 +39,7 @@ export type {
   HttpServerEvent,
   HttpServerOptions,
   ScenarioName,
+  ScriptedServerEra,
   ScriptedServerOptions,
 } from './types.js';
 export { createInMemoryFleet } from './fleet.js';

@@ -51,17 +51,41 @@ export interface ScriptedServerOptions {
   /** Delay before each `tools/call` response, in milliseconds. @default 0 */
   readonly callDelayMs?: number;
   /**
-   * The `serverInfo` sent in the `initialize` result.
+   * The `serverInfo` sent in the `initialize` result (and, in the modern era, in `server/discover`
+   * and every result's `_meta`).
    * @default `{ name: 'stepbind-testkit-<scenario>', version: '0.1.0' }`
    */
   readonly serverInfo?: { readonly name: string; readonly version: string };
+  /**
+   * The protocol era the stdio child speaks (`dist/server/stdio.js` only; in-memory servers are
+   * always 2025-era). `legacy`: the SDK 1.32.2 server as is (2025-11-25, `initialize`). `modern`:
+   * a 2026-07-28 front (`server/modern-front.ts`) answers `server/discover`, requires the `_meta`
+   * envelope on every request and carries `list_changed` on `subscriptions/listen`; an `initialize`
+   * is refused with -32022. `dual`: modern, but a client opening with `initialize` talks 2025 to
+   * the SDK server directly. The same script, triggers and audit trail work in every era.
+   * @default 'legacy'
+   */
+  readonly era?: ScriptedServerEra;
+  /**
+   * Cache hints the modern front adds to `server/discover` and every `tools/list` result
+   * (2026-07-28 `ttlMs` / `cacheScope`). Ignored in the 2025 era.
+   * @default none (no hint: nothing may be reused)
+   */
+  readonly cache?: { readonly ttlMs?: number; readonly cacheScope?: 'public' | 'private' };
 }
+
+/** The protocol era of a scripted stdio server; see {@link ScriptedServerOptions.era}. */
+export type ScriptedServerEra = 'legacy' | 'modern' | 'dual';
 
 /** One request or notification a scripted server received, in arrival order. */
 export interface AuditEntry {
   /** 1-based arrival number within the server process. */
   readonly seq: number;
-  /** JSON-RPC method, e.g. `initialize`, `tools/list`, `notifications/cancelled`. */
+  /**
+   * JSON-RPC method, e.g. `initialize`, `tools/list`, `notifications/cancelled`; in the modern
+   * era `server/discover`, `subscriptions/listen` and no `initialize` (the front's own handshake
+   * with the SDK server never was on the wire).
+   */
   readonly method: string;
   /** For `tools/list` only: the cursor sent; `null` when none was sent (`""` stays `""`). */
   readonly cursor?: string | null;

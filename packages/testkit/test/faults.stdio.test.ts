@@ -3,6 +3,7 @@ import {
   createEventLog,
   isProcessAlive,
   readAuditTrail,
+  scriptedTestEra,
   scriptedTool,
   stdioServerParams,
   tempAudit,
@@ -51,6 +52,8 @@ describe('fault suite over real stdio servers', () => {
       { approval: 'none', onEvent: log.onEvent, ...runtimeOptions },
     );
     runtimes.push(runtime);
+    // The modern-era project runs this suite through the 2026-07-28 front: never a fallback.
+    expect(runtime.status().servers[0]?.era).toBe(scriptedTestEra());
     return { runtime, audit: () => readAuditTrail(auditPath), log };
   }
 

@@ -13,6 +13,7 @@ import {
 import {
   createEventLog,
   createInMemoryFleet,
+  scriptedTestEra,
   scriptedTool,
   type EventLog,
   type InMemoryFleet,
@@ -61,6 +62,9 @@ async function openFleet(
     ...runtimeOptions,
   });
   cleanups.push(() => runtime.close());
+  // The modern-era project runs this suite through the 2026-07-28 front: never a fallback.
+  const ready = runtime.status().servers.filter((s) => s.state === 'ready');
+  expect(ready.map((s) => s.era)).toEqual(ready.map(() => scriptedTestEra()));
   return { fleet, runtime, events: log.events, log };
 }
 

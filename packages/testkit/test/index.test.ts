@@ -41,6 +41,7 @@ describe('@stepbind/testkit public surface', () => {
       'readHostilePids',
       'runModel',
       'runningProcesses',
+      'scriptedTestEra',
       'scriptedTool',
       'sequenceSource',
       'spawnHttpServer',

@@ -61,6 +61,9 @@ interface Pending {
   /** Ignored responses (a listen stream) stay pending without a timer. */
 }
 
+/** A pending request's rejection when the connection closes: `OUTCOME_UNKNOWN` once sent. */
+const CLOSED: RpcErrorObject = Object.freeze({ code: 0, message: 'connection closed' });
+
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -323,9 +326,11 @@ export class ModernConnection {
           settle();
           const delivery = deliveryOf();
           reject(
-            error instanceof StepbindError
-              ? error
-              : eraError(error, { ...ctx, ...(delivery === undefined ? {} : { delivery }) }),
+            error === CLOSED
+              ? this.#lostError(ctx, delivery)
+              : error instanceof StepbindError
+                ? error
+                : eraError(error, { ...ctx, ...(delivery === undefined ? {} : { delivery }) }),
           );
         },
       });
@@ -465,12 +470,7 @@ export class ModernConnection {
     this.#closed = true;
     for (const [id, pending] of [...this.#pending]) {
       this.#pending.delete(id);
-      pending.reject(
-        this.#fault() ??
-          new RuntimeError(ErrorCode.CONNECTION_CLOSED, `Server "${this.name}" closed.`, {
-            detail: { server: this.name },
-          }),
-      );
+      pending.reject(this.#fault() ?? CLOSED);
     }
     for (const listener of this.#closeListeners) listener();
     this.#closeListeners.clear();

@@ -13,6 +13,7 @@ import {
 import { rm } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitUntilGone } from '../helpers.js';
+import { expectTestEra } from '../support/era.js';
 
 type DoGenerate = Extract<
   NonNullable<ConstructorParameters<typeof MockLanguageModelV3>[0]>['doGenerate'],
@@ -83,6 +84,7 @@ async function openOps(): Promise<{
     expect(pids.filter((pid) => isProcessAlive(pid))).toEqual([]);
     await rm(auditPath, { force: true });
   });
+  expectTestEra(runtime, ['ops']);
   return {
     runtime,
     events,

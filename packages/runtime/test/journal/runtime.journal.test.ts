@@ -28,6 +28,7 @@ import {
 } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitUntilGone } from '../helpers.js';
+import { expectTestEra } from '../support/era.js';
 import { context, record, tempDir } from './support.js';
 
 const runtimes: McpRuntime[] = [];
@@ -103,6 +104,7 @@ async function open(
     { approval: 'none', onEvent: (e) => events.push(e), journal: { path: journal }, ...options },
   );
   runtimes.push(runtime);
+  expectTestEra(runtime, ['s']);
   return { runtime, events, audit: () => readAuditTrail(auditPath) };
 }
 

@@ -53,6 +53,12 @@ export interface ScriptedServer {
     pages: readonly (readonly unknown[] | FixturePage)[],
     options?: { readonly revision?: string },
   ): number;
+  /**
+   * @internal Records a message the process received that never reaches the SDK server (the
+   * modern-era front answers `server/discover` and `subscriptions/listen` itself), so the audit
+   * trail stays the record of what arrived on the wire.
+   */
+  recordReceived(message: unknown): void;
   /** Sends `notifications/tools/list_changed` to the connected client. */
   notifyListChanged(): Promise<void>;
   /** Closes the server's connection. Idempotent. */
@@ -68,6 +74,12 @@ export interface ScriptedServerHooks {
    * @default close the server's transport (the in-process stand-in for a crash)
    */
   readonly exit?: (code: number) => void;
+  /**
+   * Whether a message arriving on the transport enters the audit trail. The modern-era front
+   * leaves out the `initialize` it sends the SDK server itself, which never was on the wire.
+   * @default every message
+   */
+  readonly audit?: (message: unknown) => boolean;
 }
 
 const VERSION = '0.1.0';
@@ -93,6 +105,14 @@ class ScriptedMcpServer extends Server {
     this.#beforeConnect(transport);
     return super.connect(transport);
   }
+}
+
+/** The `serverInfo` a scripted server gives (in `initialize`, and in the modern era's `_meta`). */
+export function scriptedServerInfo(options: ScriptedServerOptions): {
+  readonly name: string;
+  readonly version: string;
+} {
+  return options.serverInfo ?? { name: `stepbind-testkit-${options.scenario}`, version: VERSION };
 }
 
 function loadFixture(options: ScriptedServerOptions): ServerFixture {
@@ -202,28 +222,25 @@ export function createScriptedServer(
     }
   };
 
-  const server = new ScriptedMcpServer(
-    options.serverInfo ?? { name: `stepbind-testkit-${options.scenario}`, version: VERSION },
-    (transport) => {
-      const previous = transport.onmessage;
-      // Protocol.connect chains an existing onmessage before dispatch, so this runs first.
-      transport.onmessage = (message, extra) => {
-        onMessage(message);
-        previous?.(message, extra);
-      };
-      const send = transport.send.bind(transport);
-      transport.send = async (message, sendOptions) => {
-        await send(message, sendOptions);
-        if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
-          const after = message.id === undefined ? undefined : afterResponse.get(message.id);
-          if (after !== undefined) {
-            afterResponse.delete(message.id as RequestId);
-            await after();
-          }
+  const server = new ScriptedMcpServer({ ...scriptedServerInfo(options) }, (transport) => {
+    const previous = transport.onmessage;
+    // Protocol.connect chains an existing onmessage before dispatch, so this runs first.
+    transport.onmessage = (message, extra) => {
+      if (hooks.audit?.(message) !== false) onMessage(message);
+      previous?.(message, extra);
+    };
+    const send = transport.send.bind(transport);
+    transport.send = async (message, sendOptions) => {
+      await send(message, sendOptions);
+      if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
+        const after = message.id === undefined ? undefined : afterResponse.get(message.id);
+        if (after !== undefined) {
+          afterResponse.delete(message.id as RequestId);
+          await after();
         }
-      };
-    },
-  );
+      }
+    };
+  });
 
   const setGeneration = (n: number): void => {
     if (!Number.isInteger(n) || n < 0 || n >= generations.length) {
@@ -413,6 +430,7 @@ export function createScriptedServer(
       generation = generations.length - 1;
       return generation;
     },
+    recordReceived: onMessage,
     notifyListChanged: () => server.sendToolListChanged(),
     close,
     [Symbol.asyncDispose]: close,

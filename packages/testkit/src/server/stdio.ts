@@ -1,6 +1,7 @@
 import { runIfMain } from './main.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { ScriptedServerOptions } from '../types.js';
+import { runModernFront } from './modern-front.js';
 import { createScriptedServer } from './scripted.js';
 
 function parseOptions(argv: readonly string[]): ScriptedServerOptions {
@@ -13,12 +14,17 @@ function parseOptions(argv: readonly string[]): ScriptedServerOptions {
 /**
  * Runs a scripted server on this process's stdin/stdout until stdin closes, then exits with code 0.
  * Only protocol messages go to stdout; diagnostics go to stderr. An `exit` trigger ends the process
- * with its code before responding.
+ * with its code before responding. With `era: 'modern'` or `'dual'` the 2026-07-28 front
+ * (`modern-front.ts`) stands between stdin/stdout and the server.
  *
  * @param argv the arguments after the script, containing `--options <JSON>`.
  */
 export async function runStdioServer(argv: readonly string[]): Promise<void> {
-  const scripted = createScriptedServer(parseOptions(argv), { exit: (code) => process.exit(code) });
+  const options = parseOptions(argv);
+  const era = options.era ?? 'legacy';
+  if (era === 'modern' || era === 'dual') return runModernFront(options, era);
+  if (era !== 'legacy') throw new Error(`unknown era ${JSON.stringify(era)}`);
+  const scripted = createScriptedServer(options, { exit: (code) => process.exit(code) });
   // The SDK transport ignores end-of-input; without this, a pending delay would outlive the client.
   process.stdin.once('end', () => {
     scripted.close().then(
