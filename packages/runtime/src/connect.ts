@@ -16,9 +16,10 @@ import {
 import type { ServerConfig } from './config.js';
 import type { Connection, EraMemory } from './connection.js';
 import { ModernHttpTransport } from './era/http.js';
+import type { DiscoverInfo } from './era/envelope.js';
 import { ModernConnection } from './era/modern.js';
 import { eraPlan, notModernError, slowProbeHint } from './era/pin.js';
-import { probeEraWithRetry, startedTransport } from './era/probe.js';
+import { probeEraWithRetry, startedTransport, type LateProbeTransport } from './era/probe.js';
 import { NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 import { CLIENT_INFO, linkSignal, SdkConnection } from './sdk.js';
 import { mapSdkError } from './sdk-errors.js';
@@ -103,6 +104,9 @@ export async function connectServer(
   };
   const started = performance.now();
   let probeTimedOut = false;
+  const lateProbe = new AbortController();
+  let lateDiscover: DiscoverInfo | undefined;
+  let lateTransport: LateProbeTransport | undefined;
   try {
     let session = transport;
     if (probe && config.transport === 'http') {
@@ -153,17 +157,51 @@ export async function connectServer(
         throw notModernError(name, outcome, plan.probeMs);
       }
       probeTimedOut = outcome.answer === 'timeout';
-      session = startedTransport(transport);
+      // A server that was slow rather than silent may still answer server/discover while (or
+      // after) initialize is asked: a modern answer ends the initialize and the connection is
+      // modern after all (a modern-only server that booted after the budget, under load).
+      const late = startedTransport(transport, (discover) => {
+        lateDiscover = discover;
+        lateProbe.abort();
+      });
+      lateTransport = late;
+      session = late;
     }
-    const connection = await openSession(name, session, {
-      timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
-      pid,
-      fault,
-      stderrTail,
-      handlers,
-      ...(http === undefined ? {} : { http }),
-    });
+    let connection: Connection;
+    try {
+      connection = await openSession(name, session, {
+        timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),
+        signal: AbortSignal.any(
+          options.signal === undefined ? [lateProbe.signal] : [options.signal, lateProbe.signal],
+        ),
+        pid,
+        fault,
+        stderrTail,
+        handlers,
+        ...(http === undefined ? {} : { http }),
+      });
+    } catch (error) {
+      if (lateDiscover === undefined || options.signal?.aborted === true) {
+        if (lateDiscover !== undefined) await transport.close();
+        throw error;
+      }
+      const modern = new ModernConnection({
+        name,
+        transport,
+        discover: lateDiscover,
+        // The SDK's initialize took id 0; its late answer is dropped as no pending request.
+        firstId: 1,
+        pid: pid(),
+        stderr: stderrTail,
+        handlers,
+        fault: () => fault()?.(undefined),
+      });
+      modern.listen();
+      remember('modern');
+      return modern;
+    }
+    // A late modern answer that came with a 2025 session that succeeded: the session is kept.
+    lateTransport?.attach();
     remember('legacy');
     return connection;
   } catch (error) {

@@ -139,13 +139,32 @@ describe('a modern server that boots slower than the probe budget', () => {
   // first, whatever the machine's speed.
   const slow = { RAW_SERVER_BOOT_DELAY_MS: '1500' };
 
-  it('with protocol "auto" and a short discoverTimeoutMs falls back, and the failed initialize says how to fix it', async () => {
-    const error = await failure(
-      connectServer('s', serverConfig('modern', { discoverTimeoutMs: 50 }, slow)),
+  it('with protocol "auto" and a short discoverTimeoutMs, the late server/discover answer still makes it modern', async () => {
+    await using dir = tempDir('era-late');
+    const log = dir.file('requests.jsonl');
+    const eras: EraMemory = new Map();
+    // The budget expires long before the server reads stdin, so initialize is asked too; the
+    // server answers server/discover first (it reads in order), which ends the initialize.
+    const connection = await connectServer(
+      's',
+      serverConfig('modern', { discoverTimeoutMs: 50 }, { ...slow, RAW_SERVER_LOG: log }),
+      { eras },
     );
-    expect(error.code).toBe('SERVER_START_FAILED');
-    expect(error.message).toContain('$.mcpServers.s.discoverTimeoutMs');
-    expect(error.message).toContain('"2026-07-28"');
+    const errors: Error[] = [];
+    try {
+      connection.onError((error) => errors.push(error));
+      expect(connection.era).toBe('modern');
+      const result = await connection.callTool('echo', {}, { timeoutMs: 10_000 });
+      expect(result.isError).not.toBe(true);
+    } finally {
+      await connection.close();
+    }
+    // The answer to the abandoned initialize is no error of the modern connection.
+    expect(errors.map((e) => e.message)).toEqual([]);
+    const sent = await methods(log);
+    expect(sent.slice(0, 2)).toEqual(['server/discover', 'initialize']);
+    expect(sent).toContain('tools/call');
+    expect([...eras.values()]).toEqual(['modern']);
   });
 
   it('works when pinned to 2026-07-28 (the probe may take the whole startupTimeoutMs)', async () => {

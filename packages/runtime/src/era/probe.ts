@@ -127,20 +127,45 @@ export async function probeEraWithRetry(
 
 /**
  * The started transport handed to the SDK client after a legacy probe: `start()` does nothing
- * more, and a late answer to the probe (a server that was slow, not silent) is dropped instead of
- * reaching the SDK.
+ * more, and a late answer to the probe (a server that was slow, not silent) never reaches the SDK.
+ *
+ * A late answer that proves 2026-07-28 (a modern server that booted after the probe budget) is
+ * handed to `onLateModern`; from then on the wrapper is detached: closing it (the SDK client does,
+ * when its `initialize` fails or is aborted) leaves `inner` running, for a modern connection to
+ * take over. {@link LateProbeTransport.attach} undoes that when the 2025 session was kept.
  */
-export function startedTransport(inner: Transport): Transport {
-  const wrapper: Transport = {
+export function startedTransport(
+  inner: Transport,
+  onLateModern?: (discover: DiscoverInfo) => void,
+): LateProbeTransport {
+  let detached = false;
+  const wrapper: LateProbeTransport = {
     start: () => Promise.resolve(),
     send: (message, options) => inner.send(message, options),
-    close: () => inner.close(),
+    close: () => (detached ? Promise.resolve() : inner.close()),
+    attach: () => {
+      detached = false;
+    },
   };
   inner.onmessage = (message: JSONRPCMessage) => {
-    if ((message as { id?: unknown }).id === PROBE_ID) return;
-    wrapper.onmessage?.(message);
+    const m = message as Record<string, unknown>;
+    if (m['id'] !== PROBE_ID) {
+      wrapper.onmessage?.(message);
+      return;
+    }
+    if (onLateModern === undefined || detached || !('result' in m)) return;
+    const discover = parseDiscover(m['result']);
+    if (discover === undefined) return;
+    detached = true;
+    onLateModern(discover);
   };
   inner.onerror = (error) => wrapper.onerror?.(error);
   inner.onclose = () => wrapper.onclose?.();
   return wrapper;
+}
+
+/** What {@link startedTransport} returns. */
+export interface LateProbeTransport extends Transport {
+  /** Re-attaches the wrapper after a late modern answer when the 2025 session is kept after all. */
+  attach(): void;
 }
