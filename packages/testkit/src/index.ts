@@ -97,4 +97,4 @@ export { SDK2_SERVER_INFO, SDK2_SERVER_LOG_ENV } from './era/sdk2-catalog.js';
 export type { Sdk2ServerOptions } from './era/sdk2-catalog.js';
 export type { Sdk2HttpEvent } from './era/sdk2-http.js';
 export { sdk2StdioServerParams, spawnSdk2HttpServer } from './era/sdk2-process.js';
-export type { Sdk2HttpServerProcess } from './era/sdk2-process.js';
+export type { Sdk2HttpServerProcess, Sdk2HttpSpawnOptions } from './era/sdk2-process.js';

@@ -222,6 +222,7 @@ export class ModernHttpTransport implements Transport {
     const decoder = new TextDecoder();
     const reader = body.getReader();
     let buffer = '';
+    let answered = false;
     try {
       for (;;) {
         const { done, value } = await reader.read();
@@ -237,7 +238,7 @@ export class ModernHttpTransport implements Transport {
             .filter((line) => line.startsWith('data:'))
             .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
             .join('\n');
-          if (data !== '') this.#deliverText(data, request);
+          if (data !== '' && this.#deliverText(data, request)) answered = true;
         }
         if (Buffer.byteLength(buffer, 'utf8') > max) {
           if (request !== undefined) this.#fault(request, this.#tooLarge(request));
@@ -248,12 +249,21 @@ export class ModernHttpTransport implements Transport {
     } finally {
       await reader.cancel().catch(() => undefined);
     }
+    // A stream that ends without answering its request (the server went away, or dropped it) fails
+    // that request now rather than at its timeout; a listen stream is then opened again.
+    if (request !== undefined && !answered && !signal.aborted) {
+      this.#fault(
+        request,
+        malformedMessageError(this.#options.server, request, 'ended its stream without an answer'),
+      );
+    }
   }
 
-  #deliverText(text: string, request: LiveRequest | undefined): void {
+  /** @returns whether `text` was the answer to `request` (or failed it). */
+  #deliverText(text: string, request: LiveRequest | undefined): boolean {
     if (Buffer.byteLength(text, 'utf8') > this.#options.maxMessageBytes) {
       if (request !== undefined) this.#fault(request, this.#tooLarge(request));
-      return;
+      return true;
     }
     let raw: unknown;
     try {
@@ -267,18 +277,20 @@ export class ModernHttpTransport implements Transport {
       );
       if (request !== undefined) this.#fault(request, failure);
       else this.onerror?.(failure);
-      return;
+      return true;
     }
-    this.#deliver(raw, request);
+    return this.#deliver(raw, request);
   }
 
-  #deliver(raw: unknown, request: LiveRequest | undefined): void {
+  /** @returns whether `raw` was the answer to `request` (or failed one). */
+  #deliver(raw: unknown, request: LiveRequest | undefined): boolean {
     const verdict = checkMessage(raw);
     if (verdict.ok) {
       this.onmessage?.(
         request?.method === 'tools/list' ? this.#screenTools(verdict.message) : verdict.message,
       );
-      return;
+      const m = verdict.message as Record<string, unknown>;
+      return request !== undefined && m['id'] === request.id && !('method' in m);
     }
     const target =
       verdict.id !== undefined
@@ -291,6 +303,7 @@ export class ModernHttpTransport implements Transport {
     );
     if (target !== undefined) this.#fault(target, failure);
     else this.onerror?.(failure);
+    return true;
   }
 
   /** `Mcp-Param-*` headers of a `tools/call` for a tool whose listing annotated its parameters. */

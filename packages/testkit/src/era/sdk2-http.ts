@@ -1,7 +1,7 @@
 /**
  * The SDK 2.4.0 server of {@link Sdk2Catalog} over Streamable HTTP, served by `createMcpHandler`
  * behind a plain `node:http` server at `http://127.0.0.1:<port>/mcp`, run as a child process:
- * `node sdk2-http.js --options <Sdk2ServerOptions JSON>`.
+ * `node sdk2-http.js --options <Sdk2ServerOptions JSON> [--port N]`.
  *
  * - The 2026-07-28 era is stateless: every POST is answered by a fresh instance from the factory;
  *   `subscriptions/listen` streams are held by the handler and fed by `handler.notify`.
@@ -72,7 +72,7 @@ function isModern(message: unknown): boolean {
 }
 
 /** Starts the server; resolves once it listens (see the module comment). */
-export async function runSdk2HttpServer(options: Sdk2ServerOptions = {}): Promise<void> {
+export async function runSdk2HttpServer(options: Sdk2ServerOptions = {}, port = 0): Promise<void> {
   const catalog = new Sdk2Catalog(options);
   const handler = createMcpHandler(
     catalog.factory(() => {
@@ -174,16 +174,18 @@ export async function runSdk2HttpServer(options: Sdk2ServerOptions = {}): Promis
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
+    server.listen(port, '127.0.0.1', resolve);
   });
-  const { port } = server.address() as AddressInfo;
-  emit({ event: 'listening', port, pid: process.pid });
+  const bound = (server.address() as AddressInfo).port;
+  emit({ event: 'listening', port: bound, pid: process.pid });
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const at = process.argv.indexOf('--options');
   const json = at === -1 ? undefined : process.argv[at + 1];
-  runSdk2HttpServer(json === undefined ? {} : (JSON.parse(json) as Sdk2ServerOptions)).catch(
+  const portAt = process.argv.indexOf('--port');
+  const port = portAt === -1 ? 0 : Number(process.argv[portAt + 1]);
+  runSdk2HttpServer(json === undefined ? {} : (JSON.parse(json) as Sdk2ServerOptions), port).catch(
     (error: unknown) => {
       process.stderr.write(`sdk2 http: ${String(error)}\n`);
       process.exit(1);

@@ -32,10 +32,19 @@ export function sdk2StdioServerParams(options: Sdk2ServerOptions = {}): {
   };
 }
 
+/** How {@link spawnSdk2HttpServer} starts the child. */
+export interface Sdk2HttpSpawnOptions {
+  /** Port to listen on (a restart on the same port plays a server restart). @default 0 (any) */
+  readonly port?: number;
+  /** Extra environment variables of the child. */
+  readonly env?: Readonly<Record<string, string>>;
+}
+
 /** A running SDK 2.4.0 Streamable HTTP server child (see {@link spawnSdk2HttpServer}). */
 export interface Sdk2HttpServerProcess {
   /** The MCP endpoint, `http://127.0.0.1:<port>/mcp`. */
   readonly url: string;
+  readonly port: number;
   readonly pid: number;
   /** Every event the server printed so far, in order (live view). */
   readonly events: readonly Sdk2HttpEvent[];
@@ -65,12 +74,22 @@ export interface Sdk2HttpServerProcess {
  */
 export async function spawnSdk2HttpServer(
   options: Sdk2ServerOptions = {},
-  env: Readonly<Record<string, string>> = {},
+  spawnOptions: Sdk2HttpSpawnOptions = {},
 ): Promise<Sdk2HttpServerProcess> {
   const child = spawn(
     process.execPath,
-    [entryPath('sdk2-http.js'), '--options', JSON.stringify(options)],
-    { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...env } },
+    [
+      entryPath('sdk2-http.js'),
+      '--options',
+      JSON.stringify(options),
+      '--port',
+      String(spawnOptions.port ?? 0),
+    ],
+    {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+      env: { ...process.env, ...spawnOptions.env },
+    },
   );
   const pid = child.pid;
   const events: Sdk2HttpEvent[] = [];
@@ -157,6 +176,7 @@ export async function spawnSdk2HttpServer(
   if (listening.event !== 'listening') throw new Error('unreachable');
   return {
     url: `http://127.0.0.1:${listening.port}/mcp`,
+    port: listening.port,
     pid: listening.pid,
     events,
     waitFor,
