@@ -33,7 +33,10 @@ afterEach(async () => {
   }
 });
 
-async function serve(options: Sdk2ServerOptions = {}, port?: number): Promise<Sdk2HttpServerProcess> {
+async function serve(
+  options: Sdk2ServerOptions = {},
+  port?: number,
+): Promise<Sdk2HttpServerProcess> {
   const server = await spawnSdk2HttpServer(options, port === undefined ? {} : { port });
   servers.push(server);
   return server;
@@ -52,7 +55,8 @@ type RequestEvent = Extract<Sdk2HttpEvent, { event: 'request' }>;
 
 function requests(server: Sdk2HttpServerProcess, method?: string): RequestEvent[] {
   return server.events.filter(
-    (e): e is RequestEvent => e.event === 'request' && (method === undefined || e.method === method),
+    (e): e is RequestEvent =>
+      e.event === 'request' && (method === undefined || e.method === method),
   );
 }
 

@@ -135,9 +135,7 @@ describe('an SDK 2.4.0 serveStdio server', () => {
     const listen = lines.find((l) => l.method === 'subscriptions/listen');
     expect(listen?.id).toBeDefined();
     const cancelled = lines.filter((l) => l.method === 'notifications/cancelled');
-    expect(cancelled.map((l) => l.requestId)).toEqual(
-      [listen?.id],
-    );
+    expect(cancelled.map((l) => l.requestId)).toEqual([listen?.id]);
   });
 
   it('an input_required (MRTR) call goes to onElicitation and completes with the answer and requestState', async () => {
@@ -221,7 +219,9 @@ describe('the dual-era SDK 2.4.0 stdio server', () => {
       expect(connection.hello.protocolVersion).toBe('2025-11-25');
       // The SDK's legacy shim turns input_required into a real elicitation/create request.
       const result = await connection.callTool('ask', {}, { timeoutMs: 30_000 });
-      expect(result.content).toEqual([{ type: 'text', text: 'confirmed {"ok":true} state round-1' }]);
+      expect(result.content).toEqual([
+        { type: 'text', text: 'confirmed {"ok":true} state round-1' },
+      ]);
     } finally {
       await connection.close();
     }

@@ -7,8 +7,8 @@
  * is final: it is reported and the stream stays closed until the next connection. Only the first
  * failure of a run is reported, so a server that stays down does not flood the event stream.
  */
-import type { StepbindError } from '@stepbind/binding/internal';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { StepbindError } from '@stepbind/binding/internal';
 import { eraError, withEnvelope, type RpcErrorObject } from './envelope.js';
 
 /** First re-listen delay; it doubles per failed attempt up to {@link RELISTEN_MAX_MS}. */
@@ -79,7 +79,7 @@ export class ListenStream {
         id,
         method: 'subscriptions/listen',
         params: withEnvelope({ notifications: { toolsListChanged: true } }),
-      } as JSONRPCMessage)
+      })
       .catch((error: unknown) => ended(error instanceof Error ? error : new Error(String(error))));
   }
 

@@ -85,8 +85,9 @@ export function logInbound(message: unknown, era?: 'modern' | 'legacy'): void {
     if (typeof m !== 'object' || m === null) continue;
     const r = m as Record<string, unknown>;
     if (typeof r['method'] !== 'string') continue;
-    const params = (typeof r['params'] === 'object' && r['params'] !== null ? r['params'] : {}) as
-      Record<string, unknown>;
+    const params = (
+      typeof r['params'] === 'object' && r['params'] !== null ? r['params'] : {}
+    ) as Record<string, unknown>;
     const entry = {
       method: r['method'],
       ...('id' in r ? { id: r['id'] } : {}),

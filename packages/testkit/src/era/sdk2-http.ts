@@ -131,7 +131,9 @@ export async function runSdk2HttpServer(options: Sdk2ServerOptions = {}, port = 
       message === undefined ? {} : { parsedBody: message },
     );
     if (method === 'subscriptions/listen') {
-      res.once('close', () => emit({ event: 'listen-closed', ...(id === undefined ? {} : { id }) }));
+      res.once('close', () =>
+        emit({ event: 'listen-closed', ...(id === undefined ? {} : { id }) }),
+      );
     }
     res.writeHead(response.status, Object.fromEntries(response.headers));
     res.flushHeaders();
@@ -142,9 +144,11 @@ export async function runSdk2HttpServer(options: Sdk2ServerOptions = {}, port = 
     const reader = response.body.getReader();
     res.once('close', () => void reader.cancel().catch(() => undefined));
     for (;;) {
-      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-      if (done || res.destroyed) break;
-      res.write(value);
+      const chunk: { readonly done: boolean; readonly value?: Uint8Array } = await reader
+        .read()
+        .catch(() => ({ done: true }));
+      if (chunk.done || chunk.value === undefined || res.destroyed) break;
+      res.write(chunk.value);
     }
     res.end();
   };
