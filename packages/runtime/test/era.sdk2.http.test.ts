@@ -83,6 +83,7 @@ describe('an SDK 2.4.0 createMcpHandler server over Streamable HTTP', () => {
     expect(step.tools).toHaveLength(182);
     const { result } = await step.prepareCall('web__t179').run({ text: 'last' });
     expect(result.content).toEqual([{ type: 'text', text: 'echo {"text":"last"}' }]);
+    await server.sync();
     expect(requests(server, 'tools/list')).toHaveLength(91);
     expect(requests(server)[0]?.method).toBe('server/discover');
     expect(requests(server).every((r) => r.era === 'modern')).toBe(true);
@@ -95,22 +96,27 @@ describe('an SDK 2.4.0 createMcpHandler server over Streamable HTTP', () => {
     await server.waitFor((e) => e.event === 'request' && e.method === 'subscriptions/listen');
     await using before = await runtime.captureBinding();
 
+    // Prepared on revision 1, run after the change.
+    const prepared = before.prepareCall('web__echo');
     const swapped = events.next('catalog-swapped');
     await before.prepareCall('web__change').run({});
     expect(await swapped).toMatchObject({ server: 'web', cause: 'hard-refresh' });
-    const calls = requests(server, 'tools/call').length;
-    const stale = await failure(before.prepareCall('web__echo').run({}));
+    const stale = await failure(prepared.run({ text: 'stale' }));
     expect(stale.code).toBe('STALE_CATALOG');
-    expect(requests(server, 'tools/call')).toHaveLength(calls);
 
     await using after = await runtime.captureBinding();
     expect(after.tools.map((t) => t.name)).toContain('web__added1');
+    await after.prepareCall('web__echo').run({ text: 'fresh' });
+    await server.sync();
+    // The stale call never reached the server: only `change` and the fresh call did.
+    expect(requests(server, 'tools/call').map((r) => r.tool)).toEqual(['change', 'echo']);
     // The second change comes from outside stepbind (the server's stdin trigger).
     const again = events.next('catalog-swapped');
     await server.change();
     expect(await again).toMatchObject({ server: 'web', cause: 'hard-refresh' });
     await using third = await runtime.captureBinding();
     expect(third.tools.map((t) => t.name)).toContain('web__added2');
+    await server.sync();
     expect(requests(server, 'subscriptions/listen')).toHaveLength(1);
     expect(server.events.some((e) => e.event === 'listen-closed')).toBe(false);
   });
@@ -140,6 +146,7 @@ describe('an SDK 2.4.0 createMcpHandler server over Streamable HTTP', () => {
     await runtime.close();
     const event = await ended;
     expect(event).toMatchObject({ id: listen.event === 'request' ? listen.id : undefined });
+    await server.sync();
     expect(requests(server, 'notifications/cancelled')).toHaveLength(1);
   });
 
@@ -156,6 +163,7 @@ describe('an SDK 2.4.0 createMcpHandler server over Streamable HTTP', () => {
     const { result } = await step.prepareCall('web__ask').run({});
     expect(asked).toEqual(['Confirm?']);
     expect(result.content).toEqual([{ type: 'text', text: 'confirmed {"ok":true} state round-1' }]);
+    await server.sync();
     const asks = requests(server, 'tools/call').filter((r) => r.tool === 'ask');
     expect(asks).toHaveLength(2);
     expect(asks[0]?.id).not.toEqual(asks[1]?.id);
@@ -168,6 +176,7 @@ describe('an SDK 2.4.0 createMcpHandler server over Streamable HTTP', () => {
     const error = await failure(step.prepareCall('web__ask').run({}));
     expect(error.code).toBe('INPUT_REQUIRED');
     expect(error.message).toContain('Confirm?');
+    await server.sync();
     expect(requests(server, 'tools/call').filter((r) => r.tool === 'ask')).toHaveLength(1);
   });
 });
@@ -192,6 +201,7 @@ describe('the dual-era SDK 2.4.0 HTTP server', () => {
     } finally {
       await client.close();
     }
+    await server.sync();
     expect(requests(server, 'initialize')).toMatchObject([{ era: 'legacy' }]);
   });
 
@@ -209,6 +219,7 @@ describe('the dual-era SDK 2.4.0 HTTP server', () => {
     } finally {
       await connection.close();
     }
+    await server.sync();
     expect(requests(server, 'server/discover')).toHaveLength(0);
     expect(requests(server, 'initialize')).toHaveLength(1);
   });

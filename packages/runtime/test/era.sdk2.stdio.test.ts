@@ -102,11 +102,13 @@ describe('an SDK 2.4.0 serveStdio server', () => {
     const runtime = await open(log, {}, { onEvent: events.onEvent, listChangedDebounceMs: 1 });
     try {
       await using before = await runtime.captureBinding();
+      // Prepared on revision 1, run after the change.
+      const prepared = before.prepareCall('s__echo');
       const swapped = events.next('catalog-swapped');
       await before.prepareCall('s__change').run({});
       expect(await swapped).toMatchObject({ server: 's', cause: 'hard-refresh' });
       const calls = (await readLog(log)).filter((l) => l.method === 'tools/call').length;
-      const stale = await failure(before.prepareCall('s__echo').run({}));
+      const stale = await failure(prepared.run({}));
       expect(stale.code).toBe('STALE_CATALOG');
       expect((await readLog(log)).filter((l) => l.method === 'tools/call')).toHaveLength(calls);
 

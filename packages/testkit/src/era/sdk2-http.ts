@@ -9,7 +9,8 @@
  *   served statelessly (no session id; GET and DELETE answer 405). `modernOnly` rejects it.
  *
  * Events go to stdout as JSON lines ({@link Sdk2HttpEvent}); the first is `listening`. A stdin line
- * `{"command":"change"}` changes the catalog as the `change` tool does. The server ends when stdin
+ * `{"command":"change"}` changes the catalog as the `change` tool does; `{"command":"sync"}`
+ * answers `synced`. The server ends when stdin
  * closes or on SIGTERM. Inbound messages are also logged to `SDK2_SERVER_LOG` if set.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -33,7 +34,9 @@ export type Sdk2HttpEvent =
   /** A `subscriptions/listen` response stream ended (the client went away, or the server closed). */
   | { readonly event: 'listen-closed'; readonly id?: string | number }
   /** The catalog changed (`token`: that of the stdin command, absent for the `change` tool). */
-  | { readonly event: 'changed'; readonly changes: number; readonly token?: number };
+  | { readonly event: 'changed'; readonly changes: number; readonly token?: number }
+  /** The answer to a stdin `sync` command: every event before it has been printed. */
+  | { readonly event: 'synced'; readonly token: number };
 
 /** Upper bound of a request body this server reads. */
 const MAX_BODY = 4 * 1024 * 1024;
@@ -174,6 +177,8 @@ export async function runSdk2HttpServer(options: Sdk2ServerOptions = {}, port = 
       handler.notify.toolsChanged();
       const token = typeof command.token === 'number' ? { token: command.token } : {};
       emit({ event: 'changed', changes, ...token });
+    } else if (command?.command === 'sync' && typeof command.token === 'number') {
+      emit({ event: 'synced', token: command.token });
     }
   });
   await new Promise<void>((resolve, reject) => {

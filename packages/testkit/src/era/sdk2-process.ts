@@ -53,6 +53,11 @@ export interface Sdk2HttpServerProcess {
    * @throws Error when the process exits first.
    */
   waitFor(predicate: (event: Sdk2HttpEvent) => boolean): Promise<Sdk2HttpEvent>;
+  /**
+   * Resolves once every event the server printed before this call has been read into `events` (a
+   * request answered a moment ago may not have been read yet).
+   */
+  sync(): Promise<void>;
   /** Changes the catalog (adds `added<n>`) and announces it; resolves with the change count. */
   change(): Promise<number>;
   /**
@@ -166,6 +171,12 @@ export async function spawnSdk2HttpServer(
     const event = await done;
     return event.event === 'changed' ? event.changes : 0;
   };
+  const sync = async (): Promise<void> => {
+    const token = ++tokens;
+    const done = waitFor((e) => e.event === 'synced' && e.token === token);
+    child.stdin.write(`${JSON.stringify({ command: 'sync', token })}\n`);
+    await done;
+  };
   let listening: Sdk2HttpEvent;
   try {
     listening = await waitFor((e) => e.event === 'listening');
@@ -181,6 +192,7 @@ export async function spawnSdk2HttpServer(
     events,
     waitFor,
     change,
+    sync,
     close,
     [Symbol.asyncDispose]: close,
   };
