@@ -205,17 +205,25 @@ describe('the dual-era SDK 2.4.0 HTTP server', () => {
     expect(requests(server, 'initialize')).toMatchObject([{ era: 'legacy' }]);
   });
 
-  it('is served in the 2025 era by stepbind when its era is remembered as legacy', async () => {
+  it('is served in the 2025 era by stepbind when its era is remembered as legacy (MRTR cannot reach the client there)', async () => {
     const server = await serve({ tools: 3 });
     const config = parseConfig({ mcpServers: { web: { url: server.url } } }).servers.get('web');
     if (config === undefined) throw new Error('no server');
     const eras: EraMemory = new Map([[identityKeyOf(config), 'legacy']]);
-    const connection = await connectServer('web', config, { eras });
+    const connection = await connectServer('web', config, {
+      eras,
+      handlers: { onElicitation: () => Promise.resolve({ action: 'accept', content: {} }) },
+    });
     try {
       expect(connection.era).toBe('legacy');
       expect(connection.hello.protocolVersion).toBe('2025-11-25');
       const result = await connection.callTool('echo', { text: 'old' }, { timeoutMs: 30_000 });
       expect(result.content).toEqual([{ type: 'text', text: 'echo {"text":"old"}' }]);
+      // SDK 2.4.0's stateless 2025 fallback cannot send the client a request, so its MRTR shim
+      // answers an input_required tool with an error result (a limit of the server, told plainly).
+      const asked = await connection.callTool('ask', {}, { timeoutMs: 30_000 });
+      expect(asked.isError).toBe(true);
+      expect(JSON.stringify(asked.content)).toContain('per-request legacy serving');
     } finally {
       await connection.close();
     }

@@ -1,4 +1,6 @@
 import { readFile } from 'node:fs/promises';
+import { Client as Sdk2Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport as Sdk2StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { describe, expect, it } from 'vitest';
@@ -92,6 +94,26 @@ describe('an SDK 2.4.0 serveStdio server', () => {
       expect(methods[0]).toBe('server/discover');
     } finally {
       await runtime.close();
+    }
+  });
+
+  it('the bare SDK 2.4.0 client refuses the same 91-page listing at its 64-page cap', async () => {
+    const client = new Sdk2Client(
+      { name: 'bare-2.4.0', version: '0.0.0' },
+      { versionNegotiation: { mode: 'auto' } },
+    );
+    await client.connect(
+      new Sdk2StdioClientTransport(sdk2StdioServerParams({ tools: 180, pageSize: 2, ttls: [0] })),
+    );
+    try {
+      expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+      const error: unknown = await client.listTools().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((error as Error).message).toContain('exceeded listMaxPages (64)');
+    } finally {
+      await client.close();
     }
   });
 
