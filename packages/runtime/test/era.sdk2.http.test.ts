@@ -136,7 +136,7 @@ describe('an SDK 2.4.0 createMcpHandler server over Streamable HTTP', () => {
     expect(step.tools.map((t) => t.name)).toContain('web__added1');
   });
 
-  it('the listen stream is cancelled on close: the server sees it end', async () => {
+  it('the listen stream is cancelled on close: the server sees it end, and no socket is left', async () => {
     const server = await serve();
     const runtime = await open(server.url);
     const listen = await server.waitFor(
@@ -148,6 +148,8 @@ describe('an SDK 2.4.0 createMcpHandler server over Streamable HTTP', () => {
     expect(event).toMatchObject({ id: listen.event === 'request' ? listen.id : undefined });
     await server.sync();
     expect(requests(server, 'notifications/cancelled')).toHaveLength(1);
+    // No keep-alive socket of the connection's pool is left either (fails by timing out).
+    await server.idle();
   });
 
   it('an input_required (MRTR) call goes to onElicitation and completes over HTTP', async () => {

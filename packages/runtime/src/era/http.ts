@@ -12,6 +12,7 @@
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { Agent } from 'undici';
 import { ErrorCode, RuntimeError, type StepbindError } from '@stepbind/binding/internal';
 import { serverConfigPath } from '../config-values.js';
 import type { Redactor } from '../redact.js';
@@ -33,7 +34,10 @@ export interface ModernHttpOptions {
   readonly headers: Readonly<Record<string, string>>;
   readonly maxMessageBytes: number;
   readonly redactor: Redactor;
-  /** @default globalThis.fetch */
+  /**
+   * @default globalThis.fetch through a connection pool of this transport's own, destroyed on
+   *   `close()` (so no keep-alive socket outlives the connection)
+   */
   readonly fetch?: typeof fetch;
 }
 
@@ -95,10 +99,13 @@ export class ModernHttpTransport implements Transport {
   readonly #all = new Set<AbortController>();
   /** The `x-mcp-header` annotations of each listed tool (SEP-2243), by tool name. */
   readonly #paramHeaders = new Map<string, ReadonlyMap<string, string>>();
+  /** The connection pool of this transport (none with a caller's `fetch`). */
+  readonly #agent: Agent | undefined;
   #closed = false;
 
   constructor(options: ModernHttpOptions) {
     this.#options = options;
+    this.#agent = options.fetch === undefined ? new Agent() : undefined;
   }
 
   start(): Promise<void> {
@@ -137,6 +144,8 @@ export class ModernHttpTransport implements Transport {
         headers: { ...modernHeaders(this.#options.headers, m), ...this.#paramHeadersFor(m) },
         body: JSON.stringify(message),
         signal: controller.signal,
+        // Node's fetch takes an undici dispatcher (not in the DOM RequestInit type).
+        ...({ dispatcher: this.#agent } as object),
       });
     } catch (error) {
       done();
@@ -381,14 +390,15 @@ export class ModernHttpTransport implements Transport {
     );
   }
 
-  close(): Promise<void> {
-    if (this.#closed) return Promise.resolve();
+  async close(): Promise<void> {
+    if (this.#closed) return;
     this.#closed = true;
     for (const controller of this.#all) controller.abort();
     this.#all.clear();
     this.#inFlight.clear();
     this.onclose?.();
-    return Promise.resolve();
+    // Every socket of the pool closes now, idle keep-alive ones included.
+    await this.#agent?.destroy().catch(() => undefined);
   }
 }
 

@@ -10,11 +10,11 @@
  *
  * Events go to stdout as JSON lines ({@link Sdk2HttpEvent}); the first is `listening`. A stdin line
  * `{"command":"change"}` changes the catalog as the `change` tool does; `{"command":"sync"}`
- * answers `synced`. The server ends when stdin
+ * answers `synced`; `{"command":"idle"}` answers `idle` once no TCP connection is left open. The server ends when stdin
  * closes or on SIGTERM. Inbound messages are also logged to `SDK2_SERVER_LOG` if set.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { createMcpHandler } from '@modelcontextprotocol/server';
@@ -36,7 +36,9 @@ export type Sdk2HttpEvent =
   /** The catalog changed (`token`: that of the stdin command, absent for the `change` tool). */
   | { readonly event: 'changed'; readonly changes: number; readonly token?: number }
   /** The answer to a stdin `sync` command: every event before it has been printed. */
-  | { readonly event: 'synced'; readonly token: number };
+  | { readonly event: 'synced'; readonly token: number }
+  /** The answer to a stdin `idle` command, once no TCP connection to the server is left open. */
+  | { readonly event: 'idle'; readonly token: number };
 
 /** Upper bound of a request body this server reads. */
 const MAX_BODY = 4 * 1024 * 1024;
@@ -163,6 +165,23 @@ export async function runSdk2HttpServer(options: Sdk2ServerOptions = {}, port = 
       else res.destroy();
     });
   });
+  // Clients may keep idle sockets for 10 minutes (`Keep-Alive: timeout=600`, as behind many load
+  // balancers), so a client that leaves its pool open after close is caught by `idle`.
+  server.keepAliveTimeout = 600_000;
+  // Open TCP connections, so a test can wait until its client has left none behind.
+  const sockets = new Set<Socket>();
+  const idleWaiters: number[] = [];
+  const checkIdle = (): void => {
+    if (sockets.size > 0) return;
+    for (const token of idleWaiters.splice(0)) emit({ event: 'idle', token });
+  };
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => {
+      sockets.delete(socket);
+      checkIdle();
+    });
+  });
   const shutdown = (): void => {
     server.closeAllConnections();
     server.close();
@@ -179,6 +198,9 @@ export async function runSdk2HttpServer(options: Sdk2ServerOptions = {}, port = 
       emit({ event: 'changed', changes, ...token });
     } else if (command?.command === 'sync' && typeof command.token === 'number') {
       emit({ event: 'synced', token: command.token });
+    } else if (command?.command === 'idle' && typeof command.token === 'number') {
+      idleWaiters.push(command.token);
+      checkIdle();
     }
   });
   await new Promise<void>((resolve, reject) => {

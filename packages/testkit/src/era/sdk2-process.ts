@@ -58,6 +58,8 @@ export interface Sdk2HttpServerProcess {
    * request answered a moment ago may not have been read yet).
    */
   sync(): Promise<void>;
+  /** Resolves once no TCP connection to the server is open (every client socket has closed). */
+  idle(): Promise<void>;
   /** Changes the catalog (adds `added<n>`) and announces it; resolves with the change count. */
   change(): Promise<number>;
   /**
@@ -171,12 +173,15 @@ export async function spawnSdk2HttpServer(
     const event = await done;
     return event.event === 'changed' ? event.changes : 0;
   };
-  const sync = async (): Promise<void> => {
+  const ask = async (command: 'sync' | 'idle'): Promise<void> => {
     const token = ++tokens;
-    const done = waitFor((e) => e.event === 'synced' && e.token === token);
-    child.stdin.write(`${JSON.stringify({ command: 'sync', token })}\n`);
+    const reply = command === 'sync' ? 'synced' : 'idle';
+    const done = waitFor((e) => e.event === reply && e.token === token);
+    child.stdin.write(`${JSON.stringify({ command, token })}\n`);
     await done;
   };
+  const sync = (): Promise<void> => ask('sync');
+  const idle = (): Promise<void> => ask('idle');
   let listening: Sdk2HttpEvent;
   try {
     listening = await waitFor((e) => e.event === 'listening');
@@ -193,6 +198,7 @@ export async function spawnSdk2HttpServer(
     waitFor,
     change,
     sync,
+    idle,
     close,
     [Symbol.asyncDispose]: close,
   };
