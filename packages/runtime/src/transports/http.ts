@@ -6,6 +6,7 @@
  * for its timeout (the SDK drops an SSE message its schema refuses).
  */
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Agent } from 'undici';
 import type {
   Transport,
   TransportSendOptions,
@@ -144,6 +145,8 @@ export class GuardedHttpTransport implements Transport {
   readonly #guard: MessageGuard;
   readonly #inner: StreamableHTTPClientTransport;
   readonly #tooLarge: FaultError;
+  /** This transport's own connection pool, destroyed on close (no keep-alive socket outlives it). */
+  readonly #agent = new Agent();
 
   constructor(options: HttpTransportOptions) {
     this.#options = options;
@@ -194,12 +197,18 @@ export class GuardedHttpTransport implements Transport {
     }
   }
 
-  close(): Promise<void> {
-    return this.#inner.close();
+  async close(): Promise<void> {
+    try {
+      await this.#inner.close();
+    } finally {
+      await this.#agent.destroy().catch(() => undefined);
+    }
   }
 
   async #fetch(url: string | URL, init?: RequestInit): Promise<Response> {
-    const response = await (this.#options.fetch ?? fetch)(url, init);
+    // Node's fetch takes an undici dispatcher (not in the DOM RequestInit type).
+    const pooled = { ...init, ...({ dispatcher: this.#agent } as object) };
+    const response = await (this.#options.fetch ?? fetch)(url, pooled);
     if (response.body === null) return response;
     // The SDK reads an error body whole into its message: keep only its first maxMessageBytes.
     if (!response.ok)
