@@ -90,6 +90,10 @@ async function modernServer(): Promise<{ url: string; seen: Seen[]; server: Serv
             _meta: meta,
           },
         });
+      } else if (method === 'tools/call' && params['name'] === 'cut') {
+        // An event stream that ends without answering (a server that dropped the request).
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(': nothing follows\n\n');
       } else if (method === 'tools/call' && params['name'] === 'big') {
         reply(200, {
           jsonrpc: '2.0',
@@ -201,6 +205,26 @@ describe('protocol era over Streamable HTTP', () => {
     // The connection stays usable: HTTP frames each answer on its own.
     const { result } = await step.prepareCall('web__echo').run({ text: 'after' });
     expect(result.content).toEqual([{ type: 'text', text: 'echo {"text":"after"}' }]);
+  });
+
+  it('an event stream that ends without its answer fails that call at once, not at its timeout', async () => {
+    const { url } = await modernServer();
+    const config = parseConfig({ mcpServers: { web: { url } } }).servers.get('web');
+    if (config === undefined) throw new Error('no server');
+    const connection = await connectServer('web', config);
+    try {
+      // An hour-long timeout no test could wait for: only the stream's end can fail the call.
+      const error: unknown = await connection.callTool('cut', {}, { timeoutMs: 3_600_000 }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(isStepbindError(error) && error.code).toBe('MALFORMED_MESSAGE');
+      expect((error as Error).message).toContain('ended its stream without an answer');
+      const result = await connection.callTool('echo', { text: 'after' }, { timeoutMs: 30_000 });
+      expect(result.content).toEqual([{ type: 'text', text: 'echo {"text":"after"}' }]);
+    } finally {
+      await connection.close();
+    }
   });
 
   it('a 2025-era HTTP server refuses server/discover and gets a 2025-11-25 session; the era is remembered', async () => {

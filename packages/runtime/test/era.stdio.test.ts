@@ -295,12 +295,15 @@ describe('servers on either side of the eras', () => {
         't2',
         't3',
         't4',
+        'change',
+        'ask',
       ]);
       // Page 1's TTL is not kept for the whole list (SDK 2.4.0's client does that).
       expect(connection.pageHints).toEqual([
         { page: 1, ttlMs: 60000, cacheScope: 'public' },
         { page: 2, ttlMs: 0, cacheScope: 'public' },
         { page: 3, ttlMs: 5000, cacheScope: 'public' },
+        { page: 4, ttlMs: 5000, cacheScope: 'public' },
       ]);
       const result = await connection.callTool('echo', { text: 'hi' }, { timeoutMs: 30_000 });
       expect(result.content).toEqual([{ type: 'text', text: 'echo {"text":"hi"}' }]);

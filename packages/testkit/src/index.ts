@@ -94,3 +94,8 @@ export { createEventLog } from './events.js';
 export type { EventLog, RuntimeEventOf } from './events.js';
 export { tempAudit, tempDir } from './temp.js';
 export type { TempAudit, TempDir } from './temp.js';
+export { SDK2_SERVER_INFO, SDK2_SERVER_LOG_ENV } from './era/sdk2-catalog.js';
+export type { Sdk2ServerOptions } from './era/sdk2-catalog.js';
+export type { Sdk2HttpEvent } from './era/sdk2-http.js';
+export { sdk2StdioServerParams, spawnSdk2HttpServer } from './era/sdk2-process.js';
+export type { Sdk2HttpServerProcess, Sdk2HttpSpawnOptions } from './era/sdk2-process.js';

@@ -12,6 +12,7 @@
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { ConnectionPool } from '../transports/pool.js';
 import { ErrorCode, RuntimeError, type StepbindError } from '@stepbind/binding/internal';
 import { serverConfigPath } from '../config-values.js';
 import type { Redactor } from '../redact.js';
@@ -33,7 +34,10 @@ export interface ModernHttpOptions {
   readonly headers: Readonly<Record<string, string>>;
   readonly maxMessageBytes: number;
   readonly redactor: Redactor;
-  /** @default globalThis.fetch */
+  /**
+   * @default globalThis.fetch through a connection pool of this transport's own, destroyed on
+   *   `close()` (so no keep-alive socket outlives the connection)
+   */
   readonly fetch?: typeof fetch;
 }
 
@@ -95,10 +99,13 @@ export class ModernHttpTransport implements Transport {
   readonly #all = new Set<AbortController>();
   /** The `x-mcp-header` annotations of each listed tool (SEP-2243), by tool name. */
   readonly #paramHeaders = new Map<string, ReadonlyMap<string, string>>();
+  /** The connection pool of this transport (none with a caller's `fetch`). */
+  readonly #pool: ConnectionPool | undefined;
   #closed = false;
 
   constructor(options: ModernHttpOptions) {
     this.#options = options;
+    this.#pool = options.fetch === undefined ? new ConnectionPool() : undefined;
   }
 
   start(): Promise<void> {
@@ -137,6 +144,8 @@ export class ModernHttpTransport implements Transport {
         headers: { ...modernHeaders(this.#options.headers, m), ...this.#paramHeadersFor(m) },
         body: JSON.stringify(message),
         signal: controller.signal,
+        // Node's fetch takes an undici dispatcher (not in the DOM RequestInit type).
+        ...((this.#pool === undefined ? {} : await this.#pool.dispatcher()) as object),
       });
     } catch (error) {
       done();
@@ -222,6 +231,7 @@ export class ModernHttpTransport implements Transport {
     const decoder = new TextDecoder();
     const reader = body.getReader();
     let buffer = '';
+    let answered = false;
     try {
       for (;;) {
         const { done, value } = await reader.read();
@@ -237,7 +247,7 @@ export class ModernHttpTransport implements Transport {
             .filter((line) => line.startsWith('data:'))
             .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
             .join('\n');
-          if (data !== '') this.#deliverText(data, request);
+          if (data !== '' && this.#deliverText(data, request)) answered = true;
         }
         if (Buffer.byteLength(buffer, 'utf8') > max) {
           if (request !== undefined) this.#fault(request, this.#tooLarge(request));
@@ -248,12 +258,21 @@ export class ModernHttpTransport implements Transport {
     } finally {
       await reader.cancel().catch(() => undefined);
     }
+    // A stream that ends without answering its request (the server went away, or dropped it) fails
+    // that request now rather than at its timeout; a listen stream is then opened again.
+    if (request !== undefined && !answered && !signal.aborted) {
+      this.#fault(
+        request,
+        malformedMessageError(this.#options.server, request, 'ended its stream without an answer'),
+      );
+    }
   }
 
-  #deliverText(text: string, request: LiveRequest | undefined): void {
+  /** @returns whether `text` was the answer to `request` (or failed it). */
+  #deliverText(text: string, request: LiveRequest | undefined): boolean {
     if (Buffer.byteLength(text, 'utf8') > this.#options.maxMessageBytes) {
       if (request !== undefined) this.#fault(request, this.#tooLarge(request));
-      return;
+      return true;
     }
     let raw: unknown;
     try {
@@ -267,18 +286,20 @@ export class ModernHttpTransport implements Transport {
       );
       if (request !== undefined) this.#fault(request, failure);
       else this.onerror?.(failure);
-      return;
+      return true;
     }
-    this.#deliver(raw, request);
+    return this.#deliver(raw, request);
   }
 
-  #deliver(raw: unknown, request: LiveRequest | undefined): void {
+  /** @returns whether `raw` was the answer to `request` (or failed one). */
+  #deliver(raw: unknown, request: LiveRequest | undefined): boolean {
     const verdict = checkMessage(raw);
     if (verdict.ok) {
       this.onmessage?.(
         request?.method === 'tools/list' ? this.#screenTools(verdict.message) : verdict.message,
       );
-      return;
+      const m = verdict.message as Record<string, unknown>;
+      return request !== undefined && m['id'] === request.id && !('method' in m);
     }
     const target =
       verdict.id !== undefined
@@ -291,6 +312,7 @@ export class ModernHttpTransport implements Transport {
     );
     if (target !== undefined) this.#fault(target, failure);
     else this.onerror?.(failure);
+    return true;
   }
 
   /** `Mcp-Param-*` headers of a `tools/call` for a tool whose listing annotated its parameters. */
@@ -368,14 +390,15 @@ export class ModernHttpTransport implements Transport {
     );
   }
 
-  close(): Promise<void> {
-    if (this.#closed) return Promise.resolve();
+  async close(): Promise<void> {
+    if (this.#closed) return;
     this.#closed = true;
     for (const controller of this.#all) controller.abort();
     this.#all.clear();
     this.#inFlight.clear();
     this.onclose?.();
-    return Promise.resolve();
+    // Every socket of the pool closes now, idle keep-alive ones included.
+    await this.#pool?.destroy();
   }
 }
 

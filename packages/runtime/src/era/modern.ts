@@ -9,7 +9,8 @@
  * - records `ttlMs` / `cacheScope` of every `tools/list` page on its own ({@link pageHints});
  * - opens `subscriptions/listen` for `toolsListChanged` when the server offers it and feeds its
  *   notifications to `onListChanged` (the runtime's debounced hard refresh), checking the
- *   acknowledgement against the filter it asked for;
+ *   acknowledgement against the filter it asked for, and re-opening it when it ends
+ *   (`era/listen.ts`);
  * - answers `input_required` results of `tools/call` (MRTR) through the application's elicitation
  *   and sampling handlers, retrying with a new request id, for at most `MAX_INPUT_ROUNDS` (8, `era/mrtr.ts`).
  */
@@ -38,6 +39,7 @@ import {
   type RpcErrorObject,
 } from './envelope.js';
 import { ModernHttpTransport } from './http.js';
+import { ListenStream } from './listen.js';
 import { callWithInput, type InputCallOptions } from './mrtr.js';
 
 type Listener = () => void;
@@ -104,7 +106,7 @@ export class ModernConnection {
   readonly #closeListeners = new Set<Listener>();
   readonly #errorListeners = new Set<(error: Error) => void>();
   readonly #logListeners = new Set<(message: ServerLogMessage) => void>();
-  #listenId: number | undefined;
+  readonly #listen: ListenStream;
   #pages: PageHints[] = [];
   #listingPages: PageHints[] = [];
 
@@ -129,6 +131,14 @@ export class ModernConnection {
       for (const listener of this.#errorListeners) listener(error);
     };
     this.#transport.onclose = () => this.#markClosed();
+    this.#listen = new ListenStream({
+      server: this.name,
+      isClosed: () => this.#closed,
+      nextId: () => this.#nextId++,
+      expect: (id, handlers) => this.#pending.set(id, handlers),
+      send: (message) => this.#transport.send(message),
+      report: (error) => this.#report(error),
+    });
     if (options.transport instanceof ModernHttpTransport) {
       // A typed failure of one request (oversized or malformed answer) reaches it as is.
       options.transport.onrequestfault = (id, error) => {
@@ -137,30 +147,12 @@ export class ModernConnection {
     }
   }
 
-  /** Starts the `subscriptions/listen` stream when the server offers `tools.listChanged`. */
+  /**
+   * Starts the `subscriptions/listen` stream when the server offers `tools.listChanged`; it is
+   * re-opened whenever it ends while the connection is open (`era/listen.ts`).
+   */
   listen(): void {
-    if (!this.hello.listChanged || this.#listenId !== undefined || this.#closed) return;
-    const id = this.#nextId++;
-    this.#listenId = id;
-    const params = withEnvelope({ notifications: { toolsListChanged: true } });
-    this.#pending.set(id, {
-      // The server ends the stream gracefully with this response; nothing more to do.
-      resolve: () => {
-        this.#listenId = undefined;
-      },
-      reject: (error) => {
-        this.#listenId = undefined;
-        if (this.#closed) return;
-        this.#report(
-          error instanceof StepbindError
-            ? error
-            : eraError(error, { server: this.name, method: 'subscriptions/listen' }),
-        );
-      },
-    });
-    this.#transport
-      .send({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params })
-      .catch((error: unknown) => this.#report(error as Error));
+    if (this.hello.listChanged) this.#listen.open();
   }
 
   /** Never lost: a modern connection has no session to lose. */
@@ -413,6 +405,7 @@ export class ModernConnection {
       this.#changes.version++;
       for (const listener of this.#listChanged) listener();
     } else if (method === 'notifications/subscriptions/acknowledged') {
+      this.#listen.acknowledged();
       const granted = isRecord(params['notifications']) ? params['notifications'] : {};
       if (granted['toolsListChanged'] !== true) {
         this.#report(
@@ -468,6 +461,7 @@ export class ModernConnection {
   #markClosed(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#listen.stop();
     for (const [id, pending] of [...this.#pending]) {
       this.#pending.delete(id);
       pending.reject(this.#fault() ?? CLOSED);
@@ -484,7 +478,7 @@ export class ModernConnection {
 
   async #doClose(): Promise<void> {
     this.#listChanged.clear();
-    const listen = this.#listenId;
+    const listen = this.#listen.stop();
     if (listen !== undefined && !this.#closed) {
       this.#pending.delete(listen);
       await this.#transport

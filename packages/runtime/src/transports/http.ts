@@ -6,6 +6,7 @@
  * for its timeout (the SDK drops an SSE message its schema refuses).
  */
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ConnectionPool } from './pool.js';
 import type {
   Transport,
   TransportSendOptions,
@@ -146,6 +147,8 @@ export class GuardedHttpTransport implements Transport {
   readonly #guard: MessageGuard;
   readonly #inner: StreamableHTTPClientTransport;
   readonly #tooLarge: FaultError;
+  /** This transport's own connection pool, destroyed on close (no keep-alive socket outlives it). */
+  readonly #pool = new ConnectionPool();
 
   constructor(options: HttpTransportOptions) {
     this.#options = options;
@@ -196,12 +199,18 @@ export class GuardedHttpTransport implements Transport {
     }
   }
 
-  close(): Promise<void> {
-    return this.#inner.close();
+  async close(): Promise<void> {
+    try {
+      await this.#inner.close();
+    } finally {
+      await this.#pool.destroy();
+    }
   }
 
   async #fetch(url: string | URL, init?: RequestInit): Promise<Response> {
-    const response = await (this.#options.fetch ?? fetch)(url, init);
+    // Node's fetch takes an undici dispatcher (not in the DOM RequestInit type).
+    const pooled = { ...init, ...((await this.#pool.dispatcher()) as object) };
+    const response = await (this.#options.fetch ?? fetch)(url, pooled);
     if (response.body === null) return response;
     // The SDK reads an error body whole into its message: keep only its first maxMessageBytes.
     if (!response.ok)

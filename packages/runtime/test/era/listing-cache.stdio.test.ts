@@ -75,7 +75,8 @@ function config(dir: TempDir, s: Sdk2Entry, other = 1): unknown {
     mcpServers: {
       s: {
         command: process.execPath,
-        args: [SDK2, '6', '2', s.ttls],
+        // 4 generated tools + `change` and `ask`: 6 tools in 3 pages.
+        args: [SDK2, '4', '2', s.ttls],
         env: {
           SDK2_SERVER_LOG: dir.file('s.log'),
           ...(s.scopes === undefined ? {} : { SDK2_SERVER_SCOPES: s.scopes }),

@@ -1,0 +1,120 @@
+/**
+ * The `subscriptions/listen` stream of one {@link ModernConnection}, kept open for the connection's
+ * life: when it ends while the connection is open (the server answered it, as one does when it
+ * shuts down; its HTTP stream broke off or ended unanswered; the POST could not be sent, as while a
+ * server restarts), it is opened again after a backoff with jitter (250 ms doubling to 30 s, reset
+ * once a stream is acknowledged). A JSON-RPC error answer from the server (other than an HTTP 5xx)
+ * is final: it is reported and the stream stays closed until the next connection. Only the first
+ * failure of a run is reported, so a server that stays down does not flood the event stream.
+ */
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { StepbindError } from '@stepbind/binding/internal';
+import { eraError, withEnvelope, type RpcErrorObject } from './envelope.js';
+
+/** First re-listen delay; it doubles per failed attempt up to {@link RELISTEN_MAX_MS}. */
+export const RELISTEN_BASE_MS = 250;
+/** Upper bound of the re-listen delay. */
+export const RELISTEN_MAX_MS = 30_000;
+
+/** What the stream needs from its connection. */
+export interface ListenHost {
+  readonly server: string;
+  isClosed(): boolean;
+  nextId(): number;
+  /** Registers the pending answer of request `id`. */
+  expect(
+    id: number,
+    handlers: {
+      readonly resolve: (result: unknown) => void;
+      readonly reject: (error: RpcErrorObject | StepbindError) => void;
+    },
+  ): void;
+  send(message: JSONRPCMessage): Promise<void>;
+  report(error: Error): void;
+}
+
+/** One connection's listen stream; see the module comment. */
+export class ListenStream {
+  readonly #host: ListenHost;
+  #id: number | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #failures = 0;
+  #stopped = false;
+
+  constructor(host: ListenHost) {
+    this.#host = host;
+  }
+
+  /** The request id of the open stream, if one is open. */
+  get id(): number | undefined {
+    return this.#id;
+  }
+
+  /** Opens the stream unless one is open, a re-open is scheduled, or the stream was stopped. */
+  open(): void {
+    if (this.#id !== undefined || this.#timer !== undefined || this.#stopped) return;
+    if (this.#host.isClosed()) return;
+    const id = this.#host.nextId();
+    this.#id = id;
+    const ended = (error?: RpcErrorObject | StepbindError | Error): void => {
+      if (this.#id !== id) return;
+      this.#id = undefined;
+      if (this.#stopped || this.#host.isClosed()) return;
+      // A StepbindError (the stream broke) or a send failure is an Error; an answer is not.
+      const final = error !== undefined && !(error instanceof Error) && !transient(error);
+      if (error !== undefined && (final || this.#failures === 0)) {
+        this.#host.report(
+          error instanceof Error
+            ? error
+            : eraError(error, { server: this.#host.server, method: 'subscriptions/listen' }),
+        );
+      }
+      if (final) return;
+      this.#schedule();
+    };
+    this.#host.expect(id, { resolve: () => ended(), reject: ended });
+    this.#host
+      .send({
+        jsonrpc: '2.0',
+        id,
+        method: 'subscriptions/listen',
+        params: withEnvelope({ notifications: { toolsListChanged: true } }),
+      })
+      .catch((error: unknown) => ended(error instanceof Error ? error : new Error(String(error))));
+  }
+
+  /** The server acknowledged the stream: the next failure starts a fresh backoff. */
+  acknowledged(): void {
+    this.#failures = 0;
+  }
+
+  /** Stops for good (the connection closes). @returns the id of the open stream, to cancel it. */
+  stop(): number | undefined {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const id = this.#id;
+    this.#id = undefined;
+    return id;
+  }
+
+  #schedule(): void {
+    const delay = Math.min(RELISTEN_MAX_MS, RELISTEN_BASE_MS * 2 ** Math.min(this.#failures, 16));
+    this.#failures++;
+    // Jitter (half to full delay), so a fleet of clients does not re-listen in step.
+    this.#timer = setTimeout(
+      () => {
+        this.#timer = undefined;
+        this.open();
+      },
+      Math.round(delay * (0.5 + Math.random() / 2)),
+    );
+    this.#timer.unref();
+  }
+}
+
+/** An answer that says the stream broke, not that the server refuses it: an HTTP 5xx. */
+function transient(error: RpcErrorObject): boolean {
+  const data = error.data as { httpStatus?: unknown } | undefined;
+  return typeof data?.httpStatus === 'number' && data.httpStatus >= 500;
+}
