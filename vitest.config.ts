@@ -23,6 +23,13 @@ const MODERN_ERA_SUITES = [
   'packages/runtime/test/hard-refresh.clock.test.ts',
   'packages/testkit/test/faults.test.ts',
   'packages/testkit/test/interleavings.prop.test.ts',
+  // The model-based test against the oracle (in memory and over stdio), page walks, enumeration,
+  // the CLI's call path and tracing.
+  'packages/testkit/test/model.prop.test.ts',
+  'packages/testkit/test/pagination.prop.test.ts',
+  'packages/runtime/test/enumerate.test.ts',
+  'packages/runtime/test/cli/call.test.ts',
+  'packages/runtime/test/observability.test.ts',
 ];
 
 export default defineConfig({

@@ -39,6 +39,7 @@ import {
   type RpcErrorObject,
 } from './envelope.js';
 import { ModernHttpTransport } from './http.js';
+import { traceRequest } from '../telemetry.js';
 import { ListenStream } from './listen.js';
 import { callWithInput, type InputCallOptions } from './mrtr.js';
 
@@ -253,18 +254,39 @@ export class ModernConnection {
     options: InputCallOptions,
   ): Promise<RawCallResult> {
     const { signal, timeoutMs } = options;
-    const send = (params: Record<string, unknown>): Promise<unknown> =>
-      this.#request('tools/call', params, {
-        timeoutMs,
-        ...(signal === undefined ? {} : { signal }),
-        tool,
-        delivery: { sent: false },
-      });
-    return callWithInput(
-      { server: this.name, handlers: this.#handlers, send },
-      tool,
-      args,
-      options,
+    // One CLIENT span for the whole call, every MRTR round included (as the 2025 era's).
+    return traceRequest(
+      {
+        method: 'tools/call',
+        target: tool,
+        server: this.name,
+        protocolVersion: MODERN_PROTOCOL_VERSION,
+        ...(this.pid !== undefined
+          ? { transport: 'pipe' as const }
+          : this.#transport instanceof ModernHttpTransport
+            ? { transport: 'tcp' as const }
+            : {}),
+      },
+      ({ span, meta }) => {
+        const traced = Object.keys(meta).length > 0;
+        const send = (params: Record<string, unknown>): Promise<unknown> =>
+          this.#request('tools/call', traced ? withMeta(params, meta) : params, {
+            timeoutMs,
+            ...(signal === undefined ? {} : { signal }),
+            tool,
+            delivery: { sent: false },
+            ...(span.isRecording()
+              ? { onId: (id: number) => span.setAttribute('jsonrpc.request.id', String(id)) }
+              : {}),
+          });
+        return callWithInput(
+          { server: this.name, handlers: this.#handlers, send },
+          tool,
+          args,
+          options,
+        );
+      },
+      (result) => (result.isError === true ? 'tool_error' : undefined),
     );
   }
 
@@ -276,6 +298,8 @@ export class ModernConnection {
       readonly signal?: AbortSignal | undefined;
       readonly tool?: string;
       readonly delivery?: { sent: boolean };
+      /** Told the JSON-RPC id the request goes out with. */
+      readonly onId?: (id: number) => void;
     },
   ): Promise<unknown> {
     const ctx = {
@@ -287,6 +311,7 @@ export class ModernConnection {
       options.delivery === undefined ? undefined : options.delivery.sent ? 'sent' : 'not-sent';
     if (this.#closed) return Promise.reject(this.#closedError(ctx, deliveryOf()));
     const id = this.#nextId++;
+    options.onId?.(id);
     return new Promise<unknown>((resolve, reject) => {
       let detach: () => void = () => undefined;
       const settle = (): void => {
@@ -518,4 +543,13 @@ function detailOf(
     ...(delivery === undefined ? {} : { delivery }),
     ...more,
   };
+}
+
+/** `params` with the trace context added to its `_meta` (the envelope is added on sending). */
+function withMeta(
+  params: Record<string, unknown>,
+  meta: Readonly<Record<string, string>>,
+): Record<string, unknown> {
+  const own = params['_meta'];
+  return { ...params, _meta: { ...(isRecord(own) ? own : {}), ...meta } };
 }
