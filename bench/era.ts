@@ -1,9 +1,11 @@
 /**
  * bench/era: the 2026-07-28 era. stepbind's own {@link ModernConnection} (raw JSON-RPC, its own
  * page walk and bounds) against the bare `@modelcontextprotocol/client` 2.4.0 `Client`
- * (`versionNegotiation: 'auto'`), both over real stdio to the same modern server built on
- * `@modelcontextprotocol/server` 2.4.0 (`serveStdio`, testkit `era/sdk2-server`), one child per
- * side, in the same run, rounds interleaved ABBA.
+ * (`versionNegotiation: 'auto'`), first over real stdio to the same modern server built on
+ * `@modelcontextprotocol/server` 2.4.0 (`serveStdio`, testkit `era/sdk2-server`), then over
+ * Streamable HTTP to `createMcpHandler` servers (testkit `era/sdk2-http`, stateless), one child per
+ * side, in the same run, rounds interleaved ABBA. Client CPU is this process's: over HTTP it also
+ * counts reading the test servers' request events, the same for both sides.
  *
  * - Enumeration of 1,000 tools in 10 pages (every page `ttlMs: 0`, so the SDK's response cache
  *   never answers in its place; it runs with `cacheMode: 'bypass'` too): stepbind's complete
@@ -19,15 +21,11 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Client } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { SchemaValidatorCache, type ListPageRequest } from '@stepbind/binding/internal';
-import {
-  connectServer,
-  parseConfig,
-  type Connection,
-  type StdioServerConfig,
-} from '@stepbind/runtime';
+import { connectServer, parseConfig, type Connection, type ServerConfig } from '@stepbind/runtime';
+import { spawnSdk2HttpServer, type Sdk2HttpServerProcess } from '@stepbind/testkit';
 import { listCatalog } from '../packages/runtime/src/catalog-listing.js';
 import { identityOf } from '../packages/runtime/src/transports/index.js';
 import {
@@ -59,29 +57,83 @@ export interface EraBenchOptions {
   readonly callsPerRound?: number;
 }
 
-async function stepbindSide(): Promise<{ connection: Connection; config: StdioServerConfig }> {
-  const config = parseConfig({
-    mcpServers: { s: { command: process.execPath, args: ARGS, limits: { maxTools: 5_000 } } },
-  }).servers.get('s') as StdioServerConfig;
-  const connection = await connectServer('s', config);
-  trackChild(connection.pid);
-  if (connection.era !== 'modern') throw new Error(`stepbind spoke ${connection.era}`);
-  return { connection, config };
+/** One side-by-side setup: stepbind and the bare 2.4.0 client on the same kind of transport. */
+interface Pair {
+  readonly label: 'stdio' | 'HTTP';
+  readonly connection: Connection;
+  readonly config: ServerConfig;
+  readonly client: Client;
+  close(): Promise<void>;
 }
 
-async function bareSide(): Promise<Client> {
-  const transport = new StdioClientTransport({ command: process.execPath, args: ARGS });
+function configOf(entry: Record<string, unknown>): ServerConfig {
+  const config = parseConfig({
+    mcpServers: { s: { ...entry, limits: { maxTools: 5_000 } } },
+  }).servers.get('s');
+  if (config === undefined) throw new Error('no config');
+  return config;
+}
+
+async function bareClient(transport: StdioClientTransport | StreamableHTTPClientTransport) {
   const client = new Client(
     { name: 'bare-sdk2-bench', version: '0.0.0' },
     { versionNegotiation: { mode: 'auto' } },
   );
   await client.connect(transport);
-  trackChild(transport.pid);
   if (client.getNegotiatedProtocolVersion() !== '2026-07-28') throw new Error('bare spoke 2025');
   return client;
 }
 
-async function discover(connection: Connection, config: StdioServerConfig): Promise<void> {
+/** One stdio child per side (`serveStdio`). */
+async function stdioPair(): Promise<Pair> {
+  const config = configOf({ command: process.execPath, args: ARGS });
+  const connection = await connectServer('s', config);
+  trackChild(connection.pid);
+  if (connection.era !== 'modern') throw new Error(`stepbind spoke ${connection.era}`);
+  const transport = new StdioClientTransport({ command: process.execPath, args: ARGS });
+  const client = await bareClient(transport);
+  trackChild(transport.pid);
+  return {
+    label: 'stdio',
+    connection,
+    config,
+    client,
+    close: async () => {
+      await connection.close();
+      await client.close();
+    },
+  };
+}
+
+/** One `createMcpHandler` server child per side (stateless Streamable HTTP). */
+async function httpPair(): Promise<Pair> {
+  const options = { tools: TOOLS, pageSize: PAGE, ttls: [0] };
+  const servers: Sdk2HttpServerProcess[] = [];
+  try {
+    servers.push(await spawnSdk2HttpServer(options), await spawnSdk2HttpServer(options));
+    const [ours, theirs] = servers as [Sdk2HttpServerProcess, Sdk2HttpServerProcess];
+    const config = configOf({ type: 'http', url: ours.url });
+    const connection = await connectServer('s', config);
+    if (connection.era !== 'modern') throw new Error(`stepbind spoke ${connection.era}`);
+    const client = await bareClient(new StreamableHTTPClientTransport(new URL(theirs.url)));
+    return {
+      label: 'HTTP',
+      connection,
+      config,
+      client,
+      close: async () => {
+        await connection.close();
+        await client.close();
+        for (const server of servers) await server.close();
+      },
+    };
+  } catch (error) {
+    for (const server of servers) await server.close();
+    throw error;
+  }
+}
+
+async function discover(connection: Connection, config: ServerConfig): Promise<void> {
   const { snapshot } = await listCatalog(connection, {
     name: 's',
     config,
@@ -149,14 +201,41 @@ function installedBytes(dir: string): number {
   return total;
 }
 
-/** Runs the suite; see the module comment. */
+/** Runs the suite over stdio, then over Streamable HTTP; see the module comment. */
 export async function runEraBench(options: EraBenchOptions = {}): Promise<BenchRow[]> {
+  const rows: BenchRow[] = [];
+  for (const open of [stdioPair, httpPair]) {
+    const pair = await open();
+    try {
+      rows.push(...(await measure(pair, options)));
+    } finally {
+      await pair.close();
+    }
+  }
+  const size = adapterSize();
+  // The package entry is dist/index.mjs; its folder is the whole installed dist.
+  const clientDist = dirname(fileURLToPath(import.meta.resolve('@modelcontextprotocol/client')));
+  const clientBytes = installedBytes(clientDist);
+  rows.push(
+    row(
+      SUITE,
+      `adapter: ${size.files} files in runtime/src/era, code lines`,
+      'lines',
+      [size.codeLines],
+      {
+        note: `${size.lines} lines with comments, ${(size.bytes / 1024).toFixed(1)} KiB of source; the @modelcontextprotocol/client 2.4.0 dist is ${(clientBytes / 1024 / 1024).toFixed(1)} MiB installed.`,
+      },
+    ),
+  );
+  return rows;
+}
+
+async function measure(pair: Pair, options: EraBenchOptions): Promise<BenchRow[]> {
   const enumerateRounds = options.enumerateRounds ?? 20;
   const callRounds = options.callRounds ?? 20;
   const calls = options.callsPerRound ?? 200;
-  const { connection, config } = await stepbindSide();
-  const client = await bareSide();
-  try {
+  const { connection, config, client, label } = pair;
+  {
     // Warm both sides (JIT, validator code paths) before measuring.
     await discover(connection, config);
     await walk(connection);
@@ -210,41 +289,30 @@ export async function runEraBench(options: EraBenchOptions = {}): Promise<BenchR
       cpuTheirs.push(b.cpu);
       cpuRatio.push(a.cpu / b.cpu);
     }
-    const size = adapterSize();
-    // The package entry is dist/index.mjs; its folder is the whole installed dist.
-    const clientDist = dirname(fileURLToPath(import.meta.resolve('@modelcontextprotocol/client')));
-    const clientBytes = installedBytes(clientDist);
     return [
-      row(SUITE, 'enumerate 1k tools / 10 pages: listCatalog (walk+validate+snapshot)', 'ms', full),
-      row(SUITE, 'enumerate: ModernConnection page walk only', 'ms', walked),
-      row(SUITE, 'enumerate: bare SDK 2.4.0 listTools()', 'ms', bare),
-      row(SUITE, 'ratio listCatalog / bare SDK 2.4.0', '×', fullRatio, {
-        note: 'bench/era.ts: stepbind validates (compiles) every tool schema and builds the snapshot; the SDK parses the pages with its own result schemas and compiles nothing.',
-      }),
-      row(SUITE, 'ratio page walk / bare SDK 2.4.0', '×', walkRatio, {
-        target: { op: '<=', value: 1.15 },
-      }),
-      row(SUITE, 'tools/call median: ModernConnection', 'µs', callUs),
-      row(SUITE, 'tools/call median: bare SDK 2.4.0', 'µs', bareUs),
-      row(SUITE, 'ratio call latency ModernConnection / bare', '×', callRatio, {
-        target: { op: '<=', value: 1.15 },
-      }),
-      row(SUITE, 'client CPU per call: ModernConnection', 'µs', cpuOurs),
-      row(SUITE, 'client CPU per call: bare SDK 2.4.0', 'µs', cpuTheirs),
-      row(SUITE, 'ratio client CPU per call ModernConnection / bare', '×', cpuRatio),
       row(
         SUITE,
-        `adapter: ${size.files} files in runtime/src/era, code lines`,
-        'lines',
-        [size.codeLines],
-        {
-          note: `${size.lines} lines with comments, ${(size.bytes / 1024).toFixed(1)} KiB of source; the @modelcontextprotocol/client 2.4.0 dist is ${(clientBytes / 1024 / 1024).toFixed(1)} MiB installed.`,
-        },
+        `${label} enumerate 1k tools / 10 pages: listCatalog (walk+validate+snapshot)`,
+        'ms',
+        full,
       ),
+      row(SUITE, `${label} enumerate: ModernConnection page walk only`, 'ms', walked),
+      row(SUITE, `${label} enumerate: bare SDK 2.4.0 listTools()`, 'ms', bare),
+      row(SUITE, `${label} ratio listCatalog / bare SDK 2.4.0`, '×', fullRatio, {
+        note: 'bench/era.ts: stepbind validates (compiles) every tool schema and builds the snapshot; the SDK parses the pages with its own result schemas and compiles nothing.',
+      }),
+      row(SUITE, `${label} ratio page walk / bare SDK 2.4.0`, '×', walkRatio, {
+        target: { op: '<=', value: 1.15 },
+      }),
+      row(SUITE, `${label} tools/call median: ModernConnection`, 'µs', callUs),
+      row(SUITE, `${label} tools/call median: bare SDK 2.4.0`, 'µs', bareUs),
+      row(SUITE, `${label} ratio call latency ModernConnection / bare`, '×', callRatio, {
+        target: { op: '<=', value: 1.15 },
+      }),
+      row(SUITE, `${label} client CPU per call: ModernConnection`, 'µs', cpuOurs),
+      row(SUITE, `${label} client CPU per call: bare SDK 2.4.0`, 'µs', cpuTheirs),
+      row(SUITE, `${label} ratio client CPU per call ModernConnection / bare`, '×', cpuRatio),
     ];
-  } finally {
-    await connection.close();
-    await client.close();
   }
 }
 
