@@ -36,11 +36,9 @@ async function catalog(
   for (const [name, options] of Object.entries(servers))
     mcpServers[name] = stdioServerParams(options);
   const path = join(dir, `${Object.keys(servers).join('-').slice(0, 60)}.json`);
-  // stepbind's 2 s server/discover budget counts from spawn (DESIGN §10.1): ten children booting
-  // at once on a loaded machine can miss it, and a modern-only server cannot be fallen back from
-  // (SERVER_START_FAILED, -32022 on initialize). Start fewer at once in that era until the budget
-  // is configurable.
-  const concurrency = TEST_ERA === 'modern' ? 2 : 8;
+  // Ten children booting at once on a loaded machine can miss the 2 s server/discover budget; a
+  // modern one is still found modern by its late answer (DESIGN §10.1), so no era needs fewer.
+  const concurrency = 8;
   await writeFile(path, JSON.stringify({ mcpServers, concurrency }));
   let out = '';
   await runCli(['catalog', '--config', path, '--json'], {
