@@ -27,6 +27,8 @@ interface Mutant {
   readonly testName: string;
   /** Text the failing test must print (the diagnostic). */
   readonly diagnostic: string;
+  /** The vitest project the test runs in. @default 'default' (the 2025 era) */
+  readonly project?: 'default' | 'modern-era';
 }
 
 const MUTANTS: readonly Mutant[] = [
@@ -191,6 +193,29 @@ const MUTANTS: readonly Mutant[] = [
       'orders a listing against the active publication on the database clock: a host whose clock runs an hour ahead cannot publish a listing that started before the active one',
     diagnostic: 'PUBLISH_CONFLICT',
   },
+  {
+    name: "modern era: keep page 1's ttlMs for the whole listing",
+    file: 'packages/runtime/src/era/listing-cache.ts',
+    find: 'expiresAt = Math.min(expiresAt, page.receivedAt + Math.min(ttl, MAX_LISTING_TTL_MS));',
+    replace:
+      'expiresAt = expiresAt === Infinity ? page.receivedAt + Math.min(ttl, MAX_LISTING_TTL_MS) : expiresAt;',
+    testFile: 'packages/runtime/test/era/listing-cache.stdio.test.ts',
+    testName:
+      'within the smallest page TTL a config-reload refresh sends no tools/list; once it passes, it lists',
+    // The first assertion it trips: status() still calls the listing fresh past page 2's TTL.
+    diagnostic: 'expected { fresh: true',
+  },
+  {
+    name: 'modern era: a connection lost after sending is CONNECTION_CLOSED',
+    file: 'packages/runtime/src/era/modern.ts',
+    find: "if (delivery === 'sent') {",
+    replace: "if (delivery === 'sent' && cause !== undefined) {",
+    testFile: 'packages/runtime/test/delivery.stdio.test.ts',
+    testName:
+      'reports a connection lost after the request was written as OUTCOME_UNKNOWN, delivery sent',
+    diagnostic: "expected 'CONNECTION_CLOSED' to be 'OUTCOME_UNKNOWN'",
+    project: 'modern-era',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
@@ -234,6 +259,9 @@ const vitest = (dir: string, m: Mutant) =>
     join(root, 'node_modules/vitest/vitest.mjs'),
     'run',
     m.testFile,
+    // One project: a file the modern-era project also runs would count the test twice.
+    '--project',
+    m.project ?? 'default',
     '-t',
     // vitest reads -t as a regular expression; the name must match literally.
     m.testName.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
