@@ -73,8 +73,8 @@ export class InputRoundLog {
   #count = 0;
   readonly #rounds: InputRound[] = [];
 
-  /** The listener to hand to {@link ToolCaller.callTool}. */
-  readonly listener: InputRoundListener = (round) => {
+  /** Records one round (what {@link ToolCaller.callTool}'s `onInputRound` reports). */
+  add(round: InputRound): void {
     this.#count++;
     if (this.#rounds.length >= MAX_INPUT_ROUNDS_RECORDED) return;
     const requests = round.requests.slice(0, MAX_INPUT_REQUESTS_RECORDED).map((r) =>
@@ -92,7 +92,7 @@ export class InputRoundLog {
           : {}),
       }),
     );
-  };
+  }
 
   /** `{ inputRounds }` for a receipt, or `{}` when there were none (the field stays absent). */
   field(): { readonly inputRounds?: InputRounds } {

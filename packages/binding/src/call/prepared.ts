@@ -12,7 +12,7 @@ import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/sto
 import type { Release } from '../lock.js';
 import type { CatalogSnapshot, EffectClass, ToolDescriptor } from '../snapshot/snapshot.js';
 import type { BoundTool } from '../tools/view.js';
-import { InputRoundLog } from './input-rounds.js';
+import { InputRoundLog, type InputRoundListener } from './input-rounds.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
 import type {
   ApprovalMode,
@@ -104,7 +104,9 @@ export class PreparedCall {
     let release: Release | undefined;
     // Where a failure happened decides what it means: nothing sent before 'call', a run call after.
     let phase: CallPhase = 'admission';
-    const rounds = new InputRoundLog();
+    // MRTR rounds (2026-07-28 era): the log exists only once a server asks for input.
+    let rounds: InputRoundLog | undefined;
+    const onInputRound: InputRoundListener = (round) => (rounds ??= new InputRoundLog()).add(round);
     try {
       if (state.released) throw releasedError(this.#stepId, this.modelName);
       state.inFlight++;
@@ -199,7 +201,7 @@ export class PreparedCall {
       const result = await caller.callTool(this.tool, callArgs, {
         timeoutMs,
         ...(options.signal === undefined ? {} : { signal: options.signal }),
-        onInputRound: rounds.listener,
+        onInputRound,
       });
       const tCalled = performance.now();
       phase = 'output';
@@ -219,7 +221,7 @@ export class PreparedCall {
         audience: catalog.audience,
         catalogState: catalog.state,
         ...protocolOf(catalog),
-        ...rounds.field(),
+        ...rounds?.field(),
         effectClass: this.descriptor.effectClass,
         outcome: result.isError === true ? 'tool-error' : 'ok',
         idempotencyKey: key,
@@ -250,7 +252,7 @@ export class PreparedCall {
           await journal.fail(claim, context ?? this.#context(), failure, {
             argsDigest: argsDigest ?? null,
             key: key ?? null,
-            ...rounds.field(),
+            ...rounds?.field(),
           });
         } catch (journalError) {
           state.onJournalError(journalError);
@@ -525,13 +527,13 @@ export class PreparedCall {
   }
 }
 
-/** Whether a call needs an approval under `mode` (see {@link ApprovalMode}). */
 /** The catalog's protocol version (from its server identity), as an optional field. */
 function protocolOf(catalog: CatalogSnapshot): { readonly protocolVersion?: string } {
   const version = catalog.identity.protocolVersion;
   return version === undefined ? {} : { protocolVersion: version };
 }
 
+/** Whether a call needs an approval under `mode` (see {@link ApprovalMode}). */
 function needsApproval(mode: ApprovalMode, catalogState: string, effect: EffectClass): boolean {
   if (mode === 'none' || effect === 'read') return false;
   if (mode === 'all-writes') return true;
@@ -559,8 +561,8 @@ function checkKey(key: unknown, detail: Record<string, unknown>): void {
  * The failure of a call that went through MRTR rounds, with `detail.inputRounds` (what was asked
  * and how it was answered, never the answers), so the application sees what the journal records.
  */
-function withRounds(failure: CallError, rounds: InputRoundLog): CallError {
-  const field = rounds.field();
+function withRounds(failure: CallError, rounds: InputRoundLog | undefined): CallError {
+  const field = rounds?.field() ?? {};
   if (field.inputRounds === undefined || failure.detail['inputRounds'] !== undefined)
     return failure;
   return new CallError(failure.code, failure.message, {

@@ -22,7 +22,7 @@ describe('InputRoundLog', () => {
       stopped: 'round-limit',
       message: 'Your password?',
     } as unknown as InputRound;
-    log.listener(leaky);
+    log.add(leaky);
     const field = log.field();
     expect(field).toEqual({
       inputRounds: {
@@ -46,7 +46,7 @@ describe('InputRoundLog', () => {
       kind: 'telepathy',
       outcome: 'maybe',
     })) as unknown as InputRound['requests'];
-    for (let i = 0; i < MAX_INPUT_ROUNDS_RECORDED + 3; i++) log.listener({ requests });
+    for (let i = 0; i < MAX_INPUT_ROUNDS_RECORDED + 3; i++) log.add({ requests });
     const rounds = log.field().inputRounds;
     expect(rounds?.count).toBe(MAX_INPUT_ROUNDS_RECORDED + 3);
     expect(rounds?.rounds).toHaveLength(MAX_INPUT_ROUNDS_RECORDED);
