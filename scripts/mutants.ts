@@ -216,6 +216,26 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: "expected 'CONNECTION_CLOSED' to be 'OUTCOME_UNKNOWN'",
     project: 'modern-era',
   },
+  {
+    name: 'run the tool filter on a name longer than any tool name',
+    file: 'packages/runtime/src/tool-filter.ts',
+    find: 'name.length > MAX_TOOL_NAME_LENGTH ||',
+    replace: 'name.length < 0 ||',
+    testFile: 'packages/runtime/test/tool-filter.stdio.test.ts',
+    testName: 'refuse a multi-megabyte tool name with INVALID_TOOL_NAME before any glob sees it',
+    // The allow glob silently drops the huge name and the server comes up ready.
+    diagnostic: "expected false to be 'INVALID_TOOL_NAME'",
+  },
+  {
+    name: 'tool filter glob: search every part from the start of the name',
+    file: 'packages/runtime/src/tool-filter.ts',
+    find: 'at = searchFrom(segment, name, at, limit, meter);',
+    replace: 'at = searchFrom(segment, name, 0, limit, meter);',
+    testFile: 'packages/runtime/test/tool-filter.test.ts',
+    testName:
+      'agree with an anchored regular expression on random globs and names, parts longer than a word included (property)',
+    diagnostic: 'Property failed after',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -31,6 +31,7 @@ export { SchemaValidatorCache } from './schema/cache.js';
 export type { SchemaCacheStats, SchemaProblem } from './schema/types.js';
 export {
   DEFAULT_MAX_SCHEMA_BYTES,
+  MAX_TOOL_NAME_LENGTH,
   TOOL_NAME_PATTERN,
   validateCatalog,
   validateTool,

@@ -15,8 +15,18 @@ import {
 import { DEFAULT_SCHEMA_DIALECTS, dialectOf, type SchemaDialect } from './schema/dialects.js';
 import { toPointer } from './schema/pointer.js';
 
+/** The longest raw MCP tool name (UTF-16 code units), checked before any configured filter. */
+export const MAX_TOOL_NAME_LENGTH = 128;
+
 /** The pattern every raw MCP tool name must match. */
 export const TOOL_NAME_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
+
+/** A name as quoted in a message: a name too long to be one is shortened (it may be megabytes). */
+function quotedName(name: string): string {
+  return name.length <= MAX_TOOL_NAME_LENGTH
+    ? JSON.stringify(name)
+    : `${JSON.stringify(name.slice(0, 64))}… (${name.length} characters)`;
+}
 
 /**
  * Deepest JSON nesting (objects and arrays) a schema may have. Real schemas stay far below it;
@@ -271,9 +281,16 @@ export function checkTool(
   if (!TOOL_NAME_PATTERN.test(name)) {
     throw new CatalogError(
       ErrorCode.INVALID_TOOL_NAME,
-      `Server "${o.server}" sent a tool named ${JSON.stringify(name)}, which does not match ` +
+      `Server "${o.server}" sent a tool named ${quotedName(name)}, which does not match ` +
         `${String(TOOL_NAME_PATTERN)}. Rename the tool on server "${o.server}".`,
-      { detail: detailOf(o, toolIndex, name, '/name') },
+      {
+        detail: detailOf(
+          o,
+          toolIndex,
+          name.length <= MAX_TOOL_NAME_LENGTH ? name : name.slice(0, MAX_TOOL_NAME_LENGTH),
+          '/name',
+        ),
+      },
     );
   }
   const input = tool.inputSchema;

@@ -77,6 +77,7 @@ describe('@stepbind/binding/internal', () => {
       'ENUMERATE_LIMIT_MINIMUMS',
       'MAX_MODEL_NAME_LENGTH',
       'MAX_TIMER_MS',
+      'MAX_TOOL_NAME_LENGTH',
       'MODEL_NAME_HASH_LENGTH',
       'RevisionLock',
       'SCHEMA_DIALECT_URIS',
