@@ -236,6 +236,16 @@ const MUTANTS: readonly Mutant[] = [
       'agree with an anchored regular expression on random globs and names, parts longer than a word included (property)',
     diagnostic: 'Property failed after',
   },
+  {
+    name: 'modern era: an acknowledged listen stream resets the backoff at once',
+    file: 'packages/runtime/src/era/listen.ts',
+    find: 'this.#now() - ackedAt >= RELISTEN_HEALTHY_MS',
+    replace: 'this.#now() - ackedAt >= 0',
+    testFile: 'packages/runtime/test/era.listen.test.ts',
+    testName:
+      'a stream acknowledged and ended at once backs off to the cap: at most 10 re-opens in a minute',
+    diagnostic: 'to be less than or equal to 10',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

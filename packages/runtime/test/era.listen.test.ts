@@ -4,6 +4,7 @@ import type { RpcErrorObject } from '../src/era/envelope.js';
 import {
   ListenStream,
   RELISTEN_BASE_MS,
+  RELISTEN_HEALTHY_MS,
   RELISTEN_MAX_MS,
   type ListenHost,
 } from '../src/era/listen.js';
@@ -69,6 +70,7 @@ describe('the subscriptions/listen stream of a modern connection', () => {
     stream.open();
     stream.acknowledged();
     expect(opened.map((o) => o.id)).toEqual([1]);
+    await vi.advanceTimersByTimeAsync(RELISTEN_HEALTHY_MS);
     opened[0]?.resolve({});
     expect(stream.id).toBeUndefined();
     // Jitter keeps the delay within [half, full] of the base.
@@ -77,6 +79,7 @@ describe('the subscriptions/listen stream of a modern connection', () => {
     await vi.advanceTimersByTimeAsync(RELISTEN_BASE_MS / 2 + 1);
     expect(opened.map((o) => o.id)).toEqual([1, 2]);
     stream.acknowledged();
+    await vi.advanceTimersByTimeAsync(RELISTEN_HEALTHY_MS);
     opened[1]?.reject(broke());
     await vi.advanceTimersByTimeAsync(RELISTEN_BASE_MS);
     expect(opened).toHaveLength(3);
@@ -108,10 +111,48 @@ describe('the subscriptions/listen stream of a modern connection', () => {
     await vi.advanceTimersByTimeAsync(RELISTEN_MAX_MS);
     expect(stream.id).toBe(14);
     stream.acknowledged();
+    await vi.advanceTimersByTimeAsync(RELISTEN_HEALTHY_MS);
     opened.at(-1)?.reject(broke());
     expect(reported).toHaveLength(2);
     await vi.advanceTimersByTimeAsync(RELISTEN_BASE_MS);
     expect(stream.id).toBe(15);
+  });
+
+  it('a stream acknowledged and ended at once backs off to the cap: at most 10 re-opens in a minute', async () => {
+    const { h, opened } = host();
+    const stream = new ListenStream(h);
+    stream.open();
+    // The attack: every stream is acknowledged, then ended by the server straight away.
+    let answered = 0;
+    for (let t = 0; t < 60_000; t += 50) {
+      while (answered < opened.length) {
+        stream.acknowledged();
+        opened[answered++]?.resolve({});
+      }
+      await vi.advanceTimersByTimeAsync(50);
+    }
+    // 250 ms doubling to 30 s, jitter at least half: nine re-opens at most (about 300 before).
+    expect(opened.length - 1).toBeLessThanOrEqual(10);
+    expect(opened.length - 1).toBeGreaterThanOrEqual(5);
+  });
+
+  it('a stream that stayed open long after its acknowledgement is re-opened promptly when it ends', async () => {
+    const { h, opened } = host();
+    const stream = new ListenStream(h);
+    stream.open();
+    // First a run of short-lived streams drives the backoff up to the cap ...
+    for (let i = 0; i < 10; i++) {
+      stream.acknowledged();
+      opened.at(-1)?.resolve({});
+      await vi.advanceTimersByTimeAsync(RELISTEN_MAX_MS);
+    }
+    expect(opened).toHaveLength(11);
+    // ... then one stays open ten minutes: its end starts a fresh backoff.
+    stream.acknowledged();
+    await vi.advanceTimersByTimeAsync(10 * 60_000);
+    opened.at(-1)?.resolve({});
+    await vi.advanceTimersByTimeAsync(RELISTEN_BASE_MS);
+    expect(opened).toHaveLength(12);
   });
 
   it('a JSON-RPC error answer is final: reported, never re-opened', async () => {

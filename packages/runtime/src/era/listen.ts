@@ -2,10 +2,14 @@
  * The `subscriptions/listen` stream of one {@link ModernConnection}, kept open for the connection's
  * life: when it ends while the connection is open (the server answered it, as one does when it
  * shuts down; its HTTP stream broke off or ended unanswered; the POST could not be sent, as while a
- * server restarts), it is opened again after a backoff with jitter (250 ms doubling to 30 s, reset
- * once a stream is acknowledged). A JSON-RPC error answer from the server (other than an HTTP 5xx)
- * is final: it is reported and the stream stays closed until the next connection. Only the first
- * failure of a run is reported, so a server that stays down does not flood the event stream.
+ * server restarts), it is opened again after a backoff with jitter (250 ms doubling to 30 s). The
+ * backoff starts afresh only after a stream proved healthy: acknowledged and then open for
+ * {@link RELISTEN_HEALTHY_MS}. An acknowledgement alone proves nothing (a server that acknowledges and
+ * ends at once would otherwise be re-opened several times a second forever), and neither does a
+ * notification, which such a server can send as cheaply. A JSON-RPC error answer from the server
+ * (other than an HTTP 5xx) is final: it is reported and the stream stays closed until the next
+ * connection. Only the first failure of a run (the streams since the last healthy one) is reported,
+ * so a server that stays down does not flood the event stream.
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { StepbindError } from '@stepbind/binding/internal';
@@ -15,6 +19,8 @@ import { eraError, withEnvelope, type RpcErrorObject } from './envelope.js';
 export const RELISTEN_BASE_MS = 250;
 /** Upper bound of the re-listen delay. */
 export const RELISTEN_MAX_MS = 30_000;
+/** How long an acknowledged stream stays open before its end starts a fresh backoff. */
+export const RELISTEN_HEALTHY_MS = 30_000;
 
 /** What the stream needs from its connection. */
 export interface ListenHost {
@@ -31,6 +37,8 @@ export interface ListenHost {
   ): void;
   send(message: JSONRPCMessage): Promise<void>;
   report(error: Error): void;
+  /** Milliseconds since the epoch, for how long a stream stayed open. @default Date.now */
+  readonly now?: () => number;
 }
 
 /** One connection's listen stream; see the module comment. */
@@ -39,6 +47,10 @@ export class ListenStream {
   #id: number | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #failures = 0;
+  /** Whether a failure of the current run was reported. */
+  #told = false;
+  /** When the open stream was acknowledged (`now`), if it was. */
+  #ackedAt: number | undefined;
   #stopped = false;
 
   constructor(host: ListenHost) {
@@ -56,13 +68,21 @@ export class ListenStream {
     if (this.#host.isClosed()) return;
     const id = this.#host.nextId();
     this.#id = id;
+    this.#ackedAt = undefined;
     const ended = (error?: RpcErrorObject | StepbindError | Error): void => {
       if (this.#id !== id) return;
       this.#id = undefined;
+      const ackedAt = this.#ackedAt;
+      this.#ackedAt = undefined;
       if (this.#stopped || this.#host.isClosed()) return;
+      if (ackedAt !== undefined && this.#now() - ackedAt >= RELISTEN_HEALTHY_MS) {
+        this.#failures = 0;
+        this.#told = false;
+      }
       // A StepbindError (the stream broke) or a send failure is an Error; an answer is not.
       const final = error !== undefined && !(error instanceof Error) && !transient(error);
-      if (error !== undefined && (final || this.#failures === 0)) {
+      if (error !== undefined && (final || !this.#told)) {
+        this.#told = true;
         this.#host.report(
           error instanceof Error
             ? error
@@ -83,9 +103,16 @@ export class ListenStream {
       .catch((error: unknown) => ended(error instanceof Error ? error : new Error(String(error))));
   }
 
-  /** The server acknowledged the stream: the next failure starts a fresh backoff. */
+  /**
+   * The server acknowledged the open stream: once it has stayed open {@link RELISTEN_HEALTHY_MS}
+   * more, its end starts a fresh backoff.
+   */
   acknowledged(): void {
-    this.#failures = 0;
+    if (this.#id !== undefined) this.#ackedAt ??= this.#now();
+  }
+
+  #now(): number {
+    return this.#host.now?.() ?? Date.now();
   }
 
   /** Stops for good (the connection closes). @returns the id of the open stream, to cancel it. */
