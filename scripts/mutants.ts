@@ -246,6 +246,17 @@ const MUTANTS: readonly Mutant[] = [
       'a stream acknowledged and ended at once backs off to the cap: at most 10 re-opens in a minute',
     diagnostic: 'to be less than or equal to 10',
   },
+  {
+    name: 'interpolate a Claude Desktop configuration',
+    file: 'packages/runtime/src/interpolate.ts',
+    find: "return dialect === 'claude-desktop'",
+    replace: "return dialect === ('none' as ConfigDialect)",
+    testFile: 'packages/runtime/test/config.compat.test.ts',
+    testName:
+      'hands a Claude Desktop value to the real child process verbatim, and a stepbind one interpolated',
+    // The child saw `pa$word` and the value of HOME instead of what the file says.
+    diagnostic: "'pa$word'",
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

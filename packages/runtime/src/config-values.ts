@@ -1,5 +1,5 @@
 import { ConfigError, ErrorCode, type ApprovalMode } from '@stepbind/binding/internal';
-import { interpolate, type EnvironmentSource } from './interpolate.js';
+import type { ConfigText } from './interpolate.js';
 import type { ToolFilterConfig } from './tool-filter.js';
 
 /**
@@ -255,13 +255,13 @@ export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** An HTTP header name (RFC 9110 token). */
 export const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
-/** An object of string values (interpolated) whose keys match `keyPattern` (`__proto__` refused). */
+/** An object of string values (read by `read`) whose keys match `keyPattern` (`__proto__` refused). */
 export function expectStringRecord(
   value: unknown,
   path: string,
   keyPattern: RegExp,
   keyKind: string,
-  env: EnvironmentSource,
+  read: ConfigText,
 ): Readonly<Record<string, string>> {
   if (value === undefined) return Object.freeze({});
   const obj = expectObject(value, path);
@@ -272,7 +272,7 @@ export function expectStringRecord(
       fail(`${path}${pathKey(k)}`, `${JSON.stringify(k)} is not ${keyKind}`);
     }
     if (typeof v !== 'string') fail(`${path}${pathKey(k)}`, 'expected a string');
-    out[k] = interpolate(v, `${path}${pathKey(k)}`, env);
+    out[k] = read(v, `${path}${pathKey(k)}`);
   }
   return Object.freeze(out);
 }

@@ -16,7 +16,12 @@ import {
   type CommonServerConfig,
   type ServerLimits,
 } from './config-values.js';
-import { interpolate, type EnvironmentSource } from './interpolate.js';
+import {
+  configTextOf,
+  type ConfigDialect,
+  type ConfigText,
+  type EnvironmentSource,
+} from './interpolate.js';
 import type { ToolFilterConfig } from './tool-filter.js';
 import { parseStoreTarget, type FleetStoreTarget } from './fleet/target.js';
 import { parseTransportConfig, transportKeysOf, type ServerConfig } from './transports/index.js';
@@ -111,6 +116,28 @@ const LIMIT_KEYS = [
   'maxOutputBytes',
 ] as const;
 const TOOLS_KEYS = ['allow', 'deny'] as const;
+/** The keys of a Claude Desktop server entry: a file of these alone is never interpolated. */
+const CLAUDE_DESKTOP_SERVER_KEYS: readonly string[] = ['command', 'args', 'env'];
+
+/**
+ * The dialect of a configuration file (see {@link ConfigDialect}): `vscode` for `servers`;
+ * `claude-desktop` for `mcpServers` alone whose entries have only `command`, `args` and `env`;
+ * `stepbind` for `mcpServers` with any other key (`$schema`, `concurrency`, `journal`, `store`, or
+ * a server key such as `url`, `cwd`, `tools`, `required`).
+ */
+export function configDialectOf(root: Readonly<Record<string, unknown>>): ConfigDialect {
+  if (root['servers'] !== undefined) return 'vscode';
+  if (Object.keys(root).some((key) => key !== 'mcpServers')) return 'stepbind';
+  const servers = root['mcpServers'];
+  if (typeof servers !== 'object' || servers === null) return 'stepbind';
+  const plain = Object.values(servers).every(
+    (entry: unknown) =>
+      typeof entry === 'object' &&
+      entry !== null &&
+      Object.keys(entry).every((key) => CLAUDE_DESKTOP_SERVER_KEYS.includes(key)),
+  );
+  return plain ? 'claude-desktop' : 'stepbind';
+}
 
 /**
  * Validates a server configuration in the formats people already have: `mcpServers` (Claude
@@ -118,7 +145,8 @@ const TOOLS_KEYS = ['allow', 'deny'] as const;
  * accepted and ignored), extended per server with `required`, `audience`, timeouts, `limits`,
  * `approval`, `autoApprove`, `tools` filters and `disabled`; the top level may carry `concurrency`
  * and `$schema`. `${env:NAME}` and `${NAME}` in `command`, `args`, `env`, `cwd`, `url` and `headers`
- * are replaced from the environment. Unknown keys and bad values are rejected; the message lists the
+ * are replaced from the environment, unless the file is a Claude Desktop one ({@link configDialectOf}),
+ * whose strings are taken verbatim as Claude Desktop takes them. Unknown keys and bad values are rejected; the message lists the
  * keys allowed there. Every key is documented in the runtime README.
  *
  * @throws ConfigError `INVALID_CONFIG` whose `detail.path` is the JSON path of the problem
@@ -127,6 +155,7 @@ const TOOLS_KEYS = ['allow', 'deny'] as const;
 export function parseConfig(input: unknown, options: ParseConfigOptions = {}): RuntimeConfig {
   const env = options.env ?? process.env;
   const root = expectObject(input, '$');
+  const read = configTextOf(configDialectOf(root), env);
   checkKeys(root, '$', TOP_KEYS);
   if (root['inputs'] !== undefined) expectArray(root['inputs'], '$.inputs');
   const concurrency =
@@ -153,7 +182,7 @@ export function parseConfig(input: unknown, options: ParseConfigOptions = {}): R
       disabled.push(name);
       continue;
     }
-    servers.set(name, parseServer(entry, path, env));
+    servers.set(name, parseServer(entry, path, read));
   }
   return Object.freeze({
     servers,
@@ -201,11 +230,7 @@ function parseJournal(value: unknown): JournalConfig {
   });
 }
 
-function parseServer(
-  obj: Record<string, unknown>,
-  path: string,
-  env: EnvironmentSource,
-): ServerConfig {
+function parseServer(obj: Record<string, unknown>, path: string, read: ConfigText): ServerConfig {
   const hasCommand = obj['command'] !== undefined;
   const hasUrl = obj['url'] !== undefined;
   if (hasCommand === hasUrl) fail(path, 'needs exactly one of "command" (stdio) or "url" (http)');
@@ -248,7 +273,7 @@ function parseServer(
     autoApprove: stringList(obj['autoApprove'], `${path}.autoApprove`),
     roots: Object.freeze(
       stringList(obj['roots'], `${path}.roots`).map((root, i) => {
-        const value = interpolate(root, `${path}.roots[${i}]`, env);
+        const value = read(root, `${path}.roots[${i}]`);
         if (!value.startsWith('file://') && !value.startsWith('/')) {
           fail(`${path}.roots[${i}]`, 'expected an absolute path or a file:// URI');
         }
@@ -266,8 +291,8 @@ function parseServer(
       obj['retryReads'] === undefined ? false : expectBool(obj['retryReads'], `${path}.retryReads`),
   };
   const text = (value: unknown, at: string, allowEmpty = false): string =>
-    interpolate(expectString(value, at, allowEmpty), at, env);
-  return parseTransportConfig(hasCommand ? 'stdio' : 'http', obj, path, common, text, env);
+    read(expectString(value, at, allowEmpty), at);
+  return parseTransportConfig(hasCommand ? 'stdio' : 'http', obj, path, common, text, read);
 }
 
 function parseToolFilter(value: unknown, path: string): ToolFilterConfig {

@@ -3,6 +3,25 @@ import { ConfigError, ErrorCode } from '@stepbind/binding/internal';
 /** Where `${env:NAME}` and `${NAME}` references are looked up. */
 export type EnvironmentSource = Readonly<Record<string, string | undefined>>;
 
+/**
+ * The dialect of a configuration file, which decides how its strings are read (DESIGN §10):
+ * `claude-desktop` (`mcpServers` entries of `command`, `args` and `env` only, nothing else) never
+ * interpolates, as Claude Desktop does not, so `$$` and `${...}` reach the server verbatim;
+ * `stepbind` (`mcpServers` with any key of stepbind's own, `$schema` included) and `vscode`
+ * (`servers`) replace `${env:NAME}` and `${NAME}`, `$$` being a literal `$`.
+ */
+export type ConfigDialect = 'claude-desktop' | 'vscode' | 'stepbind';
+
+/** Reads one string value of a configuration file found at JSON path `path`. */
+export type ConfigText = (value: string, path: string) => string;
+
+/** How a file of `dialect` reads its strings: {@link interpolate} from `env`, or verbatim. */
+export function configTextOf(dialect: ConfigDialect, env: EnvironmentSource): ConfigText {
+  return dialect === 'claude-desktop'
+    ? (value) => value
+    : (value, path) => interpolate(value, path, env);
+}
+
 const REFERENCE = /\$\$|\$\{([^}]*)\}/g;
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 

@@ -1,11 +1,11 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { isStepbindError, type StepbindError } from '@stepbind/binding';
 import { McpRuntime, parseConfig } from '@stepbind/runtime';
 import { runCli } from '../src/cli/run.js';
-import { createInMemoryFleet, scriptedTool } from '@stepbind/testkit';
+import { createInMemoryFleet, scriptedTool, stdioServerParams } from '@stepbind/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { globMatch } from '../src/tool-filter.js';
 
@@ -77,7 +77,10 @@ describe('configuration compatibility', () => {
       variable: 'NOPE',
     });
     expect(missing.message).toContain('environment variable NOPE is not set');
-    const prompt = refusal({ mcpServers: { a: { command: 'x', args: ['${input:token}'] } } });
+    const prompt = refusal({
+      $schema: './stepbind.schema.json',
+      mcpServers: { a: { command: 'x', args: ['${input:token}'] } },
+    });
     expect(prompt.detail['path']).toBe('$.mcpServers.a.args[0]');
     expect(prompt.message).toContain('${input:...} are not supported');
     expect(JSON.stringify([missing.toJSON(), prompt.toJSON()])).not.toContain('visible-secret');
@@ -114,6 +117,76 @@ describe('configuration compatibility', () => {
     expect(refusal({ mcpServers: { a: { command: 'x', tools: { alow: [] } } } }).message).toContain(
       'allow, deny',
     );
+  });
+});
+
+describe('configuration dialects', () => {
+  const values = ['pa$$word', '${HOME}', '${env:UNSET}', '${input:token}'];
+  const claudeDesktop = {
+    mcpServers: {
+      a: { command: 'node', args: values, env: { PASS: 'pa$$word', TPL: '${HOME}' } },
+    },
+  };
+
+  it('takes the strings of a Claude Desktop file verbatim: no interpolation, $$ kept', () => {
+    const config = parseConfig(claudeDesktop, { env: { HOME: '/home/u' } });
+    expect(config.servers.get('a')).toMatchObject({
+      args: values,
+      env: { PASS: 'pa$$word', TPL: '${HOME}' },
+    });
+  });
+
+  it("interpolates stepbind's own format (any stepbind key, $schema included), $$ a literal $", () => {
+    const env = { HOME: '/home/u' };
+    const entry = { command: 'node', args: ['pa$$word', '${HOME}'], env: { PASS: 'pa$$word' } };
+    for (const input of [
+      { $schema: './stepbind.schema.json', mcpServers: { a: entry } },
+      { mcpServers: { a: { ...entry, required: true } } },
+      { concurrency: 2, mcpServers: { a: entry } },
+      { servers: { a: entry } },
+    ]) {
+      expect(parseConfig(input, { env }).servers.get('a'), JSON.stringify(input)).toMatchObject({
+        args: ['pa$word', '/home/u'],
+        env: { PASS: 'pa$word' },
+      });
+    }
+  });
+
+  it('hands a Claude Desktop value to the real child process verbatim, and a stepbind one interpolated', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'stepbind-dialect-'));
+    try {
+      const server = stdioServerParams({ scenario: 'single' });
+      // The child records its argv and environment, then becomes the scripted server.
+      const script = 'printf "%s\\n" "$1" "$2" "$PASS" "$TPL" > "$OUT"; shift 2; exec "$@"';
+      const seen = async (extra: Record<string, unknown>, out: string): Promise<string[]> => {
+        const path = join(dir, out);
+        await using runtime = await McpRuntime.open(
+          {
+            ...extra,
+            mcpServers: {
+              a: {
+                command: 'sh',
+                args: ['-c', script, 'sh', 'pa$$word', '${HOME}', server.command, ...server.args],
+                env: { PASS: 'pa$$word', TPL: '${HOME}', OUT: path },
+              },
+            },
+          },
+          { approval: 'none' },
+        );
+        expect(runtime.status().servers[0]?.state).toBe('ready');
+        return (await readFile(path, 'utf8')).split('\n').slice(0, 4);
+      };
+      expect(await seen({}, 'claude.txt')).toEqual(['pa$$word', '${HOME}', 'pa$$word', '${HOME}']);
+      const home = process.env['HOME'] ?? '';
+      expect(await seen({ $schema: './stepbind.schema.json' }, 'stepbind.txt')).toEqual([
+        'pa$word',
+        home,
+        'pa$word',
+        home,
+      ]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

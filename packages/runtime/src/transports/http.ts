@@ -26,7 +26,7 @@ import {
   serverConfigPath,
   type CommonServerConfig,
 } from '../config-values.js';
-import type { EnvironmentSource } from '../interpolate.js';
+import type { ConfigText } from '../interpolate.js';
 import { createRedactor, type Redactor } from '../redact.js';
 import {
   checkMessage,
@@ -48,13 +48,13 @@ export interface HttpServerConfig extends CommonServerConfig {
 /** The keys of a Streamable HTTP server entry on top of the common ones. */
 export const HTTP_KEYS: readonly string[] = ['url', 'headers'];
 
-/** Parses the HTTP keys of a server entry (`text` reads and interpolates a string value). */
+/** Parses the HTTP keys of a server entry (`text` checks and reads a string value, `read` a string of a record, both as the file's dialect says). */
 export function parseHttpConfig(
   obj: Record<string, unknown>,
   path: string,
   common: CommonServerConfig,
   text: (value: unknown, at: string) => string,
-  env: EnvironmentSource,
+  read: ConfigText,
 ): HttpServerConfig {
   const url = text(obj['url'], `${path}.url`);
   let parsed: URL;
@@ -76,7 +76,7 @@ export function parseHttpConfig(
       `${path}.headers`,
       HEADER_NAME,
       'an HTTP header name (RFC 9110 token)',
-      env,
+      read,
     ),
   };
   return Object.freeze(config);

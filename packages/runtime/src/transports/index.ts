@@ -6,7 +6,7 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { ServerIdentity } from '@stepbind/binding/internal';
 import type { CommonServerConfig } from '../config-values.js';
-import type { EnvironmentSource } from '../interpolate.js';
+import type { ConfigText } from '../interpolate.js';
 import type { Redactor } from '../redact.js';
 import type { FaultError } from './guard.js';
 import {
@@ -44,11 +44,11 @@ export function parseTransportConfig(
   path: string,
   common: CommonServerConfig,
   text: (value: unknown, at: string, allowEmpty?: boolean) => string,
-  env: EnvironmentSource,
+  read: ConfigText,
 ): ServerConfig {
   return kind === 'stdio'
-    ? parseStdioConfig(obj, path, common, text, env)
-    : parseHttpConfig(obj, path, common, text, env);
+    ? parseStdioConfig(obj, path, common, text, read)
+    : parseHttpConfig(obj, path, common, text, read);
 }
 
 /**

@@ -28,7 +28,7 @@ import {
   serverConfigPath,
   type CommonServerConfig,
 } from '../config-values.js';
-import type { EnvironmentSource } from '../interpolate.js';
+import type { ConfigText } from '../interpolate.js';
 import { MessageGuard, messageTooLargeError, type FaultError } from './guard.js';
 import type { StderrTail } from './stderr-tail.js';
 
@@ -59,13 +59,13 @@ export const STDIO_KEYS: readonly string[] = [
   'stderr',
 ];
 
-/** Parses the stdio keys of a server entry (`text` reads and interpolates a string value). */
+/** Parses the stdio keys of a server entry (`text` checks and reads a string value, `read` a string of a record, both as the file's dialect says). */
 export function parseStdioConfig(
   obj: Record<string, unknown>,
   path: string,
   common: CommonServerConfig,
   text: (value: unknown, at: string, allowEmpty?: boolean) => string,
-  env: EnvironmentSource,
+  read: ConfigText,
 ): StdioServerConfig {
   const args = obj['args'] === undefined ? [] : expectArray(obj['args'], `${path}.args`);
   const passthrough =
@@ -82,7 +82,7 @@ export function parseStdioConfig(
       `${path}.env`,
       ENV_NAME,
       'an environment variable name ([A-Za-z_][A-Za-z0-9_]*)',
-      env,
+      read,
     ),
     envPassthrough: Object.freeze(
       passthrough.map((a, i) => {
