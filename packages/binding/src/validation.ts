@@ -21,13 +21,6 @@ export const MAX_TOOL_NAME_LENGTH = 128;
 /** The pattern every raw MCP tool name must match. */
 export const TOOL_NAME_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
 
-/** A name as quoted in a message: a name too long to be one is shortened (it may be megabytes). */
-function quotedName(name: string): string {
-  return name.length <= MAX_TOOL_NAME_LENGTH
-    ? JSON.stringify(name)
-    : `${JSON.stringify(name.slice(0, 64))}… (${name.length} characters)`;
-}
-
 /**
  * Deepest JSON nesting (objects and arrays) a schema may have. Real schemas stay far below it;
  * validators recurse per level, so a hostile schema of a few hundred levels would otherwise
@@ -279,18 +272,15 @@ export function checkTool(
     );
   }
   if (!TOOL_NAME_PATTERN.test(name)) {
+    // A name too long to be one (a hostile one can be megabytes) is clipped in message and detail.
+    const clipped = name.slice(0, MAX_TOOL_NAME_LENGTH);
+    const shown =
+      JSON.stringify(clipped) + (clipped === name ? '' : `… (${name.length} characters)`);
     throw new CatalogError(
       ErrorCode.INVALID_TOOL_NAME,
-      `Server "${o.server}" sent a tool named ${quotedName(name)}, which does not match ` +
+      `Server "${o.server}" sent a tool named ${shown}, which does not match ` +
         `${String(TOOL_NAME_PATTERN)}. Rename the tool on server "${o.server}".`,
-      {
-        detail: detailOf(
-          o,
-          toolIndex,
-          name.length <= MAX_TOOL_NAME_LENGTH ? name : name.slice(0, MAX_TOOL_NAME_LENGTH),
-          '/name',
-        ),
-      },
+      { detail: detailOf(o, toolIndex, clipped, '/name') },
     );
   }
   const input = tool.inputSchema;
