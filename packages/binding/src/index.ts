@@ -25,6 +25,7 @@ export type {
   StepbindErrorOf,
   StepbindErrorOptions,
   CallErrorDetail,
+  KeyRefusalDetail,
   ToolErrorDetail,
   LimitErrorDetail,
 } from './errors.js';
