@@ -32,7 +32,9 @@ const context: CallContext = {
   protocolVersion: '2025-11-25',
 };
 const result: ToolCallResult = {
-  content: [{ type: 'text', text: 'Invoice INV-2026-0001 sent to billing@example.com (EUR 120.00).' }],
+  content: [
+    { type: 'text', text: 'Invoice INV-2026-0001 sent to billing@example.com (EUR 120.00).' },
+  ],
 };
 
 function receiptOf(key: string): CallReceipt {
