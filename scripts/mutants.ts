@@ -174,6 +174,17 @@ const MUTANTS: readonly Mutant[] = [
       "expected [ 'IDEMPOTENCY_CONFLICT', 'not-sent' ] to deeply equal [ 'OUTCOME_UNKNOWN', 'sent' ]",
   },
   {
+    // Issue 25: the in-memory journal's record cap never drops a key that may have run unanswered.
+    name: 'memory cap drops any record',
+    file: 'packages/binding/src/journal/memory.ts',
+    find: "if (state === 'COMPLETED' || state === 'NOT_SENT') this.#records.delete(key);",
+    replace: "if (state !== 'INTENT') this.#records.delete(key);",
+    testFile: 'packages/binding/test/journal/memory.test.ts',
+    testName:
+      'never drops a key of unknown outcome or in progress over the cap; grows and reports it through onOverCap',
+    diagnostic: "expected undefined to be 'OUTCOME_UNKNOWN'",
+  },
+  {
     // Issue 11: the fleet pointer moves only by compare-and-set on the expected generation.
     name: 'move the fleet pointer without the generation CAS',
     file: 'packages/runtime/src/fleet/registry.ts',
