@@ -168,7 +168,7 @@ export function outcomeUnknownError(existing: JournalRecord, context: CallContex
   const edited =
     existing.context.descriptorDigest === context.descriptorDigest
       ? ''
-      : ' (the tool\'s descriptor changed since; that does not change what the key may have done)';
+      : " (the tool's descriptor changed since; that does not change what the key may have done)";
   return new CallError(
     ErrorCode.OUTCOME_UNKNOWN,
     `Idempotency key "${existing.key}" was sent to server "${context.server}" and no answer was recorded (${existing.error?.message ?? 'outcome unknown'}); "${context.modelName}" may have run and is not sent again${edited}. Check whether it took effect, then record the decision with resolve("${existing.key}", …); do not retry it under a new key.`,

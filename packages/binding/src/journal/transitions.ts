@@ -290,7 +290,8 @@ export function failureReceipt(
     attempt: claim?.attempt ?? null,
     outcome: error.code,
     // A journal refusal's delivery is about its key (DESIGN §13); this run wrote nothing.
-    delivery: error.delivery === 'sent' && error.detail['keyState'] === undefined ? 'sent' : 'not-sent',
+    delivery:
+      error.delivery === 'sent' && error.detail['keyState'] === undefined ? 'sent' : 'not-sent',
     replayed: error.detail['replayed'] === true,
     argsDigest: receipt.argsDigest,
     resultDigest: null,
