@@ -161,6 +161,30 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: 'expected a rejection',
   },
   {
+    // Issue 25: the key's state decides before the descriptor digest; an edited description on a
+    // key that may have run must not turn into "not run, use a new key".
+    name: 'descriptor check before key state',
+    file: 'packages/binding/src/journal/rules.ts',
+    find: 'const mayHaveRun = keyMayHaveRun(existing.state);',
+    replace: 'const mayHaveRun = false as boolean;',
+    testFile: 'packages/runtime/test/journal/descriptor-edit.test.ts',
+    testName:
+      'keeps a key of unknown outcome OUTCOME_UNKNOWN (delivery sent) after the upgrade, and its advice never sends it twice',
+    diagnostic:
+      "expected [ 'IDEMPOTENCY_CONFLICT', 'not-sent' ] to deeply equal [ 'OUTCOME_UNKNOWN', 'sent' ]",
+  },
+  {
+    // Issue 25: the in-memory journal's record cap never drops a key that may have run unanswered.
+    name: 'memory cap drops any record',
+    file: 'packages/binding/src/journal/memory.ts',
+    find: "if (state === 'COMPLETED' || state === 'NOT_SENT') this.#records.delete(key);",
+    replace: "if (state !== 'INTENT') this.#records.delete(key);",
+    testFile: 'packages/binding/test/journal/memory.test.ts',
+    testName:
+      'never drops a key of unknown outcome or in progress over the cap; grows and reports it through onOverCap',
+    diagnostic: "expected undefined to be 'OUTCOME_UNKNOWN'",
+  },
+  {
     // Issue 11: the fleet pointer moves only by compare-and-set on the expected generation.
     name: 'move the fleet pointer without the generation CAS',
     file: 'packages/runtime/src/fleet/registry.ts',

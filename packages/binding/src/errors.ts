@@ -105,6 +105,20 @@ export interface CallErrorDetail extends BaseErrorDetail {
   readonly replayed?: boolean;
 }
 
+/**
+ * Detail of a refusal the execution journal decided from a key's record (DESIGN §13). On these,
+ * `delivery` is about the key: `sent` whenever the key may have run (or may run any moment), even
+ * though this run sent nothing.
+ */
+export interface KeyRefusalDetail {
+  /** The state of the key's record when it was refused. */
+  readonly keyState?: 'INTENT' | 'SENT' | 'COMPLETED' | 'NOT_SENT' | 'OUTCOME_UNKNOWN';
+  /** True when the key's record was written under another descriptor digest of the same tool. */
+  readonly descriptorChanged?: boolean;
+  /** A summary of the key's record (no stored result). */
+  readonly record?: Readonly<Record<string, unknown>>;
+}
+
 /** Detail of a tool-definition failure: where in the catalog and in the definition. */
 export interface ToolErrorDetail extends BaseErrorDetail {
   /** JSON pointer into the tool definition. */
@@ -186,9 +200,19 @@ export interface ErrorDetailMap {
   ABORTED: CallErrorDetail;
   CONNECTION_CLOSED: CallErrorDetail;
   SERVER_ERROR: CallErrorDetail & { readonly page?: number };
-  OUTCOME_UNKNOWN: CallErrorDetail;
-  IDEMPOTENCY_CONFLICT: CallErrorDetail;
-  IDEMPOTENCY_IN_PROGRESS: CallErrorDetail;
+  OUTCOME_UNKNOWN: CallErrorDetail & KeyRefusalDetail;
+  IDEMPOTENCY_CONFLICT: CallErrorDetail &
+    KeyRefusalDetail & {
+      /** `payload` (another call), `unknown-key` or `not-outcome-unknown` (from `resolve`). */
+      readonly reason?: string;
+      /** What differs from the key's record (`different arguments`, `tool "a" → "b"`...). */
+      readonly differences?: readonly string[];
+    };
+  IDEMPOTENCY_IN_PROGRESS: CallErrorDetail &
+    KeyRefusalDetail & {
+      /** `in-progress`, `claim-lost` or `contended`. */
+      readonly reason?: string;
+    };
   INVALID_CONFIG: BaseErrorDetail & {
     /** JSON path of the configuration value at fault. */
     readonly path?: string;

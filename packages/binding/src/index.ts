@@ -25,6 +25,7 @@ export type {
   StepbindErrorOf,
   StepbindErrorOptions,
   CallErrorDetail,
+  KeyRefusalDetail,
   ToolErrorDetail,
   LimitErrorDetail,
 } from './errors.js';
@@ -132,7 +133,7 @@ export type { CallJournalOptions } from './journal/journal.js';
 export { JournalClaim } from './journal/claim.js';
 export type { BeginOptions, BeginResult, CallIntent, ResolveInput } from './journal/claim.js';
 export { MemoryJournalStore } from './journal/memory.js';
-export type { MemoryJournalStoreOptions } from './journal/memory.js';
+export type { MemoryJournalOverCap, MemoryJournalStoreOptions } from './journal/memory.js';
 export {
   GENESIS_ANCHOR,
   GENESIS_DIGEST,

@@ -22,17 +22,23 @@ const MODEL_MESSAGES: Partial<Record<Code, (e: StepbindError) => string>> = {
   CONNECTION_CLOSED: (e) =>
     `The server "${String(e.detail.server)}" is disconnected; this call was not sent, so it did not run, and it was not re-routed. Try again in the next step.`,
   OUTCOME_UNKNOWN: (e) =>
-    `The call was sent to server "${String(e.detail.server)}" but no answer came back (the connection was lost), so it may or may not have taken effect. Check whether it did before calling it again.`,
+    e.detail['keyState'] === 'OUTCOME_UNKNOWN'
+      ? `An earlier attempt of this call was sent to server "${String(e.detail.server)}" and no answer was recorded, so it may or may not have taken effect; it was not sent again. Check whether it did; do not repeat it as a new tool call until you know it did not.`
+      : `The call was sent to server "${String(e.detail.server)}" but no answer came back (the connection was lost), so it may or may not have taken effect. Check whether it did before calling it again.`,
   TIMEOUT: () =>
     'The tool did not answer in time and the request was cancelled. It may or may not have taken effect; check before retrying.',
   ABORTED: (e) =>
     isSent(e)
       ? 'The call was cancelled after it was sent. It may or may not have taken effect; check before retrying.'
       : 'The call was cancelled before it was sent; it did not run.',
-  IDEMPOTENCY_IN_PROGRESS: () =>
-    'This tool call is already running; it was not started again. Wait for its result instead of calling it again.',
-  IDEMPOTENCY_CONFLICT: () =>
-    'This tool-call id was already used for a different call, so this call was not run. Make it again as a new tool call.',
+  IDEMPOTENCY_IN_PROGRESS: (e) =>
+    isSent(e)
+      ? 'This tool call is already running, so it may already have taken effect; it was not started again. Wait for its result, or check whether it took effect, instead of calling it again.'
+      : 'This tool call is already running; it was not started again. Wait for its result instead of calling it again.',
+  IDEMPOTENCY_CONFLICT: (e) =>
+    !isSent(e)
+      ? 'This tool-call id was already used for a different call that was not run, so this call was not run either. Make it again as a new tool call.'
+      : `This tool-call id was already used for a different call, which ${e.detail['keyState'] === 'COMPLETED' ? 'ran' : 'may have run'}; this call was not run. If you meant to retry that call, do not make it again: check whether it already took effect. Only a genuinely different call should be made as a new tool call.`,
 };
 
 function isSent(e: StepbindError): boolean {

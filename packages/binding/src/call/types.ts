@@ -104,9 +104,10 @@ export interface RunOptions {
   readonly timeoutMs?: number;
   /**
    * Makes the call idempotent (DESIGN §13): a key whose call completed returns the stored result
-   * and receipt (`replayed: true`, nothing is sent); a key in progress, used for another payload or
-   * whose outcome is unknown is refused (`IDEMPOTENCY_IN_PROGRESS`, `IDEMPOTENCY_CONFLICT`,
-   * `OUTCOME_UNKNOWN`). Use something stable across restarts, such as the model's tool-call id with
+   * and receipt (`replayed: true`, nothing is sent; also when the tool's description changed
+   * since); a key in progress, used for another payload or whose outcome is unknown is refused
+   * (`IDEMPOTENCY_IN_PROGRESS`, `IDEMPOTENCY_CONFLICT`, `OUTCOME_UNKNOWN`; `detail.delivery` is
+   * `sent` whenever the key may have run). Use something stable across restarts, such as the model's tool-call id with
    * the step: `` `${stepKey}:${toolCall.id}` ``. 1 to 512 characters.
    */
   readonly idempotencyKey?: string;

@@ -15,6 +15,7 @@ import {
   contextDetail,
   corruptRecord,
   inProgressError,
+  keyMayHaveRun,
   localRefusal,
   outcomeUnknownError,
   recordSummary,
@@ -129,24 +130,25 @@ export class CallJournal {
   }
 
   /**
-   * Claims `intent.key` for one run, or says why not. The payload (server, tool, descriptor digest,
-   * argument digest) is compared on every path before anything else: a mismatch is
-   * `IDEMPOTENCY_CONFLICT` whatever the key's state.
+   * Claims `intent.key` for one run, or says why not. The key's state decides first, then the
+   * payload (server, tool, argument digest; the descriptor digest only for a `NOT_SENT` key), as
+   * {@link conflictOf} and DESIGN §13 say: a key that may have run is never refused as not run.
    *
    * - held by a run of this process: refused at once (`IDEMPOTENCY_CONFLICT` or `_IN_PROGRESS`);
-   * - no record, an expired one or `NOT_SENT`: claimed (an `INTENT` record is written, unless
-   *   `deferWrite`: then {@link markSent} writes the claim directly as `SENT`);
-   * - `COMPLETED`: `replay` with the stored outcome;
+   * - no record or an expired one: claimed (an `INTENT` record is written, unless `deferWrite`:
+   *   then {@link markSent} writes the claim directly as `SENT`); `NOT_SENT` with the same payload
+   *   and descriptor: claimed again;
+   * - `COMPLETED`: `replay` with the stored outcome, also when only the descriptor changed;
    * - `INTENT`/`SENT` of a live holder within its expiry: `IDEMPOTENCY_IN_PROGRESS`; of a dead or
    *   expired holder: recovered first (to `NOT_SENT` or `OUTCOME_UNKNOWN`), then decided again;
-   * - `OUTCOME_UNKNOWN`: `OUTCOME_UNKNOWN` with the record, unless the tool is `read` and the server
-   *   allows `retryReads` (then claimed again).
+   * - `OUTCOME_UNKNOWN`: `OUTCOME_UNKNOWN` with the record, unless the tool is `read`, the server
+   *   allows `retryReads` and the descriptor is unchanged (then claimed again).
    *
    * @throws JournalError when the store fails.
    */
   async begin(intent: CallIntent, options: BeginOptions = {}): Promise<BeginResult> {
     // Runs of this process decide one at a time per key: a key being claimed is waited for, a key
-    // held is refused (after the payload check against the stored record, as on every path).
+    // held is refused (as in progress, or as a conflict with the stored record or the held run).
     for (;;) {
       const local = this.#inFlight.get(intent.key);
       if (local === undefined) break;
@@ -157,7 +159,8 @@ export class CallJournal {
       const stored = await this.store.get(intent.key);
       const live =
         stored !== undefined && (stored.expiresAt === null || stored.expiresAt > this.#now());
-      const conflict = live ? conflictOf(stored, intent) : undefined;
+      // The held run may send any moment: a stored NOT_SENT record of an earlier use says nothing.
+      const conflict = live && keyMayHaveRun(stored.state) ? conflictOf(stored, intent) : undefined;
       return { kind: 'refused', error: conflict ?? localRefusal(local.intent, intent) };
     }
     let decide: () => void = () => undefined;
@@ -217,6 +220,13 @@ export class CallJournal {
         if (claimed !== undefined) return claimed;
         continue;
       }
+      if (IN_PROGRESS.includes(existing.state) && !this.#holderAlive(existing, now)) {
+        // A dead or expired holder's key is recovered first, then decided by what it became.
+        await this.#recoverRecord(existing, now);
+        continue;
+      }
+      // The key's state decides what a difference means: one that may have run is never refused
+      // as not run, and a changed descriptor alone is left to the state (DESIGN §13).
       const conflict = conflictOf(existing, intent);
       if (conflict !== undefined) return { kind: 'refused', error: conflict };
       switch (existing.state) {
@@ -230,15 +240,12 @@ export class CallJournal {
           continue;
         }
         case 'INTENT':
-        case 'SENT': {
-          if (this.#holderAlive(existing, now)) {
-            return { kind: 'refused', error: inProgressError(existing, intent.context) };
-          }
-          await this.#recoverRecord(existing, now);
-          continue;
-        }
+        case 'SENT':
+          return { kind: 'refused', error: inProgressError(existing, intent.context) };
         case 'OUTCOME_UNKNOWN': {
-          if (intent.context.effectClass === 'read' && intent.retryReads) {
+          const sameDescriptor =
+            existing.context.descriptorDigest === intent.context.descriptorDigest;
+          if (intent.context.effectClass === 'read' && intent.retryReads && sameDescriptor) {
             const claimed = await claim(reclaimRecord(this, existing, now), existing);
             if (claimed !== undefined) return claimed;
             continue;
@@ -297,8 +304,8 @@ export class CallJournal {
             ...contextDetail(current.context),
             key: claim.key,
             reason: 'claim-lost',
-            ...(now2 === undefined ? {} : { record: recordSummary(now2) }),
-            delivery: 'not-sent',
+            ...(now2 === undefined ? {} : { keyState: now2.state, record: recordSummary(now2) }),
+            delivery: now2 !== undefined && keyMayHaveRun(now2.state) ? 'sent' : 'not-sent',
           },
         },
       );
@@ -403,7 +410,8 @@ export class CallJournal {
               key,
               reason: 'not-outcome-unknown',
               state: existing.state,
-              delivery: 'not-sent',
+              keyState: existing.state,
+              delivery: keyMayHaveRun(existing.state) ? 'sent' : 'not-sent',
             },
           },
         );

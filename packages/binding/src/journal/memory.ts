@@ -1,4 +1,4 @@
-import { ErrorCode, JournalError } from '../errors.js';
+import { ConfigError, ErrorCode, JournalError } from '../errors.js';
 import { chainReceipt, GENESIS_ANCHOR } from './chain.js';
 import type {
   ChainAnchor,
@@ -20,6 +20,27 @@ export interface MemoryJournalStoreOptions {
    * long-lived process does not grow without bound. @default 10000
    */
   readonly maxReceipts?: number;
+  /**
+   * Idempotency records kept. Past it, the least recently written `COMPLETED` and `NOT_SENT`
+   * records are dropped (down to 90% of the cap) before their retention ends, as `prune` would
+   * drop them once expired: a dropped key starts over. A key in progress (`INTENT`, `SENT`) or
+   * `OUTCOME_UNKNOWN` is never dropped; when only those are left the store grows past the cap and
+   * calls `onOverCap`. @default 10000
+   */
+  readonly maxRecords?: number;
+  /**
+   * Called when the records are over `maxRecords` and none can be dropped (every one is in
+   * progress or `OUTCOME_UNKNOWN`: `resolve` them); again after each further 10% of growth.
+   * Must not throw. @default none
+   */
+  readonly onOverCap?: (info: MemoryJournalOverCap) => void;
+}
+
+/** What {@link MemoryJournalStoreOptions.onOverCap} reports. */
+export interface MemoryJournalOverCap {
+  /** Records kept now. */
+  readonly records: number;
+  readonly maxRecords: number;
 }
 
 /**
@@ -33,14 +54,17 @@ export class MemoryJournalStore implements JournalStore {
   #anchor: ChainAnchor = GENESIS_ANCHOR;
   #head: ChainAnchor = GENESIS_ANCHOR;
   readonly #maxReceipts: number;
+  readonly #maxRecords: number;
+  readonly #onOverCap: ((info: MemoryJournalOverCap) => void) | undefined;
+  /** Records are swept for droppable ones once there are more than this. */
+  #sweepAbove: number;
   #closed = false;
 
   constructor(options: MemoryJournalStoreOptions = {}) {
-    const max = options.maxReceipts ?? 10_000;
-    if (!Number.isInteger(max) || max < 1) {
-      throw new RangeError(`MemoryJournalStore: maxReceipts must be a positive integer (${max})`);
-    }
-    this.#maxReceipts = max;
+    this.#maxReceipts = positiveInteger(options.maxReceipts ?? 10_000, 'maxReceipts');
+    this.#maxRecords = positiveInteger(options.maxRecords ?? 10_000, 'maxRecords');
+    this.#sweepAbove = this.#maxRecords;
+    this.#onOverCap = options.onOverCap;
   }
 
   async get(key: string): Promise<JournalRecord | undefined> {
@@ -53,6 +77,7 @@ export class MemoryJournalStore implements JournalStore {
     this.#open();
     if (this.#records.has(record.key)) return false;
     this.#records.set(record.key, JSON.stringify(record));
+    if (this.#records.size > this.#sweepAbove) this.#sweep();
     return true;
   }
 
@@ -65,6 +90,8 @@ export class MemoryJournalStore implements JournalStore {
     const text = this.#records.get(record.key);
     const current = text === undefined ? undefined : (JSON.parse(text) as JournalRecord);
     if (current?.version !== expectedVersion) return { ok: false, current };
+    // Re-inserted, so the map's order is the order of last writes (the sweep drops the oldest).
+    this.#records.delete(record.key);
     this.#records.set(record.key, JSON.stringify(record));
     const receipt = options.receipt === undefined ? undefined : this.#append(options.receipt);
     return { ok: true, receipt };
@@ -151,6 +178,27 @@ export class MemoryJournalStore implements JournalStore {
     return entry;
   }
 
+  /**
+   * Drops the least recently written prunable records down to 90% of the cap (so sweeps are
+   * rare); never a key that may be running or of unknown outcome.
+   */
+  #sweep(): void {
+    const target = this.#maxRecords - Math.floor(this.#maxRecords / 10);
+    for (const [key, text] of this.#records) {
+      if (this.#records.size <= target) break;
+      const state = (JSON.parse(text) as JournalRecord).state;
+      if (state === 'COMPLETED' || state === 'NOT_SENT') this.#records.delete(key);
+    }
+    const size = this.#records.size;
+    if (size <= this.#maxRecords) {
+      this.#sweepAbove = this.#maxRecords;
+      return;
+    }
+    // Only keys that must not be forgotten are left over the cap: grow, and say so.
+    this.#sweepAbove = size + Math.max(1, Math.floor(this.#maxRecords / 10));
+    this.#onOverCap?.({ records: size, maxRecords: this.#maxRecords });
+  }
+
   #dropReceipts(count: number): void {
     if (count <= 0) return;
     const last = this.#receipts[count - 1] as StoredReceipt;
@@ -167,4 +215,15 @@ export class MemoryJournalStore implements JournalStore {
       );
     }
   }
+}
+
+function positiveInteger(value: number, name: string): number {
+  if (!Number.isInteger(value) || value < 1) {
+    throw new ConfigError(
+      ErrorCode.INVALID_OPTIONS,
+      `MemoryJournalStore: ${name} must be a positive integer (${value}).`,
+      { detail: { option: name, value } },
+    );
+  }
+  return value;
 }

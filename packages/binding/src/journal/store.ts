@@ -139,6 +139,12 @@ export interface ReceiptBody extends CallContext {
    * when there were none, and in receipts written before it was recorded.
    */
   readonly inputRounds?: InputRounds;
+  /**
+   * A replay whose key ran under another descriptor digest of the same tool (an edited
+   * description): the digest it ran under (`descriptorDigest` is the current one). Absent
+   * otherwise.
+   */
+  readonly recordedDescriptorDigest?: string;
 }
 
 /** A receipt as a store keeps it: the exact text that was digested. */

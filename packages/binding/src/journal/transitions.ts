@@ -289,7 +289,9 @@ export function failureReceipt(
     key: claim?.key ?? receipt.key,
     attempt: claim?.attempt ?? null,
     outcome: error.code,
-    delivery: error.delivery === 'sent' ? 'sent' : 'not-sent',
+    // A journal refusal's delivery is about its key (DESIGN §13); this run wrote nothing.
+    delivery:
+      error.delivery === 'sent' && error.detail['keyState'] === undefined ? 'sent' : 'not-sent',
     replayed: error.detail['replayed'] === true,
     argsDigest: receipt.argsDigest,
     resultDigest: null,
@@ -297,7 +299,10 @@ export function failureReceipt(
   };
 }
 
-/** The receipt of a replay: the recorded outcome returned again, nothing sent. */
+/**
+ * The receipt of a replay: the recorded outcome returned again, nothing sent. When the tool's
+ * descriptor changed since the key ran, `recordedDescriptorDigest` keeps the one it ran under.
+ */
 export function replayReceipt(
   record: JournalRecord,
   context: CallContext,
@@ -321,5 +326,8 @@ export function replayReceipt(
     argsDigest: record.argsDigest,
     resultDigest:
       outcome?.kind === 'result' ? `sha256:${sha256Hex(JSON.stringify(outcome.result))}` : null,
+    ...(record.context.descriptorDigest === context.descriptorDigest
+      ? {}
+      : { recordedDescriptorDigest: record.context.descriptorDigest }),
   };
 }

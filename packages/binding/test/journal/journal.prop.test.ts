@@ -1,9 +1,9 @@
 /**
  * Property: the execution journal, driven by several holders (processes) sharing one store over
- * arbitrary key reuse, conflicting payloads, concurrent same-key runs, holder deaths (known dead, or
+ * arbitrary key reuse, conflicting payloads, edited tool descriptors, concurrent same-key runs, holder deaths (known dead, or
  * silent so that only the in-progress expiry frees the key), clock advances, resolutions and
- * pruning, agrees with an independent oracle on every decision, every state and the receipts
- * count; a non-read key never reaches the server twice within one life of the key, and a replay
+ * pruning, agrees with an independent oracle on every decision (and every refusal's delivery),
+ * every state and the receipts count; a key that may have run is never refused as `not-sent`; a non-read key never reaches the server twice within one life of the key, and a replay
  * returns exactly what the first run returned.
  */
 import fc from 'fast-check';
@@ -16,6 +16,7 @@ import {
   type JournalRecord,
   type JournalStore,
   type ToolCallResult,
+  toToolResult,
 } from '@stepbind/binding';
 import { describe, expect, it } from 'vitest';
 import { callReceipt, context, ErrorCode, failure } from './support.js';
@@ -48,6 +49,8 @@ type Command =
       readonly holder: number;
       readonly key: Key;
       readonly payload: string;
+      /** The tool's descriptor (`d2`: its description was edited). */
+      readonly descriptor: string;
       readonly behaviour: Behaviour;
       readonly death: 'known' | 'silent';
       /** The claim is written only as SENT (a run without a prepare hook). */
@@ -58,6 +61,7 @@ type Command =
       readonly holders: readonly [number, number];
       readonly key: Key;
       readonly payloads: readonly [string, string];
+      readonly descriptors: readonly [string, string];
       readonly defers: readonly [boolean, boolean];
     }
   | { readonly kind: 'advance'; readonly ms: number }
@@ -72,6 +76,7 @@ type Command =
 
 const arbKey = fc.constantFrom(...KEYS);
 const arbPayload = fc.constantFrom('a', 'b');
+const arbDescriptor = fc.constantFrom('d1', 'd2');
 const arbHolder = fc.integer({ min: 0, max: 1 });
 const arbCommand: fc.Arbitrary<Command> = fc.oneof(
   {
@@ -81,6 +86,7 @@ const arbCommand: fc.Arbitrary<Command> = fc.oneof(
       holder: arbHolder,
       key: arbKey,
       payload: arbPayload,
+      descriptor: arbDescriptor,
       behaviour: fc.constantFrom<Behaviour>(
         'ok',
         'ok',
@@ -103,6 +109,7 @@ const arbCommand: fc.Arbitrary<Command> = fc.oneof(
       holders: fc.tuple(arbHolder, arbHolder),
       key: arbKey,
       payloads: fc.tuple(arbPayload, arbPayload),
+      descriptors: fc.tuple(arbDescriptor, arbDescriptor),
       defers: fc.tuple(fc.boolean(), fc.boolean()),
     }),
   },
@@ -127,12 +134,14 @@ const arbCommand: fc.Arbitrary<Command> = fc.oneof(
 );
 
 // ---------------------------------------------------------------------------------------------
-// The oracle: the rules of issue 10 restated over plain data, sharing no code with CallJournal.
+// The oracle: the rules of issue 10 (and issue 25: the key's state decides first) restated over
+// plain data, sharing no code with CallJournal.
 
 type OState = 'INTENT' | 'SENT' | 'COMPLETED' | 'NOT_SENT' | 'OUTCOME_UNKNOWN';
 interface OKey {
   state: OState;
   payload: string;
+  descriptor: string;
   owner: string;
   leaseUntil: number;
   /** COMPLETED / NOT_SENT only. */
@@ -142,6 +151,11 @@ interface OKey {
 }
 type Decision =
   'claimed' | 'replay' | 'IDEMPOTENCY_CONFLICT' | 'IDEMPOTENCY_IN_PROGRESS' | 'OUTCOME_UNKNOWN';
+/** A decision and, for a refusal, what it must say about the key's delivery. */
+interface Verdict {
+  readonly decision: Decision;
+  readonly delivery?: 'sent' | 'not-sent';
+}
 
 class Oracle {
   now = 1_000_000;
@@ -183,41 +197,60 @@ class Oracle {
     return true;
   }
 
-  decide(key: Key, payload: string, self: string, inFlight: ReadonlySet<string>): Decision {
+  /**
+   * The key's state first: only a key that never reached the server (`NOT_SENT`) may be refused
+   * as not sent. Other arguments are a conflict in every state; an edited descriptor alone is a
+   * conflict for `NOT_SENT`, a replay for `COMPLETED`, and changes nothing for a key in progress
+   * or of unknown outcome (but a read is not retried under another descriptor).
+   */
+  decide(
+    key: Key,
+    payload: string,
+    descriptor: string,
+    self: string,
+    inFlight: ReadonlySet<string>,
+  ): Verdict {
     const r = this.keys.get(key);
-    if (r === undefined || this.#expired(r)) return 'claimed';
-    if (r.payload !== payload) return 'IDEMPOTENCY_CONFLICT';
+    if (r === undefined || this.#expired(r)) return { decision: 'claimed' };
     this.#settle(key, r, self, inFlight);
+    const sentSide = r.state === 'NOT_SENT' ? 'not-sent' : 'sent';
+    if (r.payload !== payload) return { decision: 'IDEMPOTENCY_CONFLICT', delivery: sentSide };
+    const edited = r.descriptor !== descriptor;
     switch (r.state) {
       case 'COMPLETED':
-        return 'replay';
+        return { decision: 'replay' };
       case 'NOT_SENT':
-        return 'claimed';
+        return edited
+          ? { decision: 'IDEMPOTENCY_CONFLICT', delivery: 'not-sent' }
+          : { decision: 'claimed' };
       case 'OUTCOME_UNKNOWN':
-        return key === 'k3' ? 'claimed' : 'OUTCOME_UNKNOWN';
+        return key === 'k3' && !edited
+          ? { decision: 'claimed' }
+          : { decision: 'OUTCOME_UNKNOWN', delivery: 'sent' };
       case 'INTENT':
       case 'SENT':
-        return 'IDEMPOTENCY_IN_PROGRESS';
+        return { decision: 'IDEMPOTENCY_IN_PROGRESS', delivery: 'sent' };
     }
   }
 
   /** A claim not written yet (deferred until its SENT write). */
-  #pending: { key: Key; payload: string; owner: string } | undefined;
+  #pending: { key: Key; payload: string; descriptor: string; owner: string } | undefined;
 
-  claim(key: Key, payload: string, owner: string, defer: boolean): void {
+  claim(key: Key, payload: string, descriptor: string, owner: string, defer: boolean): void {
     if (defer) {
-      this.#pending = { key, payload, owner };
+      this.#pending = { key, payload, descriptor, owner };
       return;
     }
-    this.#write(key, payload, owner);
+    this.#write(key, payload, descriptor, owner);
   }
 
-  #write(key: Key, payload: string, owner: string): void {
+  #write(key: Key, payload: string, descriptor: string, owner: string): void {
     const r = this.keys.get(key);
     if (r === undefined || this.#expired(r)) this.#newLife(key);
     this.keys.set(key, {
       state: 'INTENT',
       payload,
+      descriptor,
       owner,
       leaseUntil: this.now + TTL,
       expiresAt: undefined,
@@ -236,7 +269,7 @@ class Oracle {
         return;
       }
       if (behaviour === 'die-after-intent') return;
-      this.#write(pending.key, pending.payload, pending.owner);
+      this.#write(pending.key, pending.payload, pending.descriptor, pending.owner);
     }
     const r = this.keys.get(key);
     if (r === undefined) throw new Error('oracle: finish without a claim');
@@ -397,10 +430,11 @@ class System {
   intent(
     key: Key,
     payload: string,
+    descriptor: string,
   ): { key: Key; context: CallContext; argsDigest: string; retryReads: boolean } {
     return {
       key,
-      context: context(toolOf(key)),
+      context: { ...context(toolOf(key)), descriptorDigest: `sha256:${toolOf(key)}:${descriptor}` },
       argsDigest: `sha256:${payload}`,
       retryReads: true,
     };
@@ -411,12 +445,13 @@ class System {
     index: number,
     key: Key,
     payload: string,
+    descriptor: string,
     behaviour: Behaviour,
     defer: boolean,
   ): Promise<{ begun: BeginResult; result?: ToolCallResult; replayed?: ToolCallResult | string }> {
     const holder = this.holders[index] as Holder;
     const journal = holder.journal;
-    const intent = this.intent(key, payload);
+    const intent = this.intent(key, payload, descriptor);
     expect(journal.start()).toBe(true);
     const begun = await journal.begin(intent, { deferWrite: defer });
     if (begun.kind === 'refused') {
@@ -496,6 +531,17 @@ function expectReplay(replayed: unknown, stored: ToolCallResult | string | undef
 const decisionOf = (begun: BeginResult): Decision =>
   begun.kind === 'refused' ? (begun.error.code as Decision) : begun.kind;
 
+/** What a refusal says about delivery; a key refused as `sent` is never advised a new key. */
+function deliveryOf(begun: BeginResult): 'sent' | 'not-sent' | undefined {
+  if (begun.kind !== 'refused') return undefined;
+  const error = begun.error;
+  if (error.delivery === 'sent') {
+    expect(error.message).not.toMatch(/use a new key|was not run\. Use/i);
+    expect(toToolResult(error).content[0].text).not.toMatch(/make it again as a new tool call/i);
+  }
+  return error.delivery;
+}
+
 async function check(system: System): Promise<void> {
   const { oracle } = system;
   for (const key of KEYS) {
@@ -530,22 +576,34 @@ describe('CallJournal against an independent oracle (property)', () => {
               case 'run': {
                 const holder = system.holders[command.holder] as Holder;
                 const self = holder.journal.owner;
-                const predicted = oracle.decide(
+                const verdict = oracle.decide(
                   command.key,
                   command.payload,
+                  command.descriptor,
                   self,
                   holder.inFlight,
                 );
+                const predicted = verdict.decision;
                 const outcome = await system.run(
                   command.holder,
                   command.key,
                   command.payload,
+                  command.descriptor,
                   command.behaviour,
                   command.defer,
                 );
                 expect(decisionOf(outcome.begun), `${JSON.stringify(command)}`).toBe(predicted);
+                expect(deliveryOf(outcome.begun), `delivery: ${JSON.stringify(command)}`).toBe(
+                  verdict.delivery,
+                );
                 if (predicted === 'claimed') {
-                  oracle.claim(command.key, command.payload, self, command.defer);
+                  oracle.claim(
+                    command.key,
+                    command.payload,
+                    command.descriptor,
+                    self,
+                    command.defer,
+                  );
                   if (!command.behaviour.startsWith('die')) {
                     oracle.finish(command.key, command.behaviour, outcome.result);
                   } else {
@@ -562,18 +620,40 @@ describe('CallJournal against an independent oracle (property)', () => {
               case 'concurrent': {
                 const [a, b] = command.holders;
                 // Each run's decision alone (settling a dead holder's key first, as the journals will).
-                const alone = command.payloads.map((p) =>
-                  oracle.decide(command.key, p, 'nobody', new Set()),
+                const alone = command.payloads.map(
+                  (p, i) =>
+                    oracle.decide(
+                      command.key,
+                      p,
+                      command.descriptors[i] as string,
+                      'nobody',
+                      new Set(),
+                    ).decision,
                 );
                 const stored = oracle.keys.get(command.key)?.stored;
                 system.store.scheduler = s;
                 const runs = Promise.all([
-                  system.run(a, command.key, command.payloads[0], 'ok', command.defers[0]),
-                  system.run(b, command.key, command.payloads[1], 'ok', command.defers[1]),
+                  system.run(
+                    a,
+                    command.key,
+                    command.payloads[0],
+                    command.descriptors[0],
+                    'ok',
+                    command.defers[0],
+                  ),
+                  system.run(
+                    b,
+                    command.key,
+                    command.payloads[1],
+                    command.descriptors[1],
+                    'ok',
+                    command.defers[1],
+                  ),
                 ]);
                 const outcomes = await s.waitFor(runs);
                 system.store.scheduler = undefined;
                 const decisions = outcomes.map((o) => decisionOf(o.begun));
+                for (const o of outcomes) deliveryOf(o.begun);
                 const label = `${JSON.stringify(command)} → ${decisions.join(', ')}`;
                 const claimable = alone.filter((d) => d === 'claimed').length;
                 expect(decisions.filter((d) => d === 'claimed').length, label).toBe(
@@ -589,6 +669,14 @@ describe('CallJournal against an independent oracle (property)', () => {
                       same ? ['IDEMPOTENCY_IN_PROGRESS', 'replay'] : ['IDEMPOTENCY_CONFLICT'],
                       label,
                     ).toContain(decision);
+                  } else if (
+                    winner !== -1 &&
+                    command.payloads[i] === command.payloads[winner] &&
+                    decision !== alone[i]
+                  ) {
+                    // Refused alone for its edited descriptor (or a read's unknown outcome), it
+                    // may instead have seen the winner's record: the same call, running or done.
+                    expect(['IDEMPOTENCY_IN_PROGRESS', 'replay'], label).toContain(decision);
                   } else {
                     expect(decision, label).toBe(alone[i]);
                     if (decision === 'replay') expectReplay(outcomes[i]?.replayed, stored);
@@ -598,7 +686,13 @@ describe('CallJournal against an independent oracle (property)', () => {
                 if (winner !== -1) {
                   const owner = (system.holders[command.holders[winner] as number] as Holder)
                     .journal.owner;
-                  oracle.claim(command.key, command.payloads[winner] as string, owner, false);
+                  oracle.claim(
+                    command.key,
+                    command.payloads[winner] as string,
+                    command.descriptors[winner] as string,
+                    owner,
+                    false,
+                  );
                   oracle.finish(command.key, 'ok', outcomes[winner]?.result);
                   for (const [i, decision] of decisions.entries()) {
                     if (i !== winner && decision === 'replay') {

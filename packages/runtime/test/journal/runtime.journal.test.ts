@@ -169,9 +169,11 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
       step.prepareCall('s__send').run({ input: 'b' }, { idempotencyKey: 'k' }),
     );
     expect(args.code).toBe('IDEMPOTENCY_CONFLICT');
+    // The key ran: the refusal says so (delivery of the key), and never advises a new key blindly.
     expect(args.detail).toMatchObject({
       key: 'k',
-      delivery: 'not-sent',
+      delivery: 'sent',
+      keyState: 'COMPLETED',
       differences: ['different arguments'],
     });
     const other = await failure(
@@ -198,7 +200,7 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
       const refused = await failure(step.prepareCall('s__crash').run({}, { idempotencyKey: 'k' }));
       expect(refused.code).toBe('OUTCOME_UNKNOWN');
       expect(refused.detail).toMatchObject({
-        delivery: 'not-sent',
+        delivery: 'sent',
         replayed: true,
         record: { state: 'OUTCOME_UNKNOWN' },
       });
@@ -292,7 +294,7 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
     expect(here.code).toBe('IDEMPOTENCY_IN_PROGRESS');
     const there = await failure(stepB.prepareCall('s__slow_send').run({}, { idempotencyKey: 'k' }));
     expect(there.code).toBe('IDEMPOTENCY_IN_PROGRESS');
-    expect(there.detail).toMatchObject({ delivery: 'not-sent', record: { state: 'SENT' } });
+    expect(there.detail).toMatchObject({ delivery: 'sent', record: { state: 'SENT' } });
     controller.abort();
     const aborted = await failure(running);
     expect([aborted.code, aborted.delivery]).toEqual(['ABORTED', 'sent']);
