@@ -94,6 +94,7 @@ const COMMON_KEYS = [
   'roots',
   'maxMessageBytes',
   'retryReads',
+  'trustAnnotations',
 ] as const;
 /** Every key a server entry of `kind` may have, its transport's first. */
 function serverKeysOf(kind: ServerConfig['transport']): readonly string[] {
@@ -264,6 +265,10 @@ function parseServer(
         : expectInt(obj['maxMessageBytes'], `${path}.maxMessageBytes`, ...MAX_MESSAGE_BYTES_RANGE),
     retryReads:
       obj['retryReads'] === undefined ? false : expectBool(obj['retryReads'], `${path}.retryReads`),
+    trustAnnotations:
+      obj['trustAnnotations'] === undefined
+        ? false
+        : expectBool(obj['trustAnnotations'], `${path}.trustAnnotations`),
   };
   const text = (value: unknown, at: string, allowEmpty = false): string =>
     interpolate(expectString(value, at, allowEmpty), at, env);

@@ -285,6 +285,7 @@ export class McpRuntime {
       stepId,
       policy: this.#policy,
       journal: this.#journal,
+      closeSignal: this.#core.closeController.signal,
       onJournalError: (error) =>
         this.#core.emit({ type: 'journal-error', error: toStepbindError(error) }),
       onDrained: () => {
