@@ -385,8 +385,12 @@ export class McpRuntime {
     await core.refreshMutex.waitForUnlock();
     await Promise.allSettled([...core.background]);
     await Promise.all([...core.sessions].map((s) => core.closeSession(s)));
-    await closeJournal(this.#journal);
-    await core.fleet?.close();
+    try {
+      await closeJournal(this.#journal);
+      await core.fleet?.close();
+    } finally {
+      core.closeDone = true;
+    }
   }
 
   #ensureOpen(): void {
