@@ -231,7 +231,7 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 25: a revocation that lands while the prepare hook waits is enforced at the point of use.
     name: 'admit only before the prepare hook',
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'this.#checkUse(hookSignal, admission, approved, options.prepare !== undefined);',
+    find: 'this.#checkUse(admission, approved, options.prepare !== undefined);',
     replace: '',
     testFile: 'packages/runtime/test/admission.stdio.test.ts',
     testName:

@@ -21,13 +21,7 @@ import {
 import { InputRoundLog, type InputRoundListener } from './input-rounds.js';
 import { checkRunOptions } from './run-options.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
-import type {
-  CallOutcome,
-  CallPolicy,
-  CallReceipt,
-  RunOptions,
-  ToolCallResult,
-} from './types.js';
+import type { CallOutcome, CallPolicy, CallReceipt, RunOptions, ToolCallResult } from './types.js';
 
 type CallPhase = 'admission' | 'prepare' | 'call' | 'output';
 
@@ -197,9 +191,7 @@ export class PreparedCall {
         phase = 'admission';
         if (replaced !== undefined) callArgs = this.#checkArgs(replaced);
       }
-      // The point of use: what the hook waited through (a revocation, a new epoch, a stale
-      // fleet view, a withdrawn standing approval, the runtime's close) refuses the call here.
-      this.#checkUse(hookSignal, admission, approved, options.prepare !== undefined);
+      if (options.signal?.aborted === true) throw this.#abortedBeforeSend(options.signal.reason);
       const tPrepared = performance.now();
       const caller = this.#bound.server.caller;
       if (caller.closed) {
@@ -211,6 +203,9 @@ export class PreparedCall {
         );
       }
       const timeoutMs = options.timeoutMs ?? this.#bound.server.callTimeoutMs;
+      // The point of use: what the hook waited through (a revocation, a new epoch, a stale
+      // fleet view, a withdrawn standing approval, the runtime's close) refuses the call here.
+      this.#checkUse(admission, approved, options.prepare !== undefined);
       // The key's SENT record is durable before a byte is written: a crash from here on leaves
       // OUTCOME_UNKNOWN, never a key that looks unsent.
       if (claim !== undefined && journal !== undefined) await journal.markSent(claim, timeoutMs);
@@ -347,16 +342,12 @@ export class PreparedCall {
   }
 
   /**
-   * Admission again at the point of use, after the `prepare` hook (DESIGN §7): the run's signal
-   * or the runtime's close, then the policy epoch, revocation and approval as they are now.
+   * Admission again at the point of use, after the `prepare` hook (DESIGN §7): the runtime's
+   * close, then the policy epoch, revocation and approval as they are now.
    */
-  #checkUse(
-    signal: AbortSignal | undefined,
-    admission: AdmissionSubject,
-    approved: boolean,
-    hookRan: boolean,
-  ): void {
-    if (signal?.aborted === true) throw this.#abortedBeforeSend(signal.reason);
+  #checkUse(admission: AdmissionSubject, approved: boolean, hookRan: boolean): void {
+    const closed = this.#state.closeSignal;
+    if (closed?.aborted === true) throw this.#abortedBeforeSend(closed.reason);
     if (admissionVerdict(admission).approvalRequired && !approved) {
       throw approvalRequiredError(admission, hookRan);
     }
