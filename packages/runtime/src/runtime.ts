@@ -362,7 +362,9 @@ export class McpRuntime {
   /**
    * Closes every connection of every set, cancels refreshes and debounced work, and waits for child
    * processes to exit. Pending calls fail (`CONNECTION_CLOSED` if not sent yet, `OUTCOME_UNKNOWN`
-   * if sent); once every run has journaled its outcome the journal closes. Idempotent.
+   * if sent); a run waiting in its `prepare` hook ends `ABORTED` (not sent; the hook's `ctx.signal`
+   * fires with `RUNTIME_CLOSED`) without waiting for the hook; once every run has journaled its
+   * outcome the journal closes. `status().state` is `closing` meanwhile. Idempotent.
    */
   close(): Promise<void> {
     this.#closing ??= this.#doClose();

@@ -67,10 +67,12 @@ export class PreparedCall {
   }
 
   /**
-   * Runs the call (DESIGN §7): idempotency key (DESIGN §13: replay, `IDEMPOTENCY_CONFLICT`,
+   * Runs the call (DESIGN §7): options checked (`INVALID_OPTIONS`, nothing journaled) →
+   * idempotency key (DESIGN §13: replay, `IDEMPOTENCY_CONFLICT`,
    * `IDEMPOTENCY_IN_PROGRESS`, `OUTCOME_UNKNOWN`) → read lock → revision check (`STALE_CATALOG`:
    * nothing runs, nothing is sent) → admission (policy epoch, revocation, approval, input schema:
-   * `TOOL_DENIED`, `INVALID_ARGUMENTS`) → `prepare` → the key's durable `SENT` record →
+   * `TOOL_DENIED`, `INVALID_ARGUMENTS`) → `prepare` (`ABORTED` when the runtime closes) →
+   * admission again at the point of use → the key's durable `SENT` record →
    * `tools/call` on the captured client (`TIMEOUT`, `ABORTED`, `CONNECTION_CLOSED` when nothing was
    * sent, `OUTCOME_UNKNOWN` when the connection was lost after sending, `SERVER_ERROR`) → output
    * validation against the frozen schema (`INVALID_TOOL_OUTPUT`; the call did run) → the outcome
