@@ -6,12 +6,11 @@
  */
 import { MAX_TIMER_MS } from '../discovery.js';
 import { CallError, ErrorCode } from '../errors.js';
-import type { RunOptions } from './types.js';
 
 const RUN_OPTION_KEYS = ['prepare', 'signal', 'timeoutMs', 'idempotencyKey'] as const;
 
 /**
- * Refuses a {@link RunOptions} bag the call could not honour: an unknown key (with the nearest
+ * Refuses a `RunOptions` bag the call could not honour: an unknown key (with the nearest
  * known one), a `timeoutMs` that is not an integer from 1 to 2^31−1 (Node clamps other values to
  * 1 ms, so the call would be sent and then time out), a `signal` that is not an `AbortSignal`, a
  * `prepare` that is not a function, or an idempotency key that is not 1 to 512 characters without
