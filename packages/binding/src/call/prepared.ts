@@ -168,10 +168,10 @@ export class PreparedCall {
       // Arguments already bounded for their digest are not walked again.
       let callArgs = this.#checkArgs(args, argsDigest !== undefined);
       let approved = false;
-      // The hook sees the caller's signal and the runtime's close; neither waits for it to return.
-      const hookSignal = anySignal(options.signal, state.closeSignal);
       if (options.prepare !== undefined) {
         phase = 'prepare';
+        // The hook sees the caller's signal and the runtime's close; neither waits for it to return.
+        const hookSignal = anySignal(options.signal, state.closeSignal);
         const replaced = await untilAborted(
           options.prepare({
             server: this.server,
