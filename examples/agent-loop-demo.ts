@@ -86,7 +86,12 @@ async function runAgentLoop(
   await using runtime = await McpRuntime.open(
     {
       mcpServers: {
-        ops: stdioServerParams({ scenario: 'fixture', fixture: OPS, auditPath: opsAudit }),
+        // This ops server is ours: we vouch for its annotations, so `ops__plan` (readOnlyHint) runs
+        // without an approval. A third-party server's readOnlyHint would lower no bar.
+        ops: {
+          ...stdioServerParams({ scenario: 'fixture', fixture: OPS, auditPath: opsAudit }),
+          trustAnnotations: true,
+        },
         docs: stdioServerParams({ scenario: 'normal' }),
       },
     },

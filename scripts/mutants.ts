@@ -281,6 +281,49 @@ const MUTANTS: readonly Mutant[] = [
     // The child saw `pa$word` and the value of HOME instead of what the file says.
     diagnostic: "'pa$word'",
   },
+  {
+    // Issue 25: a server's readOnlyHint on an unproven catalog is a claim, not the application's word.
+    name: "trust an unproven catalog's readOnlyHint",
+    file: 'packages/binding/src/call/admission.ts',
+    find: '(bound.server.trustAnnotations === true || isProven(bound.server.catalog))',
+    replace: '(true as boolean)',
+    testFile: 'packages/runtime/test/admission.stdio.test.ts',
+    testName:
+      'a destructive tool that claims readOnlyHint needs an approval on an unproven catalog',
+    diagnostic: 'expected a rejection',
+  },
+  {
+    // Issue 25: a revocation that lands while the prepare hook waits is enforced at the point of use.
+    name: 'admit only before the prepare hook',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: 'this.#checkUse(admission, approved, options.prepare !== undefined);',
+    replace: '',
+    testFile: 'packages/runtime/test/admission.stdio.test.ts',
+    testName:
+      'a revocation that lands while the prepare hook waits refuses the call; the key ends NOT_SENT',
+    diagnostic: 'expected a rejection',
+  },
+  {
+    // Issue 25: Node clamps an out-of-range timer to 1 ms; the call must not be sent with it.
+    name: 'send with an out-of-range timeoutMs',
+    file: 'packages/binding/src/call/run-options.ts',
+    find: 'timeoutMs > MAX_TIMER_MS)',
+    replace: 'timeoutMs > Infinity)',
+    testFile: 'packages/runtime/test/admission.stdio.test.ts',
+    testName: 'refuses timeoutMs over 2^31-1 with INVALID_OPTIONS, nothing sent, nothing journaled',
+    diagnostic: "'INVALID_OPTIONS'",
+  },
+  {
+    // Issue 25: close() does not wait for a prepare hook that never returns.
+    name: 'wait for a pending prepare hook at close',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: 'const hookSignal = anySignal(options.signal, state.closeSignal);',
+    replace: 'const hookSignal = options.signal;',
+    testFile: 'packages/runtime/test/admission.stdio.test.ts',
+    testName:
+      'resolves with a hook that never resolves: the run ends ABORTED, not sent, the key NOT_SENT',
+    diagnostic: 'Test timed out',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -90,6 +90,13 @@ export interface CommonServerConfig {
    * again (tools of other effect classes never are). @default false
    */
   readonly retryReads: boolean;
+  /**
+   * The application vouches for this server's tool annotations (its own server, say): a tool
+   * marked `readOnlyHint: true` then needs no approval and may be re-sent under `retryReads` even
+   * when the catalog is not proven. Otherwise annotations of an unproven catalog lower no bar.
+   * @default false
+   */
+  readonly trustAnnotations: boolean;
 }
 
 /**

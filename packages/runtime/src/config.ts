@@ -99,6 +99,7 @@ const COMMON_KEYS = [
   'roots',
   'maxMessageBytes',
   'retryReads',
+  'trustAnnotations',
 ] as const;
 /** Every key a server entry of `kind` may have, its transport's first. */
 function serverKeysOf(kind: ServerConfig['transport']): readonly string[] {
@@ -289,6 +290,10 @@ function parseServer(obj: Record<string, unknown>, path: string, read: ConfigTex
         : expectInt(obj['maxMessageBytes'], `${path}.maxMessageBytes`, ...MAX_MESSAGE_BYTES_RANGE),
     retryReads:
       obj['retryReads'] === undefined ? false : expectBool(obj['retryReads'], `${path}.retryReads`),
+    trustAnnotations:
+      obj['trustAnnotations'] === undefined
+        ? false
+        : expectBool(obj['trustAnnotations'], `${path}.trustAnnotations`),
   };
   const text = (value: unknown, at: string, allowEmpty = false): string =>
     read(expectString(value, at, allowEmpty), at);

@@ -93,6 +93,7 @@ function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
             : { autoApprove: new Set(session.config.autoApprove) }),
           callLimits: session.config.limits,
           retryReads: session.config.retryReads,
+          trustAnnotations: session.config.trustAnnotations,
         }),
       );
     } else if (entry.kind === 'starting') {

@@ -51,7 +51,10 @@ export class RuntimeCore {
   dirtyReasons: string[] = [];
   setCounter = 0;
   rebuilds = 0;
+  /** True from the first `close()` on. */
   closed = false;
+  /** True once `close()` finished: every connection, the journal and the fleet store closed. */
+  closeDone = false;
 
   constructor(config: RuntimeConfig, options: McpRuntimeOptions, connect: ServerConnector) {
     this.config = config;

@@ -118,9 +118,10 @@ export interface ServerStatus {
   readonly required: boolean;
   /**
    * `reconnecting`: its HTTP session was lost and a new one is being opened (`error` says why);
-   * `failed` is also used once the background reconnects gave up.
+   * `failed` is also used once the background reconnects gave up; `closing` from the runtime's
+   * `close()` until it resolved, `closed` after (or when its connection closed).
    */
-  readonly state: 'ready' | 'starting' | 'reconnecting' | 'failed' | 'closed';
+  readonly state: 'ready' | 'starting' | 'reconnecting' | 'failed' | 'closing' | 'closed';
   readonly generation?: number;
   readonly revision?: number;
   readonly catalogState?: string;
@@ -177,7 +178,10 @@ export interface DiscoveryStatus {
 
 /** A snapshot of the runtime's state, for dashboards and tests. */
 export interface RuntimeStatus {
+  /** True from the first `close()` on. */
   readonly closed: boolean;
+  /** `open`; `closing` while `close()` runs; `closed` once it resolved. */
+  readonly state: 'open' | 'closing' | 'closed';
   readonly dirty: boolean;
   readonly setId: number;
   readonly liveSets: number;

@@ -285,6 +285,7 @@ export class McpRuntime {
       stepId,
       policy: this.#policy,
       journal: this.#journal,
+      closeSignal: this.#core.closeController.signal,
       onJournalError: (error) =>
         this.#core.emit({ type: 'journal-error', error: toStepbindError(error) }),
       onDrained: () => {
@@ -361,7 +362,9 @@ export class McpRuntime {
   /**
    * Closes every connection of every set, cancels refreshes and debounced work, and waits for child
    * processes to exit. Pending calls fail (`CONNECTION_CLOSED` if not sent yet, `OUTCOME_UNKNOWN`
-   * if sent); once every run has journaled its outcome the journal closes. Idempotent.
+   * if sent); a run waiting in its `prepare` hook ends `ABORTED` (not sent; the hook's `ctx.signal`
+   * fires with `RUNTIME_CLOSED`) without waiting for the hook; once every run has journaled its
+   * outcome the journal closes. `status().state` is `closing` meanwhile. Idempotent.
    */
   close(): Promise<void> {
     this.#closing ??= this.#doClose();
@@ -384,8 +387,12 @@ export class McpRuntime {
     await core.refreshMutex.waitForUnlock();
     await Promise.allSettled([...core.background]);
     await Promise.all([...core.sessions].map((s) => core.closeSession(s)));
-    await closeJournal(this.#journal);
-    await core.fleet?.close();
+    try {
+      await closeJournal(this.#journal);
+      await core.fleet?.close();
+    } finally {
+      core.closeDone = true;
+    }
   }
 
   #ensureOpen(): void {

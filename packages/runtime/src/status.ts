@@ -13,7 +13,15 @@ export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
     const found = core.discovery.of(name);
     const discovery: { discovery?: DiscoveryStatus } =
       found === undefined ? {} : { discovery: found };
-    if (entry === undefined || entry.kind === 'starting') {
+    if (core.closed) {
+      // The set is detached at the first close(): the server is closing, not starting.
+      servers.push({
+        name,
+        required: cfg.required,
+        state: core.closeDone ? 'closed' : 'closing',
+        ...discovery,
+      });
+    } else if (entry === undefined || entry.kind === 'starting') {
       servers.push({ name, required: cfg.required, state: 'starting', ...discovery });
     } else if (entry.kind === 'ready') {
       const s = entry.session;
@@ -60,6 +68,7 @@ export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
   }
   return Object.freeze({
     closed: core.closed,
+    state: core.closeDone ? 'closed' : core.closed ? 'closing' : 'open',
     dirty: core.dirty,
     setId: set?.id ?? 0,
     liveSets: core.liveSets.size,

@@ -32,6 +32,12 @@ export interface CreateBindingOptions {
   /** Records every run's outcome and holds idempotency keys. @default none (no keys, no receipts log) */
   readonly journal?: CallJournal;
   /**
+   * Aborts when the binding's owner closes (`McpRuntime.close()`): a run waiting in its `prepare`
+   * hook then ends `ABORTED` (`delivery: 'not-sent'`) without waiting for the hook, and no run
+   * sends after it. @default never
+   */
+  readonly closeSignal?: AbortSignal;
+  /**
    * Called when the journal could not record the outcome of a call that is reported anyway (a
    * result that came back while the disk was full).
    */
@@ -74,6 +80,7 @@ export class McpBinding {
       inFlight: 0,
       onDrained: options.onDrained,
       journal: options.journal,
+      closeSignal: options.closeSignal,
       onJournalError: options.onJournalError ?? (() => undefined),
     };
     this.servers = Object.freeze([

@@ -10,18 +10,18 @@ import type { JournalClaim } from '../journal/claim.js';
 import type { CallJournal } from '../journal/journal.js';
 import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/store.js';
 import type { Release } from '../lock.js';
-import type { CatalogSnapshot, EffectClass, ToolDescriptor } from '../snapshot/snapshot.js';
+import type { CatalogSnapshot, ToolDescriptor } from '../snapshot/snapshot.js';
 import type { BoundTool } from '../tools/view.js';
+import {
+  admissionVerdict,
+  approvalRequiredError,
+  trustedRead,
+  type AdmissionSubject,
+} from './admission.js';
 import { InputRoundLog, type InputRoundListener } from './input-rounds.js';
+import { checkRunOptions } from './run-options.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
-import type {
-  ApprovalMode,
-  CallOutcome,
-  CallPolicy,
-  CallReceipt,
-  RunOptions,
-  ToolCallResult,
-} from './types.js';
+import type { CallOutcome, CallPolicy, CallReceipt, RunOptions, ToolCallResult } from './types.js';
 
 type CallPhase = 'admission' | 'prepare' | 'call' | 'output';
 
@@ -67,10 +67,12 @@ export class PreparedCall {
   }
 
   /**
-   * Runs the call (DESIGN §7): idempotency key (DESIGN §13: replay, `IDEMPOTENCY_CONFLICT`,
+   * Runs the call (DESIGN §7): options checked (`INVALID_OPTIONS`, nothing journaled) →
+   * idempotency key (DESIGN §13: replay, `IDEMPOTENCY_CONFLICT`,
    * `IDEMPOTENCY_IN_PROGRESS`, `OUTCOME_UNKNOWN`) → read lock → revision check (`STALE_CATALOG`:
    * nothing runs, nothing is sent) → admission (policy epoch, revocation, approval, input schema:
-   * `TOOL_DENIED`, `INVALID_ARGUMENTS`) → `prepare` → the key's durable `SENT` record →
+   * `TOOL_DENIED`, `INVALID_ARGUMENTS`) → `prepare` (`ABORTED` when the runtime closes) →
+   * admission again at the point of use → the key's durable `SENT` record →
    * `tools/call` on the captured client (`TIMEOUT`, `ABORTED`, `CONNECTION_CLOSED` when nothing was
    * sent, `OUTCOME_UNKNOWN` when the connection was lost after sending, `SERVER_ERROR`) → output
    * validation against the frozen schema (`INVALID_TOOL_OUTPUT`; the call did run) → the outcome
@@ -84,6 +86,8 @@ export class PreparedCall {
     args: Readonly<Record<string, unknown>> = {},
     options: RunOptions = {},
   ): Promise<CallOutcome> {
+    // Before anything is journaled or sent: a bad option is the caller's bug, not a run.
+    checkRunOptions(options, this.#detail({}));
     const state = this.#state;
     const key = options.idempotencyKey;
     // Every run the journal counts ends in exactly one of complete, fail or replayed.
@@ -121,11 +125,15 @@ export class PreparedCall {
         if (journal === undefined || context === undefined || argsDigest === undefined) {
           throw this.#noJournal(key);
         }
-        checkKey(key, this.#detail({}));
         // Without a prepare hook nothing long can come between claim and send: the claim is
         // written once, as SENT, just before sending.
         const begun = await journal.begin(
-          { key, context, argsDigest, retryReads: this.#bound.server.retryReads === true },
+          {
+            key,
+            context,
+            argsDigest,
+            retryReads: this.#bound.server.retryReads === true && trustedRead(this.#bound),
+          },
           { deferWrite: options.prepare === undefined },
         );
         if (begun.kind === 'refused') throw begun.error;
@@ -152,36 +160,40 @@ export class PreparedCall {
           },
         );
       }
-      const approvalRequired = this.#admit(options);
+      const admission = this.#admission();
+      const { approvalRequired } = admissionVerdict(admission);
+      if (approvalRequired && options.prepare === undefined) {
+        throw approvalRequiredError(admission, false);
+      }
       // Arguments already bounded for their digest are not walked again.
       let callArgs = this.#checkArgs(args, argsDigest !== undefined);
+      let approved = false;
       if (options.prepare !== undefined) {
         phase = 'prepare';
-        let approved = false;
-        const replaced = await options.prepare({
-          server: this.server,
-          tool: this.tool,
-          modelName: this.modelName,
-          effectClass: this.descriptor.effectClass,
-          catalogState: this.#bound.server.catalog.state,
-          approvalRequired,
-          approve: () => {
-            approved = true;
-          },
-          args: callArgs,
-          signal: options.signal,
-        });
+        // The hook sees the caller's signal and the runtime's close; neither waits for it to return.
+        const hookSignal = anySignal(options.signal, state.closeSignal);
+        const replaced = await untilAborted(
+          options.prepare({
+            server: this.server,
+            tool: this.tool,
+            modelName: this.modelName,
+            effectClass: this.descriptor.effectClass,
+            catalogState: this.#bound.server.catalog.state,
+            approvalRequired,
+            approve: () => {
+              approved = true;
+            },
+            args: callArgs,
+            signal: hookSignal,
+          }),
+          hookSignal,
+          (reason) => this.#abortedBeforeSend(reason),
+        );
+        if (approvalRequired && !approved) throw approvalRequiredError(admission, true);
         phase = 'admission';
-        if (approvalRequired && !approved) throw this.#approvalRequired(true);
         if (replaced !== undefined) callArgs = this.#checkArgs(replaced);
       }
-      if (options.signal?.aborted === true) {
-        throw new CallError(
-          ErrorCode.ABORTED,
-          `"${this.modelName}" was cancelled before it was sent.`,
-          { detail: this.#detail({}), cause: options.signal.reason },
-        );
-      }
+      if (options.signal?.aborted === true) throw this.#abortedBeforeSend(options.signal.reason);
       const tPrepared = performance.now();
       const caller = this.#bound.server.caller;
       if (caller.closed) {
@@ -193,7 +205,9 @@ export class PreparedCall {
         );
       }
       const timeoutMs = options.timeoutMs ?? this.#bound.server.callTimeoutMs;
-      phase = 'admission';
+      // The point of use: what the hook waited through (a revocation, a new epoch, a stale
+      // fleet view, a withdrawn standing approval, the runtime's close) refuses the call here.
+      this.#checkUse(admission, approved, options.prepare !== undefined);
       // The key's SENT record is durable before a byte is written: a crash from here on leaves
       // OUTCOME_UNKNOWN, never a key that looks unsent.
       if (claim !== undefined && journal !== undefined) await journal.markSent(claim, timeoutMs);
@@ -320,63 +334,43 @@ export class PreparedCall {
     }
   }
 
+  #admission(): AdmissionSubject {
+    return {
+      bound: this.#bound,
+      policy: this.#policy,
+      policyEpoch: this.#policyEpoch,
+      detail: (extra) => this.#detail(extra),
+    };
+  }
+
+  /**
+   * Admission again at the point of use, after the `prepare` hook (DESIGN §7): the runtime's
+   * close, then the policy epoch, revocation and approval as they are now.
+   */
+  #checkUse(admission: AdmissionSubject, approved: boolean, hookRan: boolean): void {
+    const closed = this.#state.closeSignal;
+    if (closed?.aborted === true) throw this.#abortedBeforeSend(closed.reason);
+    if (admissionVerdict(admission).approvalRequired && !approved) {
+      throw approvalRequiredError(admission, hookRan);
+    }
+  }
+
+  #abortedBeforeSend(reason: unknown): CallError {
+    const closing = this.#state.closeSignal?.aborted === true;
+    return new CallError(
+      ErrorCode.ABORTED,
+      closing
+        ? `The runtime closed before "${this.modelName}" was sent; it was not run and nothing was sent. Open a new runtime to call it.`
+        : `"${this.modelName}" was cancelled before it was sent.`,
+      { detail: this.#detail({ ...(closing ? { reason: 'closed' } : {}) }), cause: reason },
+    );
+  }
+
   #noJournal(key: string): CallError {
     return new CallError(
       ErrorCode.INVALID_OPTIONS,
       `"${this.modelName}" was given idempotency key "${key}", but this binding has no journal (or it is closed); nothing was sent. Capture the step from an open McpRuntime.`,
       { detail: this.#detail({ key }) },
-    );
-  }
-
-  #admit(options: RunOptions): boolean {
-    const policy = this.#policy;
-    if (policy.policyEpoch !== this.#policyEpoch) {
-      throw new CallError(
-        ErrorCode.TOOL_DENIED,
-        `The policy changed after this step was captured (epoch ${this.#policyEpoch} → ${policy.policyEpoch}); "${this.modelName}" was not run. Call again from the next step.`,
-        {
-          detail: this.#detail({
-            reason: 'policy-epoch',
-            capturedEpoch: this.#policyEpoch,
-            currentEpoch: policy.policyEpoch,
-          }),
-        },
-      );
-    }
-    if (policy.isRevoked(this.server, this.tool)) {
-      throw new CallError(
-        ErrorCode.TOOL_DENIED,
-        `Tool "${this.tool}" of server "${this.server}" was revoked; "${this.modelName}" was not run.`,
-        { detail: this.#detail({ reason: 'revoked' }) },
-      );
-    }
-    const server = this.#bound.server;
-    const approvalRequired =
-      server.autoApprove?.has(this.tool) !== true &&
-      needsApproval(server.approval, server.catalog.state, this.descriptor.effectClass) &&
-      policy.isApproved?.(this.server, this.tool) !== true;
-    if (approvalRequired && options.prepare === undefined) throw this.#approvalRequired(false);
-    return approvalRequired;
-  }
-
-  #approvalRequired(hookRan: boolean): CallError {
-    const mode = this.#bound.server.approval;
-    const state = this.#bound.server.catalog.state;
-    const why =
-      mode === 'all-writes'
-        ? `server "${this.server}" requires an approval for every call that may change state`
-        : `the catalog of server "${this.server}" is not proven (${state}: the server sends no catalog revision token)`;
-    return new CallError(
-      ErrorCode.APPROVAL_REQUIRED,
-      `"${this.modelName}" may change state (effect ${this.descriptor.effectClass}) and ${why}; it was not run and nothing was sent. ${hookRan ? 'The prepare hook returned without calling ctx.approve().' : 'No prepare hook was given.'} Approve it with run(args, { prepare: (ctx) => ctx.approve() }) after asking the user, or opt out for this server with "approval": "none" in its configuration.`,
-      {
-        detail: this.#detail({
-          reason: 'approval-required',
-          approval: mode,
-          catalogState: state,
-          effectClass: this.descriptor.effectClass,
-        }),
-      },
     );
   }
 
@@ -533,27 +527,41 @@ function protocolOf(catalog: CatalogSnapshot): { readonly protocolVersion?: stri
   return version === undefined ? {} : { protocolVersion: version };
 }
 
-/** Whether a call needs an approval under `mode` (see {@link ApprovalMode}). */
-function needsApproval(mode: ApprovalMode, catalogState: string, effect: EffectClass): boolean {
-  if (mode === 'none' || effect === 'read') return false;
-  if (mode === 'all-writes') return true;
-  return catalogState !== 'ELIGIBLE' && catalogState !== 'SNAPSHOT_PROVEN';
+/** `a` and `b` as one signal (either alone when the other is absent). */
+function anySignal(
+  a: AbortSignal | undefined,
+  b: AbortSignal | undefined,
+): AbortSignal | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  return AbortSignal.any([a, b]);
 }
 
-/** Idempotency keys: 1 to 512 characters, no control characters. */
-function checkKey(key: unknown, detail: Record<string, unknown>): void {
-  if (
-    typeof key !== 'string' ||
-    key.length === 0 ||
-    key.length > 512 ||
-    // eslint-disable-next-line no-control-regex
-    /[\u0000-\u001f]/.test(key)
-  ) {
-    throw new CallError(
-      ErrorCode.INVALID_OPTIONS,
-      `The idempotency key must be a string of 1 to 512 characters without control characters; "${String(detail['modelName'])}" was not run.`,
-      { detail },
-    );
+/**
+ * Waits for `work` until `signal` aborts, then fails with `aborted(reason)` without waiting for it
+ * (a `prepare` hook that ignores its signal cannot hold the run, or `close()`, forever); a later
+ * rejection of `work` is ignored.
+ */
+async function untilAborted<T>(
+  work: Promise<T> | T,
+  signal: AbortSignal | undefined,
+  aborted: (reason: unknown) => Error,
+): Promise<T> {
+  if (signal === undefined) return await work;
+  const pending = Promise.resolve(work);
+  pending.catch(() => undefined);
+  let onAbort: (() => void) | undefined;
+  try {
+    return await Promise.race([
+      pending,
+      new Promise<never>((_, reject) => {
+        onAbort = () => reject(aborted(signal.reason));
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
   }
 }
 

@@ -12,6 +12,8 @@ export interface BindingState {
   inFlight: number;
   onDrained: (() => void) | undefined;
   readonly journal: CallJournal | undefined;
+  /** Aborts when the owner (the runtime) closes: pending `prepare` hooks stop holding their runs. */
+  readonly closeSignal: AbortSignal | undefined;
   readonly onJournalError: (error: unknown) => void;
 }
 

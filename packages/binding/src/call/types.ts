@@ -53,7 +53,8 @@ export interface ToolCaller {
  * - `none`: no approval is asked for (an explicit opt-out per server).
  *
  * Effect classes come from annotations, which are untrusted hints: a tool without annotations is
- * `unknown`, and only `read` tools are exempt.
+ * `unknown`, and only `read` tools are exempt, and only when the catalog is proven or the
+ * application vouches for the server's annotations (`BoundServer.trustAnnotations`).
  */
 export type ApprovalMode = 'none' | 'unproven-writes' | 'all-writes';
 
@@ -89,7 +90,10 @@ export interface PrepareContext {
   readonly signal: AbortSignal | undefined;
 }
 
-/** Options of {@link PreparedCall.run}. */
+/**
+ * Options of {@link PreparedCall.run}, checked at run time before anything is journaled or sent: an
+ * unknown key (with a did-you-mean) or a value of the wrong type or range is `INVALID_OPTIONS`.
+ */
 export interface RunOptions {
   /**
    * Runs under the revision read lock after admission and before `tools/call`: approvals, argument
@@ -100,7 +104,10 @@ export interface RunOptions {
   ) => Promise<Readonly<Record<string, unknown>> | void> | Readonly<Record<string, unknown>> | void;
   /** Cancels waiting, preparing or the call (a sent call gets `notifications/cancelled`). */
   readonly signal?: AbortSignal;
-  /** Per-call timeout. @default the server's `callTimeoutMs` (60000) */
+  /**
+   * Per-call timeout: an integer from 1 to 2^31−1 ms (anything else is `INVALID_OPTIONS`, nothing
+   * sent). @default the server's `callTimeoutMs` (60000)
+   */
   readonly timeoutMs?: number;
   /**
    * Makes the call idempotent (DESIGN §13): a key whose call completed returns the stored result

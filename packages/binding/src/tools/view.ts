@@ -54,6 +54,13 @@ export interface BoundServer {
    * idempotency key. @default false
    */
   readonly retryReads?: boolean;
+  /**
+   * The application vouches for this server's tool annotations: `readOnlyHint: true` then exempts
+   * a tool from approval and lets `retryReads` re-send it even when the catalog is not proven.
+   * Without it, annotations of an unproven catalog are untrusted hints that lower no bar.
+   * @default false
+   */
+  readonly trustAnnotations?: boolean;
 }
 
 /** A model-facing tool and where it runs. */

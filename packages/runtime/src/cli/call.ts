@@ -19,7 +19,8 @@ import type { CliIo } from './io.js';
 const USAGE = `Usage: stepbind call SERVER TOOL --config FILE [--args JSON] [--approve] [--json]
   SERVER is a configured server name, TOOL the tool's name on that server (not the model name).
   --args    the arguments as a JSON object (default {})
-  --approve approve a call that needs approval (a non-read tool of an unproven catalog)
+  --approve approve a call that needs approval (a tool of an unproven catalog, unless it is
+            read-only and the server's config says "trustAnnotations": true)
   --json    print { ok, result, receipt } or { ok: false, error } as JSON
 Exit code 0 when the call ran and the tool reported no error; 1 when it was refused, failed or the
 tool reported an error; 2 for usage or config errors.

@@ -2,6 +2,10 @@ import { isProcessAlive, type ServerFixture } from '@stepbind/testkit';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cli, cliSandbox, tool, type CliSandbox } from './support.js';
 
+/**
+ * `status` says it only reads, but the catalog is unproven and the config does not vouch for its
+ * annotations (`trustAnnotations`): calling it takes `--approve`, as `deploy` does.
+ */
 const OPS: ServerFixture = {
   generations: [
     {
@@ -46,6 +50,7 @@ describe('stepbind call', () => {
       'call',
       'ops',
       'status',
+      '--approve',
       '--config',
       config,
       '--args',
@@ -70,6 +75,7 @@ describe('stepbind call', () => {
       'call',
       'ops',
       'status',
+      '--approve',
       '--config',
       config,
       '--args={"env":"dev"}',
@@ -103,6 +109,7 @@ describe('stepbind call', () => {
       'call',
       'ops',
       'status',
+      '--approve',
       '--config',
       config,
       '--args',
@@ -126,6 +133,7 @@ describe('stepbind call', () => {
       'call',
       'ops',
       'status',
+      '--approve',
       '--config',
       config,
       '--args',

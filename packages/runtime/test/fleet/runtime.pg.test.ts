@@ -237,6 +237,69 @@ describe.skipIf(server === undefined)(
       expect(calls.map((c) => c.tool)).toEqual(['send']);
     });
 
+    it('a fleet revocation and a withdrawn fleet approval that land while the prepare hook waits refuse the call at the point of use', async () => {
+      const schema = server!.schema('use');
+      const audit = tempAudit();
+      const a = await worker(schema, tempAudit());
+      const b = await worker(schema, audit, { approval: 'all-writes' });
+      const applied = (done: () => boolean): Promise<void> =>
+        new Promise((resolve) => {
+          const off = b.fleet!.onEpoch(() => {
+            if (done()) {
+              off();
+              resolve();
+            }
+          });
+        });
+      const approvedNow = applied(() => b.fleet!.policy.policy.approved.length === 1);
+      await a.fleet!.change({ kind: 'approve', server: 's', tool: 'note', by: 'ops' });
+      await approvedNow;
+      await using step = await b.captureBinding();
+      // The hook waits (a human deciding) while another worker acts; it approves `send` itself and
+      // relies on the fleet's standing approval for `note`.
+      const waiting = (tool: string, change: () => Promise<void>): Promise<CallError> => {
+        let entered!: () => void;
+        const inHook = new Promise<void>((resolve) => (entered = resolve));
+        let decide!: () => void;
+        const decided = new Promise<void>((resolve) => (decide = resolve));
+        const refused = failure(
+          step.prepareCall(`s__${tool}`).run(
+            {},
+            {
+              prepare: async (ctx) => {
+                entered();
+                await decided;
+                if (ctx.approvalRequired) ctx.approve();
+              },
+            },
+          ),
+        );
+        return inHook.then(change).then(() => {
+          decide();
+          return refused;
+        });
+      };
+      const revoked = await waiting('send', async () => {
+        const seen = applied(() => b.fleet!.policy.policy.revoked.length > 0);
+        await a.fleet!.revoke('s', 'send', 'ops');
+        await seen;
+      });
+      expect(revoked).toMatchObject({
+        code: 'TOOL_DENIED',
+        detail: { reason: 'revoked', delivery: 'not-sent' },
+      });
+      const withdrawn = await waiting('note', async () => {
+        const seen = applied(() => b.fleet!.policy.policy.approved.length === 0);
+        await a.fleet!.change({ kind: 'unapprove', server: 's', tool: 'note' });
+        await seen;
+      });
+      expect(withdrawn).toMatchObject({
+        code: 'APPROVAL_REQUIRED',
+        detail: { delivery: 'not-sent' },
+      });
+      expect((await readAuditTrail(audit)).filter((e) => e.method === 'tools/call')).toEqual([]);
+    });
+
     it('a late optional start publishes through the fleet CAS too: the fleet and the local registry agree on its generation', async () => {
       const schema = server!.schema('late');
       const audit = tempAudit();

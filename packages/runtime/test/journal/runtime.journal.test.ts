@@ -96,7 +96,10 @@ async function open(
       mcpServers: {
         s: {
           ...stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath }),
-          ...(options.retryReads === undefined ? {} : { retryReads: options.retryReads }),
+          // The application vouches for this fixture's annotations (its `lookup` tools are reads).
+          ...(options.retryReads === undefined
+            ? {}
+            : { retryReads: options.retryReads, trustAnnotations: true }),
         },
       },
     },
@@ -319,8 +322,9 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
     await step.prepareCall('s__oops').run({}, { ...approve, idempotencyKey: 'oops' });
     await failure(step.prepareCall('s__send').run({}));
     await failure(step.prepareCall('s__send').run({ input: 7 }, approve));
-    await step.prepareCall('s__lookup').run({ input: 'x' }, { idempotencyKey: 'r' });
-    await step.prepareCall('s__lookup').run({ input: 'x' }, { idempotencyKey: 'r' });
+    // An unproven catalog's readOnlyHint lowers no bar: the read needs its approval too.
+    await step.prepareCall('s__lookup').run({ input: 'x' }, { ...approve, idempotencyKey: 'r' });
+    await step.prepareCall('s__lookup').run({ input: 'x' }, { ...approve, idempotencyKey: 'r' });
     runtime.revokeTool('s', 'lookup');
     await failure(step.prepareCall('s__lookup').run({}));
     await step.prepareCall('s__bump').run({}, approve);

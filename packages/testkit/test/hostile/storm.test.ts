@@ -26,6 +26,8 @@ describe('hostile: a list_changed storm', () => {
         },
       },
       {
+        // The storm is the subject, not approvals (its readOnlyHint is an unproven catalog's claim).
+        approval: 'none',
         listChangedDebounceMs: 20,
         onEvent: (event) => {
           events.push(event);

@@ -65,7 +65,11 @@ const journal = {
 };
 
 const runtime = await McpRuntime.open(
-  { mcpServers: { s: { ...plan.server, retryReads: true, approval: 'none' } } },
+  {
+    mcpServers: {
+      s: { ...plan.server, retryReads: true, trustAnnotations: true, approval: 'none' },
+    },
+  },
   {
     journal: { store: journal },
     onEvent: (e) => {
