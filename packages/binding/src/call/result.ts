@@ -31,6 +31,10 @@ const MODEL_MESSAGES: Partial<Record<Code, (e: StepbindError) => string>> = {
       : 'The call was cancelled before it was sent; it did not run.',
   IDEMPOTENCY_IN_PROGRESS: () =>
     'This tool call is already running; it was not started again. Wait for its result instead of calling it again.',
+  JOURNAL_BUSY: (e) =>
+    isSent(e)
+      ? 'The call was sent, but its outcome could not be recorded because the journal was busy. It may or may not have taken effect; check before retrying.'
+      : 'The call was not run: its journal was busy (another process held its lock), so it was not sent. Try it again shortly.',
   IDEMPOTENCY_CONFLICT: () =>
     'This tool-call id was already used for a different call, so this call was not run. Make it again as a new tool call.',
 };
