@@ -31,7 +31,9 @@ export function openJournal(
         : openSqliteJournal({
             path: options.path,
             ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
-            ...(options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs }),
+            ...(options.busyTimeoutMs === undefined
+              ? {}
+              : { busyTimeoutMs: options.busyTimeoutMs }),
             ...(clock === undefined ? {} : { clock }),
           });
   openOwners.add(owner);

@@ -124,7 +124,10 @@ function sleep(ms: number, wait: BusyWait): Promise<void> {
     const onAbort = (): void => {
       clock.clearTimeout(timer);
       done();
-      reject(stopped(wait));
+      const reason = stopped(wait);
+      // An abort event always comes with its signal aborted; resolving would only try once more.
+      if (reason === undefined) resolve();
+      else reject(reason);
     };
     const done = (): void => {
       signal?.removeEventListener('abort', onAbort);

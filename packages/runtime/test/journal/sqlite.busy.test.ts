@@ -279,7 +279,8 @@ describe('the SQLite journal while another process holds its write lock', () => 
     const path = join(dir.path, 'journal.db');
     const clock = virtualClock();
     const store = openSqliteJournal({ path, clock: { ...clock, setTimeout: pauseOnly(clock) } });
-    await using holder = await holdLock(path);
+    // Released on dispose, after the store closed.
+    await using _holder = await holdLock(path);
     const insert = failure(store.insert(record('k')));
     await clock.paused;
     await store.close();
