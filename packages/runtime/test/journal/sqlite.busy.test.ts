@@ -4,7 +4,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { isStepbindError, toToolResult, type CallError } from '@stepbind/binding';
+import { isStepbindError, toToolResult, verifyChain, type CallError } from '@stepbind/binding';
 import {
   McpRuntime,
   openSqliteJournal,
@@ -21,7 +21,7 @@ import {
 } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitUntilGone } from '../helpers.js';
-import { record, tempDir } from './support.js';
+import { receipt, record, tempDir } from './support.js';
 
 const HOLDER = fileURLToPath(new URL('./busy/lock-holder.mjs', import.meta.url));
 
@@ -231,6 +231,41 @@ describe('the SQLite journal while another process holds its write lock', () => 
     expect(await sends()).toHaveLength(1);
     expect((await runtime.journal.get('k'))?.state).toBe('COMPLETED');
     expect((await runtime.journal.verify()).ok).toBe(true);
+  });
+
+  it('applies an update and its receipt once, whole, when the lock it waited for is released', async () => {
+    using dir = tempDir('busy');
+    const path = join(dir.path, 'journal.db');
+    let paused: () => void = () => undefined;
+    const waiting = new Promise<void>((resolve) => (paused = resolve));
+    // The real timers, telling when the first pause starts.
+    const clock: RuntimeClock = {
+      now: () => Date.now(),
+      clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+      setTimeout: (callback, ms) => {
+        paused();
+        return setTimeout(callback, ms);
+      },
+    };
+    const store = openSqliteJournal({ path, clock });
+    try {
+      expect(await store.insert(record('k'))).toBe(true);
+      const holder = await holdLock(path);
+      const update = store.update(record('k', { state: 'SENT', version: 2 }), 1, {
+        receipt: receipt(1, 'k'),
+        durable: true,
+      });
+      await waiting;
+      await holder.release();
+      const written = await update;
+      expect(written).toMatchObject({ ok: true, receipt: { seq: 1 } });
+      expect(await store.get('k')).toMatchObject({ state: 'SENT', version: 2 });
+      const chain = await store.readReceipts();
+      expect(chain).toHaveLength(1);
+      expect(verifyChain(await store.anchor(), chain).ok).toBe(true);
+    } finally {
+      await store.close();
+    }
   });
 
   it('reaches the bound on the injected clock: JOURNAL_BUSY after busyTimeoutMs by that clock', async () => {
