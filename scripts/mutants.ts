@@ -324,6 +324,27 @@ const MUTANTS: readonly Mutant[] = [
       'resolves with a hook that never resolves: the run ends ABORTED, not sent, the key NOT_SENT',
     diagnostic: 'Test timed out',
   },
+  {
+    name: "SQLite journal: wait for another process's lock inside SQLite (blocks the event loop)",
+    file: 'packages/runtime/src/journal/sqlite.ts',
+    find: "db.pragma('busy_timeout = 0');",
+    replace: 'db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`);',
+    testFile: 'packages/runtime/test/journal/sqlite.busy.test.ts',
+    testName:
+      'keeps the event loop running while a keyed run waits for the lock, and runs it once when released',
+    // The run froze the loop for the whole bound, then failed: no tick came while it waited.
+    diagnostic: 'stayed locked by another process',
+  },
+  {
+    name: 'SQLite journal: a busy attempt is not retried',
+    file: 'packages/runtime/src/journal/sqlite-busy.ts',
+    find: 'if (!isBusy(error)) throw error;',
+    replace: 'throw error;',
+    testFile: 'packages/runtime/test/journal/sqlite.busy.test.ts',
+    testName:
+      'keeps the event loop running while a keyed run waits for the lock, and runs it once when released',
+    diagnostic: 'failed to write (SQLITE_BUSY',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -62,6 +62,9 @@ export const ErrorCode = {
   JOURNAL_CORRUPT: 'JOURNAL_CORRUPT',
   JOURNAL_VERSION: 'JOURNAL_VERSION',
   JOURNAL_UNAVAILABLE: 'JOURNAL_UNAVAILABLE',
+  // JOURNAL_BUSY (JournalError): another process held the SQLite journal's lock for longer than
+  // its busyTimeoutMs; the write did not happen (detail: location, waitedMs, operation).
+  JOURNAL_BUSY: 'JOURNAL_BUSY',
   // fleet store (issue 11). POLICY_STALE (CallError, delivery not-sent): the worker's local policy
   // view is older than its staleness bound (notification connection lost), so the call was refused
   // rather than admitted (detail: ageMs, maxStalenessMs). STORE_UNAVAILABLE (RuntimeError): the
@@ -223,6 +226,14 @@ export interface ErrorDetailMap {
   JOURNAL_CORRUPT: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
   JOURNAL_VERSION: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
   JOURNAL_UNAVAILABLE: BaseErrorDetail & { readonly path?: string; readonly reason?: string };
+  JOURNAL_BUSY: CallErrorDetail & {
+    /** The journal file whose lock was held. */
+    readonly location: string;
+    /** Milliseconds the operation waited for the lock, by the runtime's clock. */
+    readonly waitedMs: number;
+    /** The store operation that waited (`insert`, `update`, `get`...). */
+    readonly operation: string;
+  };
   // fleet store (issue 11)
   POLICY_STALE: BaseErrorDetail & {
     /** Milliseconds since the worker's policy view was last proven current. */
@@ -351,8 +362,9 @@ export class CallError extends StepbindError {
 
 /**
  * An execution journal that cannot be used: corrupt or foreign (`JOURNAL_CORRUPT`), written by a
- * newer schema (`JOURNAL_VERSION`), or not writable (`JOURNAL_UNAVAILABLE`: read-only path, full
- * disk, locked). `detail.path` names the file and `detail.reason` the problem.
+ * newer schema (`JOURNAL_VERSION`), not writable (`JOURNAL_UNAVAILABLE`: read-only path, full
+ * disk) or locked by another process for longer than its bound (`JOURNAL_BUSY`). `detail.path`
+ * names the file and `detail.reason` the problem.
  */
 export class JournalError extends StepbindError {
   override get name(): string {

@@ -44,6 +44,11 @@ export interface JournalConfig {
   readonly retentionMs?: number;
   /** In-progress expiry of a key whose holder went silent. @default 600000 (10 min) */
   readonly inProgressTtlMs?: number;
+  /**
+   * How long an operation waits for another process holding the file's lock before it fails
+   * `JOURNAL_BUSY` (see `SqliteJournalOptions.busyTimeoutMs`). @default 5000
+   */
+  readonly busyTimeoutMs?: number;
 }
 
 /** A validated `mcpServers` configuration, with defaults applied. */
@@ -196,7 +201,13 @@ export function parseConfig(input: unknown, options: ParseConfigOptions = {}): R
   });
 }
 
-const JOURNAL_KEYS = ['path', 'synchronous', 'retentionMs', 'inProgressTtlMs'] as const;
+const JOURNAL_KEYS = [
+  'path',
+  'synchronous',
+  'retentionMs',
+  'inProgressTtlMs',
+  'busyTimeoutMs',
+] as const;
 
 function parseJournal(value: unknown): JournalConfig {
   const obj = expectObject(value, '$.journal');
@@ -226,6 +237,16 @@ function parseJournal(value: unknown): JournalConfig {
             '$.journal.inProgressTtlMs',
             1,
             Number.MAX_SAFE_INTEGER,
+          ),
+        }),
+    ...(obj['busyTimeoutMs'] === undefined
+      ? {}
+      : {
+          busyTimeoutMs: expectInt(
+            obj['busyTimeoutMs'],
+            '$.journal.busyTimeoutMs',
+            0,
+            2_147_483_647,
           ),
         }),
   });

@@ -46,6 +46,12 @@ export type RuntimeJournalOptions =
       readonly path: string;
       /** See `SqliteJournalOptions.synchronous`. @default 'full' */
       readonly synchronous?: 'full' | 'normal';
+      /**
+       * How long a journal operation waits (without blocking the event loop) for another process
+       * holding the file's lock, then fails `JOURNAL_BUSY`; see `SqliteJournalOptions.busyTimeoutMs`.
+       * @default 5000
+       */
+      readonly busyTimeoutMs?: number;
     })
   | (JournalTuning & {
       /** Any store (for example a shared database); the runtime closes it on `close()`. */

@@ -109,7 +109,7 @@ export class McpRuntime {
     let journal: CallJournal | undefined;
     let recovered: readonly JournalRecord[];
     try {
-      journal = openJournal(options.journal ?? parsed.journal, fleet);
+      journal = openJournal(options.journal ?? parsed.journal, fleet, options.clock);
       recovered = await journal.recover();
       await journal.prune();
     } catch (error) {

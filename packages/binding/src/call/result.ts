@@ -39,6 +39,10 @@ const MODEL_MESSAGES: Partial<Record<Code, (e: StepbindError) => string>> = {
     !isSent(e)
       ? 'This tool-call id was already used for a different call that was not run, so this call was not run either. Make it again as a new tool call.'
       : `This tool-call id was already used for a different call, which ${e.detail['keyState'] === 'COMPLETED' ? 'ran' : 'may have run'}; this call was not run. If you meant to retry that call, do not make it again: check whether it already took effect. Only a genuinely different call should be made as a new tool call.`,
+  JOURNAL_BUSY: (e) =>
+    isSent(e)
+      ? 'The call was sent, but its outcome could not be recorded because the journal was busy. It may or may not have taken effect; check before retrying.'
+      : 'The call was not run: its journal was busy (another process held its lock), so it was not sent. Try it again shortly.',
 };
 
 function isSent(e: StepbindError): boolean {

@@ -203,10 +203,16 @@ describe('PreparedCall.run with a journal', () => {
       ErrorCode.ABORTED,
       ErrorCode.SERVER_ERROR,
       ErrorCode.INVALID_TOOL_OUTPUT,
+      ErrorCode.JOURNAL_BUSY,
     ]) {
       expect(sent(code), code).toMatch(/check/i);
     }
-    for (const code of [ErrorCode.CONNECTION_CLOSED, ErrorCode.STALE_CATALOG, ErrorCode.ABORTED]) {
+    for (const code of [
+      ErrorCode.CONNECTION_CLOSED,
+      ErrorCode.STALE_CATALOG,
+      ErrorCode.ABORTED,
+      ErrorCode.JOURNAL_BUSY,
+    ]) {
       expect(unsent(code), code).not.toMatch(/check/i);
     }
   });

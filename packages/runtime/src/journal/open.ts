@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { CallJournal, MemoryJournalStore, type JournalStore } from '@stepbind/binding/internal';
+import type { RuntimeClock } from '../clock.js';
 import type { FleetStore } from '../fleet/attach.js';
 import type { RuntimeJournalOptions } from '../options.js';
 import { openSqliteJournal } from './sqlite.js';
@@ -11,11 +12,13 @@ const openOwners = new Set<string>();
 /**
  * Opens the journal `options` name (in memory without), owned by this process under a fresh id.
  * With a fleet store the journal lives in its database; `options` then only tune retention and
- * in-progress expiry (a `path` or `store` given besides is not used).
+ * in-progress expiry (a `path` or `store` given besides is not used). A SQLite journal waits for
+ * another process's lock on `clock`.
  */
 export function openJournal(
   requested: RuntimeJournalOptions | undefined,
   fleet?: FleetStore,
+  clock?: RuntimeClock,
 ): CallJournal {
   const options = fleet === undefined ? requested : fleet.journalOptions(requested);
   const host = hostname();
@@ -28,6 +31,10 @@ export function openJournal(
         : openSqliteJournal({
             path: options.path,
             ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
+            ...(options.busyTimeoutMs === undefined
+              ? {}
+              : { busyTimeoutMs: options.busyTimeoutMs }),
+            ...(clock === undefined ? {} : { clock }),
           });
   openOwners.add(owner);
   const journal = new CallJournal(store, {

@@ -11,6 +11,7 @@ import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import {
   chainReceipt,
+  ConfigError,
   ErrorCode,
   GENESIS_ANCHOR,
   JOURNAL_STATES,
@@ -26,6 +27,8 @@ import {
   type StoredReceipt,
   type UpdateResult,
 } from '@stepbind/binding/internal';
+import { systemClock, type RuntimeClock } from '../clock.js';
+import { retryBusy, type JournalOperation } from './sqlite-busy.js';
 import { checkIdentity, journalError, mapSqliteError, migrate } from './sqlite-file.js';
 
 export { JOURNAL_APPLICATION_ID, JOURNAL_SCHEMA_VERSION } from './sqlite-file.js';
@@ -41,10 +44,25 @@ export interface SqliteJournalOptions {
    * @default 'full'
    */
   readonly synchronous?: 'full' | 'normal';
-  /** How long a write waits for another process holding the file's write lock. @default 5000 */
+  /**
+   * How long an operation waits for another process holding the file's lock before it fails
+   * `JOURNAL_BUSY` (nothing written; a call it preceded is not sent). Once open, the wait never
+   * blocks the event loop: a locked attempt fails at once and is retried after a short pause on
+   * `clock` (see `sqlite-busy.ts`). Opening the file (its migrations and probe write) is
+   * synchronous and waits inside SQLite, up to the same bound. Finite, 0 to 2^31−1.
+   * @default 5000
+   */
   readonly busyTimeoutMs?: number;
+  /** The timers of the busy wait (the runtime's `clock`). @default the system clock */
+  readonly clock?: RuntimeClock;
   /** Open for reading only (the `stepbind receipts` commands): nothing is migrated or written. */
   readonly readOnly?: boolean;
+}
+
+/** What every store operation accepts besides its own options. */
+interface Waits {
+  /** Ends a wait for another process's lock with `ABORTED` (nothing written). */
+  readonly signal?: AbortSignal;
 }
 
 interface RecordRow {
@@ -96,6 +114,10 @@ export class SqliteJournalStore implements JournalStore {
   commits = 0;
   readonly #db: Database.Database;
   readonly #readOnly: boolean;
+  readonly #busyTimeoutMs: number;
+  readonly #clock: RuntimeClock;
+  /** Aborted by {@link close}: ends every busy wait. */
+  readonly #closing = new AbortController();
   #closed = false;
   readonly #stmt: {
     get: Database.Statement<[string], RecordRow>;
@@ -120,6 +142,8 @@ export class SqliteJournalStore implements JournalStore {
     this.location = path;
     this.synchronous = options.synchronous ?? 'full';
     this.#readOnly = options.readOnly === true;
+    this.#busyTimeoutMs = busyBound(options.busyTimeoutMs);
+    this.#clock = options.clock ?? systemClock;
     const existed = existsSync(path);
     if (!existsSync(dirname(path))) {
       throw journalError(
@@ -137,7 +161,8 @@ export class SqliteJournalStore implements JournalStore {
     let db: Database.Database | undefined;
     try {
       db = new Database(path, this.#readOnly ? { readonly: true, fileMustExist: true } : {});
-      db.pragma(`busy_timeout = ${Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000))}`);
+      // Opening is synchronous: here SQLite itself waits for a lock (see busyTimeoutMs).
+      db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`);
       checkIdentity(db, path, this.#readOnly);
       if (!this.#readOnly) {
         if (db.pragma('journal_mode = WAL', { simple: true }) !== 'wal') {
@@ -164,6 +189,8 @@ export class SqliteJournalStore implements JournalStore {
       }
       throw error instanceof JournalError ? error : mapSqliteError(error, path, 'open');
     }
+    // From here on a lock is waited for by retryBusy, off SQLite's sleeping busy handler.
+    db.pragma('busy_timeout = 0');
     this.#db = db;
     this.#stmt = {
       get: db.prepare<[string], RecordRow>('SELECT * FROM records WHERE key = ?'),
@@ -216,16 +243,17 @@ export class SqliteJournalStore implements JournalStore {
     this.#appendTx = (receipt) => append.immediate(receipt);
   }
 
-  async get(key: string): Promise<JournalRecord | undefined> {
-    const row = this.#run('read', () => this.#stmt.get.get(key));
+  async get(key: string, options: Waits = {}): Promise<JournalRecord | undefined> {
+    const row = await this.#run('get', options, () => this.#stmt.get.get(key));
     return row === undefined ? undefined : this.#toRecord(row);
   }
 
   async insert(
     record: JournalRecord,
-    options: { readonly durable?: boolean } = {},
+    options: Waits & { readonly durable?: boolean } = {},
   ): Promise<boolean> {
-    return this.#write('write', options.durable === true && this.synchronous === 'full', () => {
+    const durable = options.durable === true && this.synchronous === 'full';
+    return this.#write('insert', durable, options, () => {
       const info = this.#stmt.insert.run(record.key, ...rowValues(record));
       return info.changes === 1;
     });
@@ -234,25 +262,26 @@ export class SqliteJournalStore implements JournalStore {
   async update(
     record: JournalRecord,
     expectedVersion: number,
-    options: { readonly receipt?: ReceiptBody; readonly durable?: boolean } = {},
+    options: Waits & { readonly receipt?: ReceiptBody; readonly durable?: boolean } = {},
   ): Promise<UpdateResult> {
     const durable = options.durable === true && this.synchronous === 'full';
-    const written = this.#write('write', durable, () =>
+    const written = await this.#write('update', durable, options, () =>
       this.#updateTx(record, expectedVersion, options.receipt),
     );
-    if (written === false) return { ok: false, current: await this.get(record.key) };
+    if (written === false) return { ok: false, current: await this.get(record.key, options) };
     return { ok: true, receipt: written };
   }
 
-  async appendReceipt(receipt: ReceiptBody): Promise<ReceiptEntry> {
-    return this.#write('write', false, () => this.#appendTx(receipt));
+  async appendReceipt(receipt: ReceiptBody, options: Waits = {}): Promise<ReceiptEntry> {
+    return this.#write('appendReceipt', false, options, () => this.#appendTx(receipt));
   }
 
   async listRecords(
     filter: { readonly states?: readonly JournalState[] } = {},
+    options: Waits = {},
   ): Promise<JournalRecord[]> {
     const states = filter.states ?? JOURNAL_STATES;
-    const rows = this.#run('read', () =>
+    const rows = await this.#run('listRecords', options, () =>
       this.#db
         .prepare<unknown[], RecordRow>(
           `SELECT * FROM records WHERE state IN (${states.map(() => '?').join(', ')})
@@ -263,8 +292,8 @@ export class SqliteJournalStore implements JournalStore {
     return rows.map((row) => this.#toRecord(row));
   }
 
-  async readReceipts(options: ReadReceiptsOptions = {}): Promise<StoredReceipt[]> {
-    const rows = this.#run('read', () => {
+  async readReceipts(options: ReadReceiptsOptions & Waits = {}): Promise<StoredReceipt[]> {
+    const rows = await this.#run('readReceipts', options, () => {
       const where = ['seq > ?'];
       const params: unknown[] = [options.afterSeq ?? 0];
       if (options.key !== undefined) {
@@ -287,14 +316,14 @@ export class SqliteJournalStore implements JournalStore {
     }));
   }
 
-  async anchor(): Promise<ChainAnchor> {
-    return this.#run('read', () => this.#stmt.anchor.get()) ?? GENESIS_ANCHOR;
+  async anchor(options: Waits = {}): Promise<ChainAnchor> {
+    return (await this.#run('anchor', options, () => this.#stmt.anchor.get())) ?? GENESIS_ANCHOR;
   }
 
   async prune(
-    options: PruneOptions,
+    options: PruneOptions & Waits,
   ): Promise<{ readonly records: number; readonly receipts: number }> {
-    return this.#write('write', false, () =>
+    return this.#write('prune', false, options, () =>
       this.#db
         .transaction(() => {
           const records = this.#db
@@ -330,6 +359,7 @@ export class SqliteJournalStore implements JournalStore {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#closing.abort();
     try {
       this.#db.close();
     } catch (error) {
@@ -337,20 +367,34 @@ export class SqliteJournalStore implements JournalStore {
     }
   }
 
-  #run<T>(what: string, fn: () => T): T {
+  /** Runs `fn` (one whole transaction), again while another process holds the lock. */
+  async #run<T>(operation: JournalOperation, options: Waits, fn: () => T): Promise<T> {
     if (this.#closed) throw journalError(this.location, 'closed', 'the journal is closed');
     try {
-      return fn();
+      return await retryBusy(fn, {
+        clock: this.#clock,
+        boundMs: this.#busyTimeoutMs,
+        location: this.location,
+        operation,
+        signal: options.signal,
+        closed: this.#closing.signal,
+      });
     } catch (error) {
-      throw error instanceof JournalError ? error : mapSqliteError(error, this.location, what);
+      if (error instanceof JournalError) throw error;
+      throw mapSqliteError(error, this.location, READS.has(operation) ? 'read' : 'write');
     }
   }
 
-  #write<T>(what: string, durable: boolean, fn: () => T): T {
+  #write<T>(
+    operation: JournalOperation,
+    durable: boolean,
+    options: Waits,
+    fn: () => T,
+  ): Promise<T> {
     if (this.#readOnly) {
       throw journalError(this.location, 'read-only', 'it was opened for reading only');
     }
-    return this.#run(what, () => {
+    return this.#run(operation, options, () => {
       if (!durable) {
         const result = fn();
         this.commits++;
@@ -395,6 +439,26 @@ export class SqliteJournalStore implements JournalStore {
       );
     }
   }
+}
+
+const READS: ReadonlySet<JournalOperation> = new Set([
+  'get',
+  'listRecords',
+  'readReceipts',
+  'anchor',
+]);
+
+/** `busyTimeoutMs`, checked: a finite whole number of milliseconds a timer can hold. */
+function busyBound(value: number | undefined): number {
+  const ms = value ?? 5000;
+  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > 2_147_483_647) {
+    throw new ConfigError(
+      ErrorCode.INVALID_OPTIONS,
+      `openSqliteJournal: busyTimeoutMs must be a whole number of milliseconds from 0 to 2147483647 (got ${String(value)}).`,
+      { detail: { option: 'busyTimeoutMs', value } },
+    );
+  }
+  return ms;
 }
 
 function parseNullable(text: string | null): unknown {

@@ -14,6 +14,7 @@ import {
 import {
   McpRuntime,
   openSqliteJournal,
+  parseConfig,
   type McpRuntimeOptions,
   type RuntimeEvent,
 } from '@stepbind/runtime';
@@ -423,7 +424,7 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
     writeFileSync(
       file,
       JSON.stringify({
-        journal: { path: 'state/journal.db', synchronous: 'normal' },
+        journal: { path: 'state/journal.db', synchronous: 'normal', busyTimeoutMs: 250 },
         mcpServers: { s: stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath }) },
       }),
     );
@@ -431,7 +432,11 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
     expect(config.journal).toEqual({
       path: join(dir.path, 'state', 'journal.db'),
       synchronous: 'normal',
+      busyTimeoutMs: 250,
     });
+    expect(() =>
+      parseConfig({ journal: { path: 'j.db', busyTimeoutMs: Infinity }, mcpServers: {} }),
+    ).toThrow(/\$\.journal\.busyTimeoutMs/);
     const missing = await McpRuntime.open(config).then(
       () => undefined,
       (e: StepbindError) => e,
