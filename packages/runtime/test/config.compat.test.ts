@@ -121,7 +121,7 @@ describe('configuration compatibility', () => {
 });
 
 describe('configuration dialects', () => {
-  const values = ['pa$$word', '${HOME}', '${env:UNSET}', '${input:token}'];
+  const values = ['pa$$word', '${HOME}', '${input:token}'];
   const claudeDesktop = {
     mcpServers: {
       a: { command: 'node', args: values, env: { PASS: 'pa$$word', TPL: '${HOME}' } },
@@ -134,6 +134,18 @@ describe('configuration dialects', () => {
       args: values,
       env: { PASS: 'pa$$word', TPL: '${HOME}' },
     });
+  });
+
+  it("replaces only Cursor's ${env:NAME} in a plain mcpServers file, and names a missing one", () => {
+    const plain = {
+      mcpServers: { a: { command: 'node', env: { TOKEN: '${env:TOKEN}', PASS: 'p$$${HOME}' } } },
+    };
+    expect(
+      parseConfig(plain, { env: { TOKEN: 't0k', HOME: '/h' } }).servers.get('a'),
+    ).toMatchObject({ env: { TOKEN: 't0k', PASS: 'p$$${HOME}' } });
+    expect(() => parseConfig(plain, { env: {} })).toThrow(
+      /mcpServers\.a\.env\.TOKEN: environment variable TOKEN is not set/,
+    );
   });
 
   it("interpolates stepbind's own format (any stepbind key, $schema included), $$ a literal $", () => {
