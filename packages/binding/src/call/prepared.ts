@@ -12,6 +12,7 @@ import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/sto
 import type { Release } from '../lock.js';
 import type { CatalogSnapshot, EffectClass, ToolDescriptor } from '../snapshot/snapshot.js';
 import type { BoundTool } from '../tools/view.js';
+import { callDeadline, outcomeDeadline } from '../signals.js';
 import { InputRoundLog, type InputRoundListener } from './input-rounds.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
 import type {
@@ -106,6 +107,8 @@ export class PreparedCall {
     let phase: CallPhase = 'admission';
     // MRTR rounds (2026-07-28 era): the log exists only once a server asks for input.
     let rounds: InputRoundLog | undefined;
+    // Bounds the journal's store operations (caller's signal, call's timeout): DESIGN §13.
+    let io: { readonly signal?: AbortSignal } = {};
     const onInputRound: InputRoundListener = (round) => (rounds ??= new InputRoundLog()).add(round);
     try {
       if (state.released) throw releasedError(this.#stepId, this.modelName);
@@ -122,19 +125,21 @@ export class PreparedCall {
           throw this.#noJournal(key);
         }
         checkKey(key, this.#detail({}));
+        io = callDeadline(options.signal, options.timeoutMs ?? this.#bound.server.callTimeoutMs);
         // Without a prepare hook nothing long can come between claim and send: the claim is
         // written once, as SENT, just before sending.
         const begun = await journal.begin(
           { key, context, argsDigest, retryReads: this.#bound.server.retryReads === true },
-          { deferWrite: options.prepare === undefined },
+          { deferWrite: options.prepare === undefined, ...io },
         );
         if (begun.kind === 'refused') throw begun.error;
         if (begun.kind === 'replay') {
           recorded = true;
-          return await this.#replay(journal, begun.record, begun.outcome, context);
+          return await this.#replay(journal, begun.record, begun.outcome, context, io);
         }
         claim = begun.claim;
       }
+      this.#checkAborted(options.signal);
       const slot = this.#bound.server.slot;
       release = await slot.lock.acquireRead(
         options.signal === undefined ? {} : { signal: options.signal },
@@ -175,13 +180,7 @@ export class PreparedCall {
         if (approvalRequired && !approved) throw this.#approvalRequired(true);
         if (replaced !== undefined) callArgs = this.#checkArgs(replaced);
       }
-      if (options.signal?.aborted === true) {
-        throw new CallError(
-          ErrorCode.ABORTED,
-          `"${this.modelName}" was cancelled before it was sent.`,
-          { detail: this.#detail({}), cause: options.signal.reason },
-        );
-      }
+      this.#checkAborted(options.signal);
       const tPrepared = performance.now();
       const caller = this.#bound.server.caller;
       if (caller.closed) {
@@ -196,7 +195,9 @@ export class PreparedCall {
       phase = 'admission';
       // The key's SENT record is durable before a byte is written: a crash from here on leaves
       // OUTCOME_UNKNOWN, never a key that looks unsent.
-      if (claim !== undefined && journal !== undefined) await journal.markSent(claim, timeoutMs);
+      if (claim !== undefined && journal !== undefined) {
+        await journal.markSent(claim, timeoutMs, io);
+      }
       phase = 'call';
       const result = await caller.callTool(this.tool, callArgs, {
         timeoutMs,
@@ -237,7 +238,7 @@ export class PreparedCall {
       if (journal !== undefined) {
         recorded = true;
         try {
-          await journal.complete(claim, { result, receipt });
+          await journal.complete(claim, { result, receipt }, outcomeDeadline(io));
         } catch (error) {
           // The call ran and its result is here: report it, and the journal failure on the side
           // (the key stays SENT and becomes OUTCOME_UNKNOWN at the next recovery).
@@ -249,11 +250,17 @@ export class PreparedCall {
       const failure = withRounds(this.#fail(error, phase), rounds);
       if (journal !== undefined && !recorded) {
         try {
-          await journal.fail(claim, context ?? this.#context(), failure, {
-            argsDigest: argsDigest ?? null,
-            key: key ?? null,
-            ...rounds?.field(),
-          });
+          await journal.fail(
+            claim,
+            context ?? this.#context(),
+            failure,
+            {
+              argsDigest: argsDigest ?? null,
+              key: key ?? null,
+              ...rounds?.field(),
+            },
+            outcomeDeadline(io),
+          );
         } catch (journalError) {
           state.onJournalError(journalError);
         }
@@ -273,9 +280,10 @@ export class PreparedCall {
     record: JournalRecord,
     outcome: RecordedOutcome,
     context: CallContext,
+    io: { readonly signal?: AbortSignal },
   ): Promise<CallOutcome> {
     try {
-      await journal.replayed(record, context);
+      await journal.replayed(record, context, outcomeDeadline(io));
     } catch (error) {
       this.#state.onJournalError(error);
     }
@@ -318,6 +326,19 @@ export class PreparedCall {
         { detail: this.#detail({}), cause: error },
       );
     }
+  }
+
+  /** ABORTED (not sent) once `signal` fired: checked before waiting on the catalog and before sending. */
+  #checkAborted(signal: AbortSignal | undefined): void {
+    if (signal?.aborted !== true) return;
+    throw new CallError(
+      ErrorCode.ABORTED,
+      `"${this.modelName}" was cancelled before it was sent.`,
+      {
+        detail: this.#detail({}),
+        cause: signal.reason,
+      },
+    );
   }
 
   #noJournal(key: string): CallError {

@@ -291,6 +291,19 @@ export class SqliteJournalStore implements JournalStore {
     return this.#run('read', () => this.#stmt.anchor.get()) ?? GENESIS_ANCHOR;
   }
 
+  /** The newest time a record or receipt of this file was written, if any (see `JournalTime`). */
+  async newestWrite(): Promise<number | undefined> {
+    const row = this.#run('read', () =>
+      this.#db
+        .prepare<[], { newest: number | null }>(
+          `SELECT max(newest) AS newest FROM (SELECT max(updated_at) AS newest FROM records
+           UNION ALL SELECT max(at) FROM receipts)`,
+        )
+        .get(),
+    );
+    return row?.newest ?? undefined;
+  }
+
   async prune(
     options: PruneOptions,
   ): Promise<{ readonly records: number; readonly receipts: number }> {
