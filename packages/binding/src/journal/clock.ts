@@ -64,12 +64,21 @@ export class JournalTime {
   }
 
   /**
-   * The latest instant the journal is sure has passed: what expiry, lease and pruning decisions
-   * compare against (at most {@link now}).
+   * The latest instant the journal is sure has passed ({@link now} less the store clock's
+   * uncertainty): what lease decisions compare against. Taking a lease over early is safe (the
+   * holder's next write is a compare-and-set that fails), so no further guard applies.
    */
-  async passed(options: StoreCallOptions = {}): Promise<number> {
-    const now = this.#now();
-    if (this.#storeClock !== undefined) return now - this.#storeClock.uncertaintyMs;
+  leaseNow(): number {
+    return this.#now() - (this.#storeClock?.uncertaintyMs ?? 0);
+  }
+
+  /**
+   * The instant retention decisions compare against (a record expired, a key forgotten, a prune):
+   * {@link leaseNow}, capped by the newest-write guard for the default clock. Forgetting a key
+   * early sends it again, so this is never later than the journal can vouch for.
+   */
+  async retentionNow(options: StoreCallOptions = {}): Promise<number> {
+    const now = this.leaseNow();
     if (this.#trusted || this.#store.newestWrite === undefined) return now;
     this.#guard ??= this.#store.newestWrite(options).then(
       (newest) => (newest === undefined ? undefined : { newest, at: this.#monotonic() }),

@@ -131,7 +131,7 @@ export class CallJournal {
         continue;
       }
       const stored = await this.store.get(intent.key, io);
-      const passed = await this.#time.passed(io);
+      const passed = await this.#time.retentionNow(io);
       const live = stored !== undefined && (stored.expiresAt === null || stored.expiresAt > passed);
       const conflict = live ? conflictOf(stored, intent) : undefined;
       return { kind: 'refused', error: conflict ?? localRefusal(local.intent, intent) };
@@ -181,8 +181,8 @@ export class CallJournal {
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const now = this.#now();
       const existing = await this.store.get(key, io);
-      // Decisions (expired, holder dead) use the instant surely passed; records get `now`.
-      const passed = await this.#time.passed(io);
+      // Decisions (expired, holder dead) use the instants surely passed; records get `now`.
+      const passed = await this.#time.retentionNow(io);
       if (existing === undefined) {
         const claimed = await claim(intentRecord(this, intent, 1, 1, now), undefined);
         if (claimed !== undefined) return claimed;
@@ -209,7 +209,7 @@ export class CallJournal {
         }
         case 'INTENT':
         case 'SENT': {
-          if (this.#holderAlive(existing, passed)) {
+          if (this.#holderAlive(existing, this.#time.leaseNow())) {
             return { kind: 'refused', error: inProgressError(existing, intent.context) };
           }
           await this.#recoverRecord(existing, now, io);
@@ -380,7 +380,6 @@ export class CallJournal {
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const now = this.#now();
       const existing = await this.store.get(key);
-      const passed = await this.#time.passed();
       if (existing === undefined) {
         throw new CallError(
           ErrorCode.IDEMPOTENCY_CONFLICT,
@@ -389,7 +388,8 @@ export class CallJournal {
         );
       }
       if (IN_PROGRESS.includes(existing.state)) {
-        if (this.#holderAlive(existing, passed)) throw inProgressError(existing, existing.context);
+        if (this.#holderAlive(existing, this.#time.leaseNow()))
+          throw inProgressError(existing, existing.context);
         await this.#recoverRecord(existing, now, {});
         continue;
       }
@@ -433,9 +433,9 @@ export class CallJournal {
     this.#ensureOpen();
     const recovered: JournalRecord[] = [];
     const now = this.#now();
-    const passed = await this.#time.passed();
+    const leaseNow = this.#time.leaseNow();
     for (const record of await this.store.listRecords({ states: IN_PROGRESS })) {
-      if (this.#holderAlive(record, passed)) continue;
+      if (this.#holderAlive(record, leaseNow)) continue;
       const moved = await this.#recoverRecord(record, now, {});
       if (moved !== undefined) recovered.push(moved);
     }
@@ -459,7 +459,7 @@ export class CallJournal {
   async prune(): Promise<{ readonly records: number; readonly receipts: number }> {
     this.#lastPrune = this.#now();
     // Only what surely expired: a wall clock that jumped ahead does not count (see JournalTime).
-    const now = await this.#time.passed();
+    const now = await this.#time.retentionNow();
     const retentionMs = this.retentionMs;
     return this.store.prune({ now, receiptsBefore: now - retentionMs, retentionMs });
   }
