@@ -58,13 +58,20 @@ export function callDeadline(
   return { signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]) };
 }
 
+/** How long recording the outcome of a run the caller cancelled may take, at most. */
+export const CANCELLED_RECORD_MS = 1000;
+
 /**
- * The store options of recording a call's outcome: bounded like the call while its bound has not
- * passed; once it has (the reason the run ends), the outcome is still recorded if the store
- * answers within its own timeout, so a cancelled run leaves its receipt.
+ * The store options of recording a call's outcome: a fresh bound of the call's timeout (not the
+ * send's deadline, which the call itself may have used up, so a result that arrived is still
+ * recorded), or, when the caller's `signal` has fired (the reason the run ends), of at most
+ * {@link CANCELLED_RECORD_MS}: a cancelled run leaves its receipt if the store answers at once,
+ * and returns promptly if it does not. A run returns within its timeout plus this bound.
  */
-export function outcomeDeadline(deadline: { readonly signal?: AbortSignal }): {
-  readonly signal?: AbortSignal;
-} {
-  return deadline.signal === undefined || deadline.signal.aborted ? {} : deadline;
+export function outcomeDeadline(
+  signal: AbortSignal | undefined,
+  timeoutMs: number,
+): { readonly signal?: AbortSignal } {
+  const cancelled = signal?.aborted === true;
+  return callDeadline(undefined, cancelled ? Math.min(timeoutMs, CANCELLED_RECORD_MS) : timeoutMs);
 }

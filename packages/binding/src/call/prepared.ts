@@ -108,7 +108,10 @@ export class PreparedCall {
     // MRTR rounds (2026-07-28 era): the log exists only once a server asks for input.
     let rounds: InputRoundLog | undefined;
     // Bounds the journal's store operations (caller's signal, call's timeout): DESIGN §13.
+    const boundMs = options.timeoutMs ?? this.#bound.server.callTimeoutMs;
     let io: { readonly signal?: AbortSignal } = {};
+    const recordIo = (): { readonly signal?: AbortSignal } =>
+      outcomeDeadline(options.signal, boundMs);
     const onInputRound: InputRoundListener = (round) => (rounds ??= new InputRoundLog()).add(round);
     try {
       if (state.released) throw releasedError(this.#stepId, this.modelName);
@@ -125,7 +128,7 @@ export class PreparedCall {
           throw this.#noJournal(key);
         }
         checkKey(key, this.#detail({}));
-        io = callDeadline(options.signal, options.timeoutMs ?? this.#bound.server.callTimeoutMs);
+        io = callDeadline(options.signal, boundMs);
         // Without a prepare hook nothing long can come between claim and send: the claim is
         // written once, as SENT, just before sending.
         const begun = await journal.begin(
@@ -135,7 +138,7 @@ export class PreparedCall {
         if (begun.kind === 'refused') throw begun.error;
         if (begun.kind === 'replay') {
           recorded = true;
-          return await this.#replay(journal, begun.record, begun.outcome, context, io);
+          return await this.#replay(journal, begun.record, begun.outcome, context, recordIo());
         }
         claim = begun.claim;
       }
@@ -238,7 +241,7 @@ export class PreparedCall {
       if (journal !== undefined) {
         recorded = true;
         try {
-          await journal.complete(claim, { result, receipt }, outcomeDeadline(io));
+          await journal.complete(claim, { result, receipt }, recordIo());
         } catch (error) {
           // The call ran and its result is here: report it, and the journal failure on the side
           // (the key stays SENT and becomes OUTCOME_UNKNOWN at the next recovery).
@@ -259,7 +262,7 @@ export class PreparedCall {
               key: key ?? null,
               ...rounds?.field(),
             },
-            outcomeDeadline(io),
+            recordIo(),
           );
         } catch (journalError) {
           state.onJournalError(journalError);
@@ -280,10 +283,10 @@ export class PreparedCall {
     record: JournalRecord,
     outcome: RecordedOutcome,
     context: CallContext,
-    io: { readonly signal?: AbortSignal },
+    deadline: { readonly signal?: AbortSignal },
   ): Promise<CallOutcome> {
     try {
-      await journal.replayed(record, context, outcomeDeadline(io));
+      await journal.replayed(record, context, deadline);
     } catch (error) {
       this.#state.onJournalError(error);
     }
