@@ -262,7 +262,7 @@ export class PgHandle {
         },
         (error: unknown) => {
           stop();
-          reject(error);
+          reject(error instanceof Error ? error : new Error(String(error)));
         },
       );
     });

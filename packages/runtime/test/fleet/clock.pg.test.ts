@@ -14,7 +14,7 @@ import {
   type ServerFixture,
 } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { context } from '../journal/support.js';
+import { context, receipt, record } from '../journal/support.js';
 import { usePostgres } from './support.js';
 
 const server = await usePostgres('clock.pg.test.ts');
@@ -75,6 +75,30 @@ describe.skipIf(server === undefined)('fleet time is the database clock', () => 
     const calls = (await readAuditTrail(audit)).filter((e) => e.method === 'tools/call');
     expect(calls).toHaveLength(1);
     expect((await b.journal.verify()).ok).toBe(true);
+  });
+
+  it('the store prunes on the database clock: asked with a clock 25 h ahead, it removes no record younger than the retention and no fresh receipt', async () => {
+    const handle = new PgHandle({ url: server!.url, schema: server!.schema('cp') });
+    await migrateFleetStore(handle);
+    const store = new PostgresJournalStore(handle, { ownsHandle: true });
+    cleanups.push(() => store.close());
+    await store.syncClock();
+    const now = store.clock.now();
+    const retentionMs = 86_400_000;
+    await store.insert(
+      record('fresh', {
+        state: 'COMPLETED',
+        createdAt: now,
+        updatedAt: now,
+        expiresAt: now + retentionMs,
+      }),
+    );
+    await store.appendReceipt({ ...receipt(1, 'fresh'), at: now });
+    const ahead = now + AHEAD_MS;
+    expect(
+      await store.prune({ now: ahead, receiptsBefore: ahead - retentionMs, retentionMs }),
+    ).toEqual({ records: 0, receipts: 0 });
+    expect((await store.get('fresh'))?.state).toBe('COMPLETED');
   });
 
   it("a worker whose clock runs 25 h ahead does not take over a live holder's in-progress key", async () => {

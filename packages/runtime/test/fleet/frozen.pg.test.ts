@@ -92,7 +92,7 @@ describe.skipIf(server === undefined)('a PostgreSQL that stops answering', () =>
     expect(error.message).toMatch(/did not answer in time/);
     expect(error.message).not.toMatch(/lock/i);
     // Still frozen: close() abandons what is pending and destroys the connections.
-    await step.release();
+    step.release();
     await runtime.close();
     thaw();
     expect(await sentTools(audit)).toEqual(['send']);
@@ -101,7 +101,7 @@ describe.skipIf(server === undefined)('a PostgreSQL that stops answering', () =>
     const next = await again.captureBinding();
     const outcome = await next.prepareCall('s__send').run({ n: 1 }, { idempotencyKey: 'order-1' });
     expect(outcome.replayed).toBe(false);
-    await next.release();
+    next.release();
     expect(await sentTools(audit)).toEqual(['send', 'send']);
   });
 

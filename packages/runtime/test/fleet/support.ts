@@ -107,7 +107,7 @@ async function startCluster(): Promise<TestPostgres | string> {
   }
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   let stopped = false;
-  let frozen: number[] = [];
+  const frozen: number[] = [];
   const thaw = (): void => {
     for (const pid of frozen.splice(0)) {
       try {
