@@ -245,8 +245,8 @@ const MUTANTS: readonly Mutant[] = [
     // retention is not believed for retention decisions.
     name: 'trust a wall clock that jumped while no journal ran',
     file: 'packages/binding/src/journal/clock.ts',
-    find: 'if (this.#trusted || this.#store.newestWrite === undefined) return now;',
-    replace: 'if (true as boolean) return now;',
+    find: 'return Math.min(now, Math.round(guard.newest + this.#monotonic() - guard.at));',
+    replace: 'return now;',
     testFile: 'packages/runtime/test/journal/clock-jump.test.ts',
     testName:
       'at open: a journal reopened after the jump keeps the key that completed before it, and its repeat replays',
