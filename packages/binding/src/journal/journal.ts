@@ -5,6 +5,7 @@ import { CallError, ErrorCode, JournalError, type Delivery } from '../errors.js'
 import { verifyChain, type ChainVerification } from './chain.js';
 import { JournalTime } from './clock.js';
 import { positive, type CallJournalOptions } from './options.js';
+import { notSentError } from './unavailable.js';
 import {
   JournalClaim,
   type BeginOptions,
@@ -151,6 +152,8 @@ export class CallJournal {
         this.#running.add(intent.key);
       }
       return result;
+    } catch (error) {
+      throw notSentError(error, intent);
     } finally {
       if (result?.kind !== 'claimed') this.#inFlight.delete(intent.key);
       decide();
@@ -258,14 +261,18 @@ export class CallJournal {
       updatedAt: now,
       leaseExpiresAt: now + timeoutMs + this.inProgressTtlMs,
     };
-    let written: boolean;
-    if (pending === undefined) {
-      written = (await this.store.update(next, current.version, { durable: true, ...io })).ok;
-    } else if (pending.expectedVersion === null) {
-      written = await this.store.insert(next, { durable: true, ...io });
-    } else {
-      const expected = pending.expectedVersion;
-      written = (await this.store.update(next, expected, { durable: true, ...io })).ok;
+    let written = false;
+    try {
+      if (pending === undefined) {
+        written = (await this.store.update(next, current.version, { durable: true, ...io })).ok;
+      } else if (pending.expectedVersion === null) {
+        written = await this.store.insert(next, { durable: true, ...io });
+      } else {
+        const expected = pending.expectedVersion;
+        written = (await this.store.update(next, expected, { durable: true, ...io })).ok;
+      }
+    } catch (error) {
+      throw notSentError(error, claim.intent);
     }
     if (!written) {
       claim.lost = true;

@@ -199,7 +199,11 @@ export class PgHandle {
       why ?? (cause instanceof Error ? this.redactor.text(cause.message) : String(cause));
     const error = new RuntimeError(
       ErrorCode.STORE_UNAVAILABLE,
-      `The fleet store ${this.location} failed to ${what}: ${text}. Check that PostgreSQL is running and reachable; nothing that failed before committing was changed.`,
+      `The fleet store ${this.location} failed to ${what}: ${text}. ${
+        reason === 'timeout'
+          ? 'Check that PostgreSQL is running and answering (not frozen, not stuck behind another session).'
+          : 'Check that PostgreSQL is running and reachable; nothing that failed before committing was changed.'
+      }`,
       {
         detail: { store: this.location, reason, ...pgCode(cause) },
         ...(cause === undefined ? {} : { cause }),

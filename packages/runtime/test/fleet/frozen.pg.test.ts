@@ -89,6 +89,7 @@ describe.skipIf(server === undefined)('a PostgreSQL that stops answering', () =>
       code: 'JOURNAL_UNAVAILABLE',
       detail: { reason: 'timeout', delivery: 'not-sent', server: 's', tool: 'send' },
     });
+    expect(error.message).toMatch(/tool "send", idempotency key "order-1"\) was not sent/);
     expect(error.message).toMatch(/did not answer in time/);
     expect(error.message).not.toMatch(/lock/i);
     // Still frozen: close() abandons what is pending and destroys the connections.
