@@ -261,7 +261,7 @@ export class CallJournal {
       updatedAt: now,
       leaseExpiresAt: now + timeoutMs + this.inProgressTtlMs,
     };
-    let written = false;
+    let written: boolean;
     try {
       if (pending === undefined) {
         written = (await this.store.update(next, current.version, { durable: true, ...io })).ok;
