@@ -271,7 +271,7 @@ const MUTANTS: readonly Mutant[] = [
     replace: '',
     testFile: 'packages/runtime/test/fleet/frozen.pg.test.ts',
     testName:
-      'frozen (SIGSTOP): the caller aborting a keyed run ends it with ABORTED at once, nothing sent',
+      'frozen (SIGSTOP): the caller aborting a keyed run ends it with ABORTED without waiting for the database, nothing sent',
     diagnostic: "'ABORTED'",
   },
 ];

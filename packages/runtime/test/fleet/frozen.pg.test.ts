@@ -106,7 +106,7 @@ describe.skipIf(server === undefined)('a PostgreSQL that stops answering', () =>
     expect(await sentTools(audit)).toEqual(['send', 'send']);
   });
 
-  it('frozen (SIGSTOP): the caller aborting a keyed run ends it with ABORTED at once, nothing sent', async () => {
+  it('frozen (SIGSTOP): the caller aborting a keyed run ends it with ABORTED without waiting for the database, nothing sent', async () => {
     const schema = server!.schema('frza');
     const audit = tempAudit();
     const runtime = await worker(schema, audit, { queryTimeoutMs: 120_000 });
