@@ -345,6 +345,64 @@ const MUTANTS: readonly Mutant[] = [
       'keeps the event loop running while a keyed run waits for the lock, and runs it once when released',
     diagnostic: 'failed to write (SQLITE_BUSY',
   },
+  {
+    // Issue 25 (finding 4): a journal over a store with a clock (the fleet's database) takes its
+    // time from it, not from this host's wall clock.
+    name: "take fleet journal time from the host's wall clock",
+    file: 'packages/binding/src/journal/clock.ts',
+    find: 'const storeClock = now === undefined ? store.clock : undefined;',
+    replace: 'const storeClock = undefined as StoreClock | undefined;',
+    testFile: 'packages/runtime/test/fleet/clock.pg.test.ts',
+    testName:
+      "a worker whose clock runs 25 h ahead does not take over a live holder's in-progress key",
+    diagnostic: '"kind": "claimed"',
+  },
+  {
+    // Issue 25 (finding 4): the PostgreSQL store prunes on the database's clock in SQL.
+    name: "prune fleet records on the caller's clock",
+    file: 'packages/runtime/src/fleet/journal-store.ts',
+    find: `AND expires_at <= LEAST($1::float8, \${DB_NOW_SQL})
+               AND updated_at <= \${DB_NOW_SQL} - $2::float8`,
+    replace: 'AND expires_at <= $1::float8 AND $2::float8 >= 0',
+    testFile: 'packages/runtime/test/fleet/clock.pg.test.ts',
+    testName:
+      'the store prunes on the database clock: asked with a clock 25 h ahead, it removes no record younger than the retention and no fresh receipt',
+    diagnostic: '"records": 1',
+  },
+  {
+    // Issue 25 (finding 4, one host): at open, a wall clock that puts the newest write past its
+    // retention is not believed for retention decisions.
+    name: 'trust a wall clock that jumped while no journal ran',
+    file: 'packages/binding/src/journal/clock.ts',
+    find: 'return Math.min(now, Math.round(guard.newest + this.#monotonic() - guard.at));',
+    replace: 'return now;',
+    testFile: 'packages/runtime/test/journal/clock-jump.test.ts',
+    testName:
+      'at open: a journal reopened after the jump keeps the key that completed before it, and its repeat replays',
+    diagnostic: "expected undefined to be 'COMPLETED'",
+  },
+  {
+    // Issue 25 (finding 3): the journal's writes before the send honour the call's deadline.
+    name: "ignore the call's deadline in the journal",
+    file: 'packages/binding/src/call/prepared.ts',
+    find: 'io = callDeadline(options.signal, boundMs);',
+    replace: 'io = {};',
+    testFile: 'packages/runtime/test/fleet/frozen.pg.test.ts',
+    testName:
+      'frozen (SIGSTOP): a keyed run with timeoutMs fails JOURNAL_UNAVAILABLE (reason timeout) and sends nothing; close() resolves while frozen; the key runs once after the thaw',
+    diagnostic: 'Test timed out',
+  },
+  {
+    // Issue 25 (finding 3): the caller's cancellation is ABORTED, not a store failure.
+    name: "report the caller's abort as an unavailable journal",
+    file: 'packages/runtime/src/fleet/journal-store.ts',
+    find: 'if (StepbindError.isInstance(error) && error.code === ErrorCode.ABORTED) return error;',
+    replace: '',
+    testFile: 'packages/runtime/test/fleet/frozen.pg.test.ts',
+    testName:
+      'frozen (SIGSTOP): the caller aborting a keyed run ends it with ABORTED without waiting for the database, nothing sent',
+    diagnostic: "'ABORTED'",
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

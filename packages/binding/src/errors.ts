@@ -244,7 +244,10 @@ export interface ErrorDetailMap {
   STORE_UNAVAILABLE: BaseErrorDetail & {
     /** The store, URL redacted, with its schema. */
     readonly store?: string;
-    /** `unreachable`, `commit-unknown`, `closed`, `query`, `newer-schema` or `corrupt`. */
+    /**
+     * `unreachable`, `commit-unknown`, `closed`, `query`, `newer-schema`, `corrupt` or `timeout`
+     * (the database did not answer within the call's deadline or the store's timeout).
+     */
     readonly reason?: string;
   };
 }

@@ -157,6 +157,8 @@ export type {
   ReceiptSource,
   RecordedOutcome,
   Resolution,
+  StoreCallOptions,
+  StoreClock,
   StoredReceipt,
   UpdateResult,
 } from './journal/store.js';

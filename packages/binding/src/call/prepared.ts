@@ -18,6 +18,7 @@ import {
   trustedRead,
   type AdmissionSubject,
 } from './admission.js';
+import { anySignal, callDeadline, outcomeDeadline, untilAborted } from '../signals.js';
 import { InputRoundLog, type InputRoundListener } from './input-rounds.js';
 import { checkRunOptions } from './run-options.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
@@ -110,6 +111,11 @@ export class PreparedCall {
     let phase: CallPhase = 'admission';
     // MRTR rounds (2026-07-28 era): the log exists only once a server asks for input.
     let rounds: InputRoundLog | undefined;
+    // Bounds the journal's store operations (caller's signal, call's timeout): DESIGN §13.
+    const boundMs = options.timeoutMs ?? this.#bound.server.callTimeoutMs;
+    let io: { readonly signal?: AbortSignal } = {};
+    const recordIo = (): { readonly signal?: AbortSignal } =>
+      outcomeDeadline(options.signal, boundMs);
     const onInputRound: InputRoundListener = (round) => (rounds ??= new InputRoundLog()).add(round);
     try {
       if (state.released) throw releasedError(this.#stepId, this.modelName);
@@ -125,6 +131,7 @@ export class PreparedCall {
         if (journal === undefined || context === undefined || argsDigest === undefined) {
           throw this.#noJournal(key);
         }
+        io = callDeadline(options.signal, boundMs);
         // Without a prepare hook nothing long can come between claim and send: the claim is
         // written once, as SENT, just before sending.
         const begun = await journal.begin(
@@ -134,15 +141,16 @@ export class PreparedCall {
             argsDigest,
             retryReads: this.#bound.server.retryReads === true && trustedRead(this.#bound),
           },
-          { deferWrite: options.prepare === undefined },
+          { deferWrite: options.prepare === undefined, ...io },
         );
         if (begun.kind === 'refused') throw begun.error;
         if (begun.kind === 'replay') {
           recorded = true;
-          return await this.#replay(journal, begun.record, begun.outcome, context);
+          return await this.#replay(journal, begun.record, begun.outcome, context, recordIo());
         }
         claim = begun.claim;
       }
+      this.#checkAborted(options.signal);
       const slot = this.#bound.server.slot;
       release = await slot.lock.acquireRead(
         options.signal === undefined ? {} : { signal: options.signal },
@@ -193,7 +201,7 @@ export class PreparedCall {
         phase = 'admission';
         if (replaced !== undefined) callArgs = this.#checkArgs(replaced);
       }
-      if (options.signal?.aborted === true) throw this.#abortedBeforeSend(options.signal.reason);
+      this.#checkAborted(options.signal);
       const tPrepared = performance.now();
       const caller = this.#bound.server.caller;
       if (caller.closed) {
@@ -210,7 +218,11 @@ export class PreparedCall {
       this.#checkUse(admission, approved, options.prepare !== undefined);
       // The key's SENT record is durable before a byte is written: a crash from here on leaves
       // OUTCOME_UNKNOWN, never a key that looks unsent.
-      if (claim !== undefined && journal !== undefined) await journal.markSent(claim, timeoutMs);
+      if (claim !== undefined && journal !== undefined) {
+        // A fresh bound: a prepare hook (a human approval) may have outlived the claim's.
+        if (options.prepare !== undefined) io = callDeadline(options.signal, boundMs);
+        await journal.markSent(claim, timeoutMs, io);
+      }
       phase = 'call';
       const result = await caller.callTool(this.tool, callArgs, {
         timeoutMs,
@@ -251,7 +263,7 @@ export class PreparedCall {
       if (journal !== undefined) {
         recorded = true;
         try {
-          await journal.complete(claim, { result, receipt });
+          await journal.complete(claim, { result, receipt }, recordIo());
         } catch (error) {
           // The call ran and its result is here: report it, and the journal failure on the side
           // (the key stays SENT and becomes OUTCOME_UNKNOWN at the next recovery).
@@ -263,11 +275,17 @@ export class PreparedCall {
       const failure = withRounds(this.#fail(error, phase), rounds);
       if (journal !== undefined && !recorded) {
         try {
-          await journal.fail(claim, context ?? this.#context(), failure, {
-            argsDigest: argsDigest ?? null,
-            key: key ?? null,
-            ...rounds?.field(),
-          });
+          await journal.fail(
+            claim,
+            context ?? this.#context(),
+            failure,
+            {
+              argsDigest: argsDigest ?? null,
+              key: key ?? null,
+              ...rounds?.field(),
+            },
+            recordIo(),
+          );
         } catch (journalError) {
           state.onJournalError(journalError);
         }
@@ -287,9 +305,10 @@ export class PreparedCall {
     record: JournalRecord,
     outcome: RecordedOutcome,
     context: CallContext,
+    deadline: { readonly signal?: AbortSignal },
   ): Promise<CallOutcome> {
     try {
-      await journal.replayed(record, context);
+      await journal.replayed(record, context, deadline);
     } catch (error) {
       this.#state.onJournalError(error);
     }
@@ -353,6 +372,11 @@ export class PreparedCall {
     if (admissionVerdict(admission).approvalRequired && !approved) {
       throw approvalRequiredError(admission, hookRan);
     }
+  }
+
+  /** ABORTED (not sent) once `signal` fired: checked before waiting on the catalog and before sending. */
+  #checkAborted(signal: AbortSignal | undefined): void {
+    if (signal?.aborted === true) throw this.#abortedBeforeSend(signal.reason);
   }
 
   #abortedBeforeSend(reason: unknown): CallError {
@@ -525,44 +549,6 @@ export class PreparedCall {
 function protocolOf(catalog: CatalogSnapshot): { readonly protocolVersion?: string } {
   const version = catalog.identity.protocolVersion;
   return version === undefined ? {} : { protocolVersion: version };
-}
-
-/** `a` and `b` as one signal (either alone when the other is absent). */
-function anySignal(
-  a: AbortSignal | undefined,
-  b: AbortSignal | undefined,
-): AbortSignal | undefined {
-  if (a === undefined) return b;
-  if (b === undefined) return a;
-  return AbortSignal.any([a, b]);
-}
-
-/**
- * Waits for `work` until `signal` aborts, then fails with `aborted(reason)` without waiting for it
- * (a `prepare` hook that ignores its signal cannot hold the run, or `close()`, forever); a later
- * rejection of `work` is ignored.
- */
-async function untilAborted<T>(
-  work: Promise<T> | T,
-  signal: AbortSignal | undefined,
-  aborted: (reason: unknown) => Error,
-): Promise<T> {
-  if (signal === undefined) return await work;
-  const pending = Promise.resolve(work);
-  pending.catch(() => undefined);
-  let onAbort: (() => void) | undefined;
-  try {
-    return await Promise.race([
-      pending,
-      new Promise<never>((_, reject) => {
-        onAbort = () => reject(aborted(signal.reason));
-        if (signal.aborted) onAbort();
-        else signal.addEventListener('abort', onAbort, { once: true });
-      }),
-    ]);
-  } finally {
-    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
-  }
 }
 
 /**

@@ -28,6 +28,11 @@ export interface BeginOptions {
    * process at once. @default false (an `INTENT` record is written now)
    */
   readonly deferWrite?: boolean;
+  /**
+   * Bounds every store operation of the claim (the caller's signal, the call's deadline): the
+   * store gives up when it fires (see `StoreCallOptions`). @default none
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** A key this journal instance holds for one `run`. Opaque outside the binding. */

@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { CallReceipt, ToolCallResult } from '../call/types.js';
 import { sha256Hex } from '../canonical.js';
-import { CallError, ConfigError, ErrorCode, JournalError, type Delivery } from '../errors.js';
+import { CallError, ErrorCode, JournalError, type Delivery } from '../errors.js';
 import { verifyChain, type ChainVerification } from './chain.js';
+import { JournalTime } from './clock.js';
+import { positive, type CallJournalOptions } from './options.js';
+import { notSentError } from './unavailable.js';
 import {
   JournalClaim,
   type BeginOptions,
@@ -27,6 +30,7 @@ import type {
   JournalStore,
   ReceiptBody,
   ReceiptEntry,
+  StoreCallOptions,
 } from './store.js';
 import {
   completedRecord,
@@ -41,35 +45,7 @@ import {
   runReceipt,
 } from './transitions.js';
 
-/** Options of {@link CallJournal}. */
-export interface CallJournalOptions {
-  /** This journal instance's holder id, recorded on every claim. @default `memory:<uuid>` */
-  readonly owner?: string;
-  /** How long `COMPLETED` and `NOT_SENT` records (and receipts) are kept. @default 86400000 (24 h) */
-  readonly retentionMs?: number;
-  /**
-   * In-progress expiry: a key claimed (`INTENT`) by a holder that wrote nothing for this long, or
-   * `SENT` for longer than the call's timeout plus this, is taken as abandoned by a dead holder.
-   * @default 600000 (10 min)
-   */
-  readonly inProgressTtlMs?: number;
-  /**
-   * Tells whether the holder `owner` is still running: `false` (dead: its keys are recovered at
-   * once), `true` or `undefined` (cannot tell: its in-progress expiry decides).
-   * @default () => undefined
-   */
-  readonly isOwnerAlive?: (owner: string) => boolean | undefined;
-  /** The clock, epoch milliseconds. @default Date.now */
-  readonly now?: () => number;
-  /** Expired records are pruned at most this often, on the next write. @default 60000 */
-  readonly pruneIntervalMs?: number;
-  /**
-   * Which runs append a receipt: `all` (every outcome, keyed or not: what a durable journal is
-   * for) or `keyed` (only runs with an idempotency key; unkeyed runs skip the journal entirely, so
-   * the default in-memory journal costs nothing on the hot path). @default "all"
-   */
-  readonly receipts?: 'all' | 'keyed';
-}
+export type { CallJournalOptions };
 
 const MAX_ROUNDS = 16;
 const IN_PROGRESS: readonly JournalState[] = Object.freeze(['INTENT', 'SENT']);
@@ -89,7 +65,7 @@ export class CallJournal {
   /** True when every run appends a receipt, false when only keyed runs do. */
   readonly recordsEveryRun: boolean;
   readonly #isOwnerAlive: (owner: string) => boolean | undefined;
-  readonly #now: () => number;
+  readonly #time: JournalTime;
   readonly #pruneIntervalMs: number;
   /** Keys a run of this instance is claiming or holds, with the intent of that run. */
   readonly #inFlight = new Map<string, Reservation>();
@@ -108,7 +84,7 @@ export class CallJournal {
     this.#pruneIntervalMs = positive(options.pruneIntervalMs ?? 60_000, 'pruneIntervalMs');
     this.#isOwnerAlive = options.isOwnerAlive ?? (() => undefined);
     this.recordsEveryRun = (options.receipts ?? 'all') === 'all';
-    this.#now = options.now ?? Date.now;
+    this.#time = new JournalTime(store, options.now, options.clocks);
     this.#lastPrune = this.#now();
   }
 
@@ -147,6 +123,7 @@ export class CallJournal {
    * @throws JournalError when the store fails.
    */
   async begin(intent: CallIntent, options: BeginOptions = {}): Promise<BeginResult> {
+    const io = signalOf(options);
     // Runs of this process decide one at a time per key: a key being claimed is waited for, a key
     // held is refused (as in progress, or as a conflict with the stored record or the held run).
     for (;;) {
@@ -156,9 +133,9 @@ export class CallJournal {
         await local.decided;
         continue;
       }
-      const stored = await this.store.get(intent.key);
-      const live =
-        stored !== undefined && (stored.expiresAt === null || stored.expiresAt > this.#now());
+      const stored = await this.store.get(intent.key, io);
+      const passed = await this.#time.retentionNow(io);
+      const live = stored !== undefined && (stored.expiresAt === null || stored.expiresAt > passed);
       // The held run may send any moment: a stored NOT_SENT record of an earlier use says nothing.
       const conflict = live && keyMayHaveRun(stored.state) ? conflictOf(stored, intent) : undefined;
       return { kind: 'refused', error: conflict ?? localRefusal(local.intent, intent) };
@@ -172,19 +149,21 @@ export class CallJournal {
     this.#inFlight.set(intent.key, reservation);
     let result: BeginResult | undefined;
     try {
-      result = await this.#begin(intent, options.deferWrite === true);
+      result = await this.#begin(intent, options.deferWrite === true, io);
       if (result.kind === 'claimed') {
         reservation.claimed = true;
         this.#running.add(intent.key);
       }
       return result;
+    } catch (error) {
+      throw notSentError(error, intent);
     } finally {
       if (result?.kind !== 'claimed') this.#inFlight.delete(intent.key);
       decide();
     }
   }
 
-  async #begin(intent: CallIntent, defer: boolean): Promise<BeginResult> {
+  async #begin(intent: CallIntent, defer: boolean, io: StoreCallOptions): Promise<BeginResult> {
     const { key } = intent;
     // Claims `record` over `expected` (the stored record, if any): written now, or deferred.
     const claim = async (
@@ -199,30 +178,35 @@ export class CallJournal {
       }
       const written =
         expected === undefined
-          ? await this.store.insert(record)
-          : (await this.store.update(record, expected.version)).ok;
+          ? await this.store.insert(record, io)
+          : (await this.store.update(record, expected.version, io)).ok;
       return written
         ? { kind: 'claimed', claim: new JournalClaim(record, intent, undefined) }
         : undefined;
     };
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const now = this.#now();
-      const existing = await this.store.get(key);
+      const existing = await this.store.get(key, io);
+      // Decisions (expired, holder dead) use the instants surely passed; records get `now`.
+      const passed = await this.#time.retentionNow(io);
       if (existing === undefined) {
         const claimed = await claim(intentRecord(this, intent, 1, 1, now), undefined);
         if (claimed !== undefined) return claimed;
         continue;
       }
-      if (existing.expiresAt !== null && existing.expiresAt <= now) {
+      if (existing.expiresAt !== null && existing.expiresAt <= passed) {
         // Forgotten: the key starts over, whatever it was used for before.
         const record = intentRecord(this, intent, existing.attempt + 1, existing.version + 1, now);
         const claimed = await claim(record, existing);
         if (claimed !== undefined) return claimed;
         continue;
       }
-      if (IN_PROGRESS.includes(existing.state) && !this.#holderAlive(existing, now)) {
+      if (
+        IN_PROGRESS.includes(existing.state) &&
+        !this.#holderAlive(existing, this.#time.leaseNow())
+      ) {
         // A dead or expired holder's key is recovered first, then decided by what it became.
-        await this.#recoverRecord(existing, now);
+        await this.#recoverRecord(existing, now, io);
         continue;
       }
       // The key's state decides what a difference means: one that may have run is never refused
@@ -271,7 +255,12 @@ export class CallJournal {
    * @throws CallError `IDEMPOTENCY_IN_PROGRESS` (`detail.reason: 'claim-lost'`) when another holder
    *   took the key over meanwhile: the call must not be sent. JournalError when the store fails.
    */
-  async markSent(claim: JournalClaim, timeoutMs: number): Promise<void> {
+  async markSent(
+    claim: JournalClaim,
+    timeoutMs: number,
+    options: StoreCallOptions = {},
+  ): Promise<void> {
+    const io = signalOf(options);
     const now = this.#now();
     const current = claim.record;
     const pending = claim.pending;
@@ -283,17 +272,22 @@ export class CallJournal {
       leaseExpiresAt: now + timeoutMs + this.inProgressTtlMs,
     };
     let written: boolean;
-    if (pending === undefined) {
-      written = (await this.store.update(next, current.version, { durable: true })).ok;
-    } else if (pending.expectedVersion === null) {
-      written = await this.store.insert(next, { durable: true });
-    } else {
-      written = (await this.store.update(next, pending.expectedVersion, { durable: true })).ok;
+    try {
+      if (pending === undefined) {
+        written = (await this.store.update(next, current.version, { durable: true, ...io })).ok;
+      } else if (pending.expectedVersion === null) {
+        written = await this.store.insert(next, { durable: true, ...io });
+      } else {
+        const expected = pending.expectedVersion;
+        written = (await this.store.update(next, expected, { durable: true, ...io })).ok;
+      }
+    } catch (error) {
+      throw notSentError(error, claim.intent);
     }
     if (!written) {
       claim.lost = true;
       // A deferred claim was overtaken by another holder: say what the key is now.
-      const now2 = await this.store.get(claim.key);
+      const now2 = await this.store.get(claim.key, io);
       const conflict = now2 === undefined ? undefined : conflictOf(now2, claim.intent);
       if (conflict !== undefined) throw conflict;
       throw new CallError(
@@ -327,6 +321,7 @@ export class CallJournal {
   async complete(
     claim: JournalClaim | undefined,
     outcome: { readonly result: ToolCallResult; readonly receipt: CallReceipt },
+    options: StoreCallOptions = {},
   ): Promise<ReceiptEntry> {
     const resultDigest = `sha256:${sha256Hex(JSON.stringify(outcome.result))}`;
     const body = runReceipt(outcome.receipt, claim, this.#now(), {
@@ -336,7 +331,12 @@ export class CallJournal {
       argsDigest: outcome.receipt.argsDigest ?? null,
       resultDigest,
     });
-    return this.#record(claim, body, (record, now) => completedRecord(this, record, outcome, now));
+    return this.#record(
+      claim,
+      body,
+      (record, now) => completedRecord(this, record, outcome, now),
+      signalOf(options),
+    );
   }
 
   /**
@@ -351,11 +351,15 @@ export class CallJournal {
     context: CallContext,
     error: CallError,
     receipt: FailureReceiptFields,
+    options: StoreCallOptions = {},
   ): Promise<ReceiptEntry> {
     const delivery: Delivery = claim?.sent === true ? error.delivery : 'not-sent';
     const body = failureReceipt(context, claim, error, receipt, this.#now());
-    return this.#record(claim, body, (record, now) =>
-      failedRecord(this, record, error, delivery, now),
+    return this.#record(
+      claim,
+      body,
+      (record, now) => failedRecord(this, record, error, delivery, now),
+      signalOf(options),
     );
   }
 
@@ -364,9 +368,14 @@ export class CallJournal {
    *
    * @throws JournalError when the store fails.
    */
-  async replayed(record: JournalRecord, context: CallContext): Promise<ReceiptEntry> {
+  async replayed(
+    record: JournalRecord,
+    context: CallContext,
+    options: StoreCallOptions = {},
+  ): Promise<ReceiptEntry> {
     try {
-      return await this.store.appendReceipt(replayReceipt(record, context, this.#now()));
+      const body = replayReceipt(record, context, this.#now());
+      return await this.store.appendReceipt(body, signalOf(options));
     } finally {
       this.#done();
     }
@@ -396,8 +405,9 @@ export class CallJournal {
         );
       }
       if (IN_PROGRESS.includes(existing.state)) {
-        if (this.#holderAlive(existing, now)) throw inProgressError(existing, existing.context);
-        await this.#recoverRecord(existing, now);
+        if (this.#holderAlive(existing, this.#time.leaseNow()))
+          throw inProgressError(existing, existing.context);
+        await this.#recoverRecord(existing, now, {});
         continue;
       }
       if (existing.state !== 'OUTCOME_UNKNOWN') {
@@ -441,9 +451,10 @@ export class CallJournal {
     this.#ensureOpen();
     const recovered: JournalRecord[] = [];
     const now = this.#now();
+    const leaseNow = this.#time.leaseNow();
     for (const record of await this.store.listRecords({ states: IN_PROGRESS })) {
-      if (this.#holderAlive(record, now)) continue;
-      const moved = await this.#recoverRecord(record, now);
+      if (this.#holderAlive(record, leaseNow)) continue;
+      const moved = await this.#recoverRecord(record, now, {});
       if (moved !== undefined) recovered.push(moved);
     }
     return Object.freeze(recovered);
@@ -464,9 +475,11 @@ export class CallJournal {
    * itself at most every `pruneIntervalMs`, after a write.
    */
   async prune(): Promise<{ readonly records: number; readonly receipts: number }> {
-    const now = this.#now();
-    this.#lastPrune = now;
-    return this.store.prune({ now, receiptsBefore: now - this.retentionMs });
+    this.#lastPrune = this.#now();
+    // Only what surely expired: a wall clock that jumped ahead does not count (see JournalTime).
+    const now = await this.#time.retentionNow();
+    const retentionMs = this.retentionMs;
+    return this.store.prune({ now, receiptsBefore: now - retentionMs, retentionMs });
   }
 
   /**
@@ -498,18 +511,18 @@ export class CallJournal {
     claim: JournalClaim | undefined,
     body: ReceiptBody,
     next: (record: JournalRecord, now: number) => JournalRecord,
+    io: StoreCallOptions,
   ): Promise<ReceiptEntry> {
     try {
       // Nothing of this run was written for the key (refused before a deferred claim was written,
       // or overtaken): only the receipt is recorded.
       if (claim === undefined || claim.lost || claim.pending !== undefined) {
-        const entry = await this.store.appendReceipt(body);
-        return entry;
+        return await this.store.appendReceipt(body, io);
       }
       const now = this.#now();
       const current = claim.record;
       const record = { ...next(current, now), version: current.version + 1 };
-      const written = await this.store.update(record, current.version, { receipt: body });
+      const written = await this.store.update(record, current.version, { receipt: body, ...io });
       if (written.ok && written.receipt !== undefined) {
         claim.record = record;
         return written.receipt;
@@ -523,10 +536,10 @@ export class CallJournal {
         moved.resolution === null
       ) {
         const late = { ...next(moved, now), version: moved.version + 1 };
-        const again = await this.store.update(late, moved.version, { receipt: body });
+        const again = await this.store.update(late, moved.version, { receipt: body, ...io });
         if (again.ok && again.receipt !== undefined) return again.receipt;
       }
-      return await this.store.appendReceipt(body);
+      return await this.store.appendReceipt(body, io);
     } finally {
       if (claim !== undefined) {
         this.#inFlight.delete(claim.key);
@@ -551,12 +564,21 @@ export class CallJournal {
     return record.leaseExpiresAt > now;
   }
 
-  async #recoverRecord(record: JournalRecord, now: number): Promise<JournalRecord | undefined> {
+  async #recoverRecord(
+    record: JournalRecord,
+    now: number,
+    io: StoreCallOptions,
+  ): Promise<JournalRecord | undefined> {
     const next = recoveredRecord(this, record, now);
     const written = await this.store.update(next.record, record.version, {
       receipt: next.receipt,
+      ...io,
     });
     return written.ok ? next.record : undefined;
+  }
+
+  #now(): number {
+    return this.#time.now();
   }
 
   #ensureOpen(): void {
@@ -578,15 +600,7 @@ interface Reservation {
   readonly decided: Promise<void>;
 }
 
-function positive(value: number, name: string): number {
-  if (!Number.isFinite(value) || value <= 0) {
-    throw new ConfigError(
-      ErrorCode.INVALID_OPTIONS,
-      `CallJournal: ${name} must be > 0 (${value}).`,
-      {
-        detail: { path: name },
-      },
-    );
-  }
-  return value;
+/** The store options of a journal call: its signal, if any. */
+function signalOf(options: StoreCallOptions): StoreCallOptions {
+  return options.signal === undefined ? {} : { signal: options.signal };
 }

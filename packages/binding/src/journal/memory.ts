@@ -1,6 +1,7 @@
 import { ConfigError, ErrorCode, JournalError } from '../errors.js';
 import { chainReceipt, GENESIS_ANCHOR } from './chain.js';
 import type {
+  StoreCallOptions,
   ChainAnchor,
   JournalRecord,
   JournalState,
@@ -67,7 +68,8 @@ export class MemoryJournalStore implements JournalStore {
     this.#onOverCap = options.onOverCap;
   }
 
-  async get(key: string): Promise<JournalRecord | undefined> {
+  // In memory nothing waits: the store options (a signal) are accepted and not needed.
+  async get(key: string, _options?: StoreCallOptions): Promise<JournalRecord | undefined> {
     this.#open();
     const text = this.#records.get(key);
     return text === undefined ? undefined : (JSON.parse(text) as JournalRecord);
@@ -97,7 +99,7 @@ export class MemoryJournalStore implements JournalStore {
     return { ok: true, receipt };
   }
 
-  async appendReceipt(receipt: ReceiptBody): Promise<ReceiptEntry> {
+  async appendReceipt(receipt: ReceiptBody, _options?: StoreCallOptions): Promise<ReceiptEntry> {
     this.#open();
     return this.#append(receipt);
   }

@@ -174,12 +174,38 @@ export type UpdateResult =
   | { readonly ok: true; readonly receipt: ReceiptEntry | undefined }
   | { readonly ok: false; readonly current: JournalRecord | undefined };
 
+/**
+ * The last argument of every {@link JournalStore} operation a call waits for. A store that can
+ * cancel (PostgreSQL) gives up when `signal` fires, rejecting with `JOURNAL_UNAVAILABLE`
+ * (`detail.reason: 'timeout'`, when the signal's reason is a `TimeoutError`) or `ABORTED`, and
+ * never leaves the abandoned work running; a synchronous local store (SQLite) may ignore it. An
+ * abandoned write may still have committed: callers treat it as possibly written (DESIGN §13).
+ */
+export interface StoreCallOptions {
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * A clock a store can vouch for (the database's, for a store many hosts share): epoch
+ * milliseconds, and how far it may be off (half the round trip it was measured over). A journal
+ * over a store with a clock takes all its time from it (DESIGN §15).
+ */
+export interface StoreClock {
+  now(): number;
+  readonly uncertaintyMs: number;
+}
+
 /** Options of {@link JournalStore.prune}. */
-export interface PruneOptions {
+export interface PruneOptions extends StoreCallOptions {
   /** Records whose `expiresAt` is at or before this are deleted. */
   readonly now: number;
   /** Receipts recorded (`at`) before this are deleted from the start of the chain. */
   readonly receiptsBefore: number;
+  /**
+   * The journal's retention: a store with a {@link StoreClock} prunes on its own clock (records
+   * expired by it, receipts older than this by it) and never later than `now`/`receiptsBefore`.
+   */
+  readonly retentionMs?: number;
 }
 
 /** Options of {@link JournalStore.readReceipts}. */
@@ -199,13 +225,24 @@ export interface ReadReceiptsOptions {
 export interface JournalStore {
   /** A human-readable location (a file path, `memory`), for messages. */
   readonly location: string;
+  /** The store's own clock, when it has one (a shared database's); see {@link StoreClock}. */
+  readonly clock?: StoreClock;
+  /**
+   * The newest time this store recorded (records' `updatedAt`), or `undefined` when empty: a
+   * journal does not trust a wall clock that puts its newest records past their retention at
+   * open (DESIGN §13). Optional: a store without it gets no such guard.
+   */
+  newestWrite?(options?: StoreCallOptions): Promise<number | undefined>;
   /** The record of `key`, if any. */
-  get(key: string): Promise<JournalRecord | undefined>;
+  get(key: string, options?: StoreCallOptions): Promise<JournalRecord | undefined>;
   /**
    * Inserts a new record. Resolves to `false` (nothing written) when the key exists. `durable`
    * as for {@link update}.
    */
-  insert(record: JournalRecord, options?: { readonly durable?: boolean }): Promise<boolean>;
+  insert(
+    record: JournalRecord,
+    options?: { readonly durable?: boolean } & StoreCallOptions,
+  ): Promise<boolean>;
   /**
    * Replaces the record of `record.key` if its stored `version` is `expectedVersion`, and appends
    * `receipt` to the chain in the same atomic step. `durable: true` asks the store to make this
@@ -214,10 +251,10 @@ export interface JournalStore {
   update(
     record: JournalRecord,
     expectedVersion: number,
-    options?: { readonly receipt?: ReceiptBody; readonly durable?: boolean },
+    options?: { readonly receipt?: ReceiptBody; readonly durable?: boolean } & StoreCallOptions,
   ): Promise<UpdateResult>;
   /** Appends one receipt at the end of the chain. */
-  appendReceipt(receipt: ReceiptBody): Promise<ReceiptEntry>;
+  appendReceipt(receipt: ReceiptBody, options?: StoreCallOptions): Promise<ReceiptEntry>;
   /** Records in any of `states` (every record when omitted), oldest first. */
   listRecords(filter?: { readonly states?: readonly JournalState[] }): Promise<JournalRecord[]>;
   /** Receipts in chain order. */

@@ -62,6 +62,8 @@ export async function attachFleet(store: StoreOption): Promise<FleetStore> {
   try {
     const migration = await migrateFleetStore(handle);
     const fleet = new FleetStore(handle, migration, options);
+    // Fleet time is the database's: measured before the journal decides anything (DESIGN §15).
+    await fleet.journal.syncClock();
     await fleet.policy.open();
     return fleet;
   } catch (error) {
@@ -198,7 +200,10 @@ export class FleetStore {
     return this.onEpoch(follow);
   }
 
-  /** Stops listening and ends every connection. Idempotent. */
+  /**
+   * Stops listening and ends every connection; bounded even when the database does not answer
+   * (pending queries abandoned, connections destroyed after `closeGraceMs`). Idempotent.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;

@@ -4,7 +4,9 @@
  * (`INSERT … ON CONFLICT DO NOTHING`), every change is `UPDATE … WHERE version = $expected`, and a
  * receipt is chained under the lock of the one chain-head row, in the transaction of the change it
  * records. Commits are synchronous (PostgreSQL's default `synchronous_commit`), so every write is
- * durable when it resolves; `durable` needs nothing more.
+ * durable when it resolves; `durable` needs nothing more. Its clock is the database's
+ * ({@link DatabaseClock}), and it prunes on the database's clock in SQL. Every operation honours
+ * its `signal` (the connection is destroyed, the operation abandoned).
  */
 import type pg from 'pg';
 import {
@@ -13,6 +15,7 @@ import {
   JOURNAL_STATES,
   JournalError,
   RuntimeError,
+  StepbindError,
   type ChainAnchor,
   type JournalRecord,
   type JournalState,
@@ -21,9 +24,11 @@ import {
   type ReadReceiptsOptions,
   type ReceiptBody,
   type ReceiptEntry,
+  type StoreCallOptions,
   type StoredReceipt,
   type UpdateResult,
 } from '@stepbind/binding/internal';
+import { DatabaseClock, DB_NOW_SQL } from './db-clock.js';
 import type { PgHandle } from './pg.js';
 
 interface RecordRow {
@@ -62,26 +67,46 @@ export class PostgresJournalStore implements JournalStore {
   readonly location: string;
   /** Committed write transactions since construction, for benchmarks. */
   commits = 0;
+  /** The database's clock, measured by {@link syncClock} and in every receipt append. */
+  readonly clock: DatabaseClock;
   readonly #pg: PgHandle;
   readonly #ownsHandle: boolean;
   #closed = false;
 
-  constructor(handle: PgHandle, options: { readonly ownsHandle?: boolean } = {}) {
+  constructor(
+    handle: PgHandle,
+    options: { readonly ownsHandle?: boolean; readonly monotonic?: () => number } = {},
+  ) {
     this.#pg = handle;
     this.location = handle.location;
     this.#ownsHandle = options.ownsHandle === true;
+    this.clock = new DatabaseClock(options.monotonic);
   }
 
-  async get(key: string): Promise<JournalRecord | undefined> {
+  /** Measures the database's clock (one round trip); `attachFleet` does so at open. */
+  async syncClock(options: StoreCallOptions = {}): Promise<void> {
+    const before = this.clock.mark();
     const { rows } = await this.#read(() =>
-      this.#pg.query<RecordRow>(`SELECT ${COLUMNS} FROM records WHERE key = $1`, [key]),
+      this.#pg.query<{ now: string }>(`SELECT ${DB_NOW_SQL} AS now`, [], 'read the clock', options),
+    );
+    this.clock.observe(before, Number(rows[0]?.now), this.clock.mark());
+  }
+
+  async get(key: string, options: StoreCallOptions = {}): Promise<JournalRecord | undefined> {
+    const { rows } = await this.#read(() =>
+      this.#pg.query<RecordRow>(
+        `SELECT ${COLUMNS} FROM records WHERE key = $1`,
+        [key],
+        'read a record',
+        options,
+      ),
     );
     const row = rows[0];
     return row === undefined ? undefined : this.#toRecord(row);
   }
 
-  async insert(record: JournalRecord): Promise<boolean> {
-    return this.#write('insert a record', async (client) => {
+  async insert(record: JournalRecord, options: StoreCallOptions = {}): Promise<boolean> {
+    return this.#write('insert a record', options, async (client) => {
       const result = await client.query(
         `INSERT INTO records (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
          ON CONFLICT (key) DO NOTHING`,
@@ -94,9 +119,9 @@ export class PostgresJournalStore implements JournalStore {
   async update(
     record: JournalRecord,
     expectedVersion: number,
-    options: { readonly receipt?: ReceiptBody; readonly durable?: boolean } = {},
+    options: { readonly receipt?: ReceiptBody; readonly durable?: boolean } & StoreCallOptions = {},
   ): Promise<UpdateResult> {
-    const written = await this.#write('update a record', async (client) => {
+    const written = await this.#write('update a record', options, async (client) => {
       const result = await client.query(
         `UPDATE records SET state = $2, version = $3, attempt = $4, owner = $5, context = $6,
            args_digest = $7, created_at = $8, updated_at = $9, lease_expires_at = $10,
@@ -105,14 +130,18 @@ export class PostgresJournalStore implements JournalStore {
         [record.key, ...rowValues(record), expectedVersion],
       );
       if (result.rowCount !== 1) return false;
-      return options.receipt === undefined ? undefined : append(client, options.receipt);
+      return options.receipt === undefined
+        ? undefined
+        : append(client, options.receipt, this.clock);
     });
-    if (written === false) return { ok: false, current: await this.get(record.key) };
+    if (written === false) return { ok: false, current: await this.get(record.key, options) };
     return { ok: true, receipt: written };
   }
 
-  async appendReceipt(receipt: ReceiptBody): Promise<ReceiptEntry> {
-    return this.#write('append a receipt', (client) => append(client, receipt));
+  async appendReceipt(receipt: ReceiptBody, options: StoreCallOptions = {}): Promise<ReceiptEntry> {
+    return this.#write('append a receipt', options, (client) =>
+      append(client, receipt, this.clock),
+    );
   }
 
   async listRecords(
@@ -165,19 +194,25 @@ export class PostgresJournalStore implements JournalStore {
   async prune(
     options: PruneOptions,
   ): Promise<{ readonly records: number; readonly receipts: number }> {
-    return this.#write('prune', async (client) => {
+    // On the database's clock, never later than the journal asked: a worker whose own clock runs
+    // ahead cannot prune what the fleet still keeps (DESIGN §15).
+    const retention = Math.max(0, Math.trunc(options.retentionMs ?? 0));
+    return this.#write('prune', options, async (client) => {
       const records =
         (
           await client.query(
-            'DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= $1',
-            [options.now],
+            `DELETE FROM records WHERE expires_at IS NOT NULL
+               AND expires_at <= LEAST($1::float8, ${DB_NOW_SQL})
+               AND updated_at <= ${DB_NOW_SQL} - $2::float8`,
+            [options.now, retention],
           )
         ).rowCount ?? 0;
       // Appends wait behind this lock, so the prefix chosen below stays a prefix.
       await client.query('SELECT seq FROM chain_head WHERE id = 1 FOR UPDATE');
       const firstKept = await client.query<{ seq: string }>(
-        'SELECT seq FROM receipts WHERE at >= $1 ORDER BY seq LIMIT 1',
-        [options.receiptsBefore],
+        `SELECT seq FROM receipts WHERE at >= LEAST($1::float8, ${DB_NOW_SQL} - $2::float8)
+         ORDER BY seq LIMIT 1`,
+        [options.receiptsBefore, retention],
       );
       const bound = firstKept.rows[0]?.seq ?? '9223372036854775807';
       const last = await client.query<{ seq: string; digest: string }>(
@@ -211,10 +246,14 @@ export class PostgresJournalStore implements JournalStore {
     }
   }
 
-  async #write<T>(what: string, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  async #write<T>(
+    what: string,
+    options: StoreCallOptions,
+    fn: (client: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
     if (this.#closed) throw this.#unavailable('closed', 'the journal is closed');
     try {
-      const result = await this.#pg.tx(what, fn);
+      const result = await this.#pg.tx(what, fn, { signal: options.signal });
       this.commits++;
       return result;
     } catch (error) {
@@ -222,8 +261,11 @@ export class PostgresJournalStore implements JournalStore {
     }
   }
 
-  #map(error: unknown): JournalError {
+  #map(error: unknown): StepbindError {
     if (error instanceof JournalError) return error;
+    // The caller's cancellation stays ABORTED; a store that did not answer in time keeps its
+    // reason (`timeout`) under JOURNAL_UNAVAILABLE below.
+    if (StepbindError.isInstance(error) && error.code === ErrorCode.ABORTED) return error;
     if (error instanceof RuntimeError) {
       return new JournalError(ErrorCode.JOURNAL_UNAVAILABLE, error.message, {
         detail: { ...error.detail, path: this.location },
@@ -279,12 +321,22 @@ export class PostgresJournalStore implements JournalStore {
   }
 }
 
-/** Chains `body` after the head, under the head row's lock (held until the transaction ends). */
-async function append(client: pg.PoolClient, body: ReceiptBody): Promise<ReceiptEntry> {
-  const head = await client.query<{ seq: string; digest: string }>(
-    'SELECT seq, digest FROM chain_head WHERE id = 1 FOR UPDATE',
+/**
+ * Chains `body` after the head, under the head row's lock (held until the transaction ends); the
+ * same round trip measures the database's clock.
+ */
+async function append(
+  client: pg.PoolClient,
+  body: ReceiptBody,
+  clock: DatabaseClock,
+): Promise<ReceiptEntry> {
+  const before = clock.mark();
+  const head = await client.query<{ seq: string; digest: string; now: string }>(
+    `SELECT seq, digest, ${DB_NOW_SQL} AS now FROM chain_head WHERE id = 1 FOR UPDATE`,
   );
   const row = head.rows[0];
+  // Not a clean measurement when the row lock was waited for: observe keeps the more precise one.
+  clock.observe(before, Number(row?.now), clock.mark());
   if (row === undefined) throw new Error('the chain head row is missing');
   const entry = chainReceipt({ seq: Number(row.seq), digest: row.digest }, body);
   await client.query(

@@ -4,7 +4,13 @@
  * credentials (the URL is shown through the shared redactor).
  */
 import pg from 'pg';
-import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding/internal';
+import {
+  abortedError,
+  ErrorCode,
+  onAbort,
+  RuntimeError,
+  StepbindError,
+} from '@stepbind/binding/internal';
 import { createRedactor, redactUrl, type Redactor } from '../redact.js';
 import { DEFAULT_FLEET_SCHEMA, parseStoreTarget, type FleetStoreTarget } from './target.js';
 
@@ -20,11 +26,35 @@ export interface PgTuning {
   readonly connectTimeoutMs?: number;
   /** Pool size. @default 4 */
   readonly poolSize?: number;
+  /** The server's `statement_timeout` for every statement of this store. @default 10000 */
+  readonly statementTimeoutMs?: number;
+  /**
+   * How long the client waits for any one answer (`query_timeout`): the bound on a database that
+   * stopped answering (frozen, or a connection silently dropped). The connection is then closed,
+   * never returned to the pool. @default statementTimeoutMs + 2000
+   */
+  readonly queryTimeoutMs?: number;
+  /** The server's `idle_in_transaction_session_timeout`. @default 10000 */
+  readonly idleInTransactionTimeoutMs?: number;
+  /** TCP keepalive (always on): the idle time before the first probe. @default 10000 */
+  readonly keepAliveInitialDelayMs?: number;
+  /** How long `close()` waits for connections to end politely before destroying them. @default 1000 */
+  readonly closeGraceMs?: number;
+}
+
+/** The last argument of a {@link PgHandle} operation. */
+export interface PgCallOptions {
+  /**
+   * Gives up when it fires: the operation's connection is destroyed (so the server rolls back
+   * what was not committed and nothing lingers), and it rejects with `STORE_UNAVAILABLE`
+   * (`reason: 'timeout'`, for a `TimeoutError` reason) or `ABORTED`.
+   */
+  readonly signal?: AbortSignal | undefined;
 }
 
 /** Why a store operation failed, in `detail.reason` of `STORE_UNAVAILABLE`. */
 export type StoreFailureReason =
-  'unreachable' | 'commit-unknown' | 'closed' | 'query' | 'newer-schema' | 'corrupt';
+  'unreachable' | 'commit-unknown' | 'closed' | 'query' | 'newer-schema' | 'corrupt' | 'timeout';
 
 /**
  * A pool confined to one schema (`search_path`), with bounded retries. Transactions retry only
@@ -43,6 +73,11 @@ export class PgHandle {
   readonly #pool: pg.Pool;
   readonly #maxAttempts: number;
   readonly #retryDelayMs: number;
+  readonly #closeGraceMs: number;
+  /** Fires at `close()`: every pending operation is abandoned. */
+  readonly #closing = new AbortController();
+  /** Every client of the pool, to destroy those that do not end politely at close. */
+  readonly #clients = new Set<pg.Client>();
   #closed = false;
 
   constructor(target: FleetStoreTarget, tuning: PgTuning = {}) {
@@ -53,17 +88,31 @@ export class PgHandle {
     this.location = `${redactUrl(checked.url)} (schema ${this.schema})`;
     this.#maxAttempts = Math.max(1, Math.trunc(tuning.maxAttempts ?? 6));
     this.#retryDelayMs = Math.max(1, tuning.retryDelayMs ?? 50);
+    this.#closeGraceMs = Math.max(0, tuning.closeGraceMs ?? 1000);
+    const statementTimeoutMs = Math.max(1, Math.trunc(tuning.statementTimeoutMs ?? 10_000));
     this.#config = {
       connectionString: checked.url,
       connectionTimeoutMillis: tuning.connectTimeoutMs ?? 5000,
       options: `-c search_path=${this.schema}`,
       application_name: 'stepbind',
+      statement_timeout: statementTimeoutMs,
+      query_timeout: Math.max(1, Math.trunc(tuning.queryTimeoutMs ?? statementTimeoutMs + 2000)),
+      idle_in_transaction_session_timeout: Math.max(
+        1,
+        Math.trunc(tuning.idleInTransactionTimeoutMs ?? 10_000),
+      ),
+      keepAlive: true,
+      keepAliveInitialDelayMillis: Math.max(0, tuning.keepAliveInitialDelayMs ?? 10_000),
     };
     this.#pool = new pg.Pool({ ...this.#config, max: tuning.poolSize ?? 4 });
     // An idle client whose server went away errors here; the pool replaces it on next use. A
     // checked-out one errors on itself: its query rejects, which is where the failure is handled.
     this.#pool.on('error', () => undefined);
-    this.#pool.on('connect', (client) => client.on('error', () => undefined));
+    this.#pool.on('connect', (client) => {
+      this.#clients.add(client);
+      client.on('error', () => undefined);
+    });
+    this.#pool.on('remove', (client) => this.#clients.delete(client));
   }
 
   /** True once {@link close} was called. */
@@ -76,24 +125,31 @@ export class PgHandle {
     return new pg.Client({ ...this.#config, application_name: applicationName });
   }
 
+  /** How long `close()` lets a connection end politely (for clients made by {@link client}). */
+  get closeGraceMs(): number {
+    return this.#closeGraceMs;
+  }
+
   /** A read, or a statement safe to repeat; retried on connection failures. */
   async query<R extends pg.QueryResultRow = pg.QueryResultRow>(
     text: string,
     values: readonly unknown[] = [],
     what = 'read',
+    options: PgCallOptions = {},
   ): Promise<pg.QueryResult<R>> {
-    return this.#retry(what, async () => {
-      const client = await this.#connect();
-      let broken: unknown;
-      try {
-        return await client.query<R>(text, values as unknown[]);
-      } catch (error) {
-        broken = isConnectionError(error) ? error : undefined;
-        throw error;
-      } finally {
-        client.release(broken as Error | undefined);
-      }
-    });
+    return this.#retry(what, options.signal, (signal) =>
+      this.#withClient(what, signal, async (client) => {
+        let broken: unknown;
+        try {
+          return await client.query<R>(text, values as unknown[]);
+        } catch (error) {
+          broken = isConnectionError(error) || isTimeout(error) ? error : undefined;
+          throw error;
+        } finally {
+          client.release(broken as Error | undefined);
+        }
+      }),
+    );
   }
 
   /**
@@ -103,36 +159,38 @@ export class PgHandle {
   async tx<T>(
     what: string,
     fn: (client: pg.PoolClient) => Promise<T>,
-    options: { readonly serializable?: boolean } = {},
+    options: { readonly serializable?: boolean } & PgCallOptions = {},
   ): Promise<T> {
-    return this.#retry(what, async () => {
-      const client = await this.#connect();
-      let broken: unknown;
-      let committing = false;
-      try {
-        await client.query(
-          options.serializable === true ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : 'BEGIN',
-        );
-        const result = await fn(client);
-        committing = true;
-        await client.query('COMMIT');
-        return result;
-      } catch (error) {
-        if (isConnectionError(error)) broken = error;
-        else await client.query('ROLLBACK').catch(() => undefined);
-        if (committing && isConnectionError(error)) {
-          throw this.failure(
-            what,
-            'commit-unknown',
-            error,
-            'the connection was lost while committing, so the change may or may not have been made',
+    return this.#retry(what, options.signal, (signal) =>
+      this.#withClient(what, signal, async (client) => {
+        let broken: unknown;
+        let committing = false;
+        try {
+          await client.query(
+            options.serializable === true ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : 'BEGIN',
           );
+          const result = await fn(client);
+          committing = true;
+          await client.query('COMMIT');
+          return result;
+        } catch (error) {
+          // A connection that timed out or was lost is closed, never rolled back over (it would wait).
+          if (isConnectionError(error) || isTimeout(error)) broken = error;
+          else await client.query('ROLLBACK').catch(() => undefined);
+          if (committing && isConnectionError(error)) {
+            throw this.failure(
+              what,
+              'commit-unknown',
+              error,
+              'the connection was lost while committing, so the change may or may not have been made',
+            );
+          }
+          throw error;
+        } finally {
+          client.release(broken as Error | undefined);
         }
-        throw error;
-      } finally {
-        client.release(broken as Error | undefined);
-      }
-    });
+      }),
+    );
   }
 
   /** A `STORE_UNAVAILABLE` error naming the store (redacted) and what failed. */
@@ -141,7 +199,11 @@ export class PgHandle {
       why ?? (cause instanceof Error ? this.redactor.text(cause.message) : String(cause));
     const error = new RuntimeError(
       ErrorCode.STORE_UNAVAILABLE,
-      `The fleet store ${this.location} failed to ${what}: ${text}. Check that PostgreSQL is running and reachable; nothing that failed before committing was changed.`,
+      `The fleet store ${this.location} failed to ${what}: ${text}. ${
+        reason === 'timeout'
+          ? 'Check that PostgreSQL is running and answering (not frozen, not stuck behind another session).'
+          : 'Check that PostgreSQL is running and reachable; nothing that failed before committing was changed.'
+      }`,
       {
         detail: { store: this.location, reason, ...pgCode(cause) },
         ...(cause === undefined ? {} : { cause }),
@@ -150,26 +212,104 @@ export class PgHandle {
     return this.redactor.error(error);
   }
 
-  /** Ends every pooled connection. Idempotent. */
+  /**
+   * Abandons every pending operation and ends every pooled connection, destroying those that do
+   * not end within `closeGraceMs` (a frozen server never answers the goodbye). Bounded; idempotent.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.#pool.end();
+    this.#closing.abort(this.failure('finish', 'closed', undefined, 'the store was closed'));
+    const ended = this.#pool.end().catch(() => undefined);
+    if (!(await settlesWithin(ended, this.#closeGraceMs))) {
+      for (const client of this.#clients) destroyClient(client);
+      await settlesWithin(ended, this.#closeGraceMs);
+    }
+    this.#clients.clear();
   }
 
-  async #connect(): Promise<pg.PoolClient> {
+  /**
+   * Runs `work` on a pooled client, abandoning it when `signal` fires: the client's connection is
+   * destroyed (its pending query fails, the server rolls back what was not committed) and the
+   * operation rejects at once with the typed reason.
+   */
+  async #withClient<T>(
+    what: string,
+    signal: AbortSignal,
+    work: (client: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
     if (this.#closed) throw this.failure('connect', 'closed', undefined, 'the store is closed');
-    return this.#pool.connect();
+    if (signal.aborted) throw this.#abandoned(what, signal.reason);
+    let client: pg.PoolClient | undefined;
+    let abandoned = false;
+    const running = (async () => {
+      const connected = await this.#pool.connect();
+      if (abandoned) {
+        connected.release(new Error('abandoned'));
+        throw new Error('abandoned');
+      }
+      client = connected;
+      return work(connected);
+    })();
+    return new Promise<T>((resolve, reject) => {
+      const stop = onAbort(signal, () => {
+        abandoned = true;
+        if (client !== undefined) destroyClient(client);
+        // The abandoned work still settles (its connection is gone); nothing waits for it.
+        running.catch(() => undefined);
+        reject(this.#abandoned(what, signal.reason));
+      });
+      running.then(
+        (value) => {
+          stop();
+          resolve(value);
+        },
+        (error: unknown) => {
+          stop();
+          reject(error instanceof Error ? error : new Error(String(error)));
+        },
+      );
+    });
   }
 
-  async #retry<T>(what: string, attempt: () => Promise<T>): Promise<T> {
+  /** The error of an operation abandoned for `reason`: a timeout, the store's close, or ABORTED. */
+  #abandoned(what: string, reason: unknown): StepbindError {
+    if (StepbindError.isInstance(reason)) return reason;
+    if (isTimeout(reason)) return this.#timeout(what, reason);
+    return abortedError(
+      `The fleet store ${this.location} was asked to ${what} and the caller cancelled before it answered; the operation was abandoned (a write may or may not have been made).`,
+      reason,
+      { as: RuntimeError },
+    );
+  }
+
+  #timeout(what: string, cause: unknown): RuntimeError {
+    return this.failure(
+      what,
+      'timeout',
+      cause,
+      'the database did not answer in time (the call deadline or the store timeout passed), so the operation was abandoned and its connection closed; a write may or may not have been made',
+    );
+  }
+
+  async #retry<T>(
+    what: string,
+    callerSignal: AbortSignal | undefined,
+    attempt: (signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
+    const signal =
+      callerSignal === undefined
+        ? this.#closing.signal
+        : AbortSignal.any([callerSignal, this.#closing.signal]);
     let delay = this.#retryDelayMs;
     for (let i = 1; ; i++) {
       try {
-        return await attempt();
+        return await attempt(signal);
       } catch (error) {
         // A typed refusal (a publish conflict, an epoch that is not higher) is an answer, not a fault.
         if (StepbindError.isInstance(error)) throw error;
+        // A timeout proves nothing about what the server did: never retried.
+        if (isTimeout(error)) throw this.#timeout(what, error);
         const retryable = isConnectionError(error) || isSerializationFailure(error);
         if (!retryable || this.#closed) {
           throw retryable
@@ -177,11 +317,56 @@ export class PgHandle {
             : this.failure(what, 'query', error);
         }
         if (i >= this.#maxAttempts) throw this.failure(what, 'unreachable', error);
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        await pause(delay, signal);
+        if (signal.aborted) throw this.#abandoned(what, signal.reason);
         delay = Math.min(2000, delay * 2);
       }
     }
   }
+}
+
+/**
+ * True for a timeout: an abort reason `TimeoutError`, pg's `query_timeout` ("Query read
+ * timeout"), or the server's `statement_timeout`/lock timeout cancelling a statement (57014).
+ */
+export function isTimeout(error: unknown): boolean {
+  if (error instanceof Error && error.name === 'TimeoutError') return true;
+  if ((error as { code?: unknown } | undefined)?.code === '57014') return true;
+  return error instanceof Error && /Query read timeout/.test(error.message);
+}
+
+/** Destroys `client`'s socket: its pending query fails at once and the pool drops it. */
+export function destroyClient(client: pg.Client | pg.PoolClient): void {
+  (
+    client as unknown as { connection?: { stream?: { destroy(): void } } }
+  ).connection?.stream?.destroy();
+}
+
+/** True when `promise` settles within `ms` (an unref'd timer: never keeps the process up). */
+export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([promise.then(() => true), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const stop = onAbort(signal, () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    const timer = setTimeout(() => {
+      stop();
+      resolve();
+    }, ms);
+  });
 }
 
 const CONNECTION_CODES = new Set([

@@ -8,7 +8,7 @@
  */
 import type pg from 'pg';
 import { ErrorCode, RuntimeError } from '@stepbind/binding/internal';
-import { isConnectionError, PgHandle } from './pg.js';
+import { destroyClient, isConnectionError, PgHandle, settlesWithin } from './pg.js';
 
 /** The policy as committed: what every worker converges to. */
 export interface PolicySnapshot {
@@ -188,6 +188,8 @@ export class PolicyView {
   #retry: NodeJS.Timeout | undefined;
   #closed = false;
   #connecting: Promise<void> | undefined;
+  /** The client of the connection attempt in progress, if any. */
+  #connectingClient: pg.Client | undefined;
   #refreshing: Promise<void> | undefined;
   #refreshAgain = false;
 
@@ -266,15 +268,24 @@ export class PolicyView {
     this.#closed = true;
     clearInterval(this.#heartbeat);
     clearTimeout(this.#retry);
-    await this.#connecting?.catch(() => undefined);
+    // A frozen database answers neither a connection in progress nor the goodbye: both are
+    // bounded by the handle's close grace, then the connection is destroyed.
+    const connecting = this.#connecting?.catch(() => undefined);
+    if (connecting !== undefined && !(await settlesWithin(connecting, this.#pg.closeGraceMs))) {
+      if (this.#connectingClient !== undefined) destroyClient(this.#connectingClient);
+      await connecting;
+    }
     const client = this.#client;
     this.#client = undefined;
-    await client?.end().catch(() => undefined);
+    if (client === undefined) return;
+    const ended = client.end().catch(() => undefined);
+    if (!(await settlesWithin(ended, this.#pg.closeGraceMs))) destroyClient(client);
   }
 
   async #connect(cause: 'open' | 'reconnect'): Promise<void> {
     const attempt = (async () => {
       const client = this.#pg.client(`stepbind-listen:${this.#pg.schema}`);
+      this.#connectingClient = client;
       client.on('error', (error) => this.#lost(client, error));
       client.on('end', () => this.#lost(client, new Error('the connection ended')));
       client.on('notification', (message) => {
@@ -311,6 +322,7 @@ export class PolicyView {
       throw this.#pg.failure('listen for policy changes', 'unreachable', error);
     } finally {
       this.#connecting = undefined;
+      this.#connectingClient = undefined;
     }
   }
 

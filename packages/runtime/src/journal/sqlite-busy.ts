@@ -20,6 +20,7 @@ export type JournalOperation =
   | 'listRecords'
   | 'readReceipts'
   | 'anchor'
+  | 'newestWrite'
   | 'prune';
 
 /** What one {@link retryBusy} call waits with. */

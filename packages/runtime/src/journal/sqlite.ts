@@ -320,6 +320,19 @@ export class SqliteJournalStore implements JournalStore {
     return (await this.#run('anchor', options, () => this.#stmt.anchor.get())) ?? GENESIS_ANCHOR;
   }
 
+  /** The newest time a record or receipt of this file was written, if any (see `JournalTime`). */
+  async newestWrite(options: Waits = {}): Promise<number | undefined> {
+    const row = await this.#run('newestWrite', options, () =>
+      this.#db
+        .prepare<[], { newest: number | null }>(
+          `SELECT max(newest) AS newest FROM (SELECT max(updated_at) AS newest FROM records
+           UNION ALL SELECT max(at) FROM receipts)`,
+        )
+        .get(),
+    );
+    return row?.newest ?? undefined;
+  }
+
   async prune(
     options: PruneOptions & Waits,
   ): Promise<{ readonly records: number; readonly receipts: number }> {

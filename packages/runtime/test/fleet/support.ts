@@ -6,7 +6,16 @@
  * Each test file takes its own schema, so files run in parallel on one server.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -23,6 +32,12 @@ export interface TestPostgres {
   schema(prefix?: string): string;
   /** `pg_ctl restart` (local clusters only); resolves when the server accepts connections. */
   restart(): Promise<void>;
+  /**
+   * Freezes this cluster (local clusters only): `SIGSTOP` to its postmaster (from its own
+   * `postmaster.pid`) and that postmaster's children, nothing else. Returns the thaw (`SIGCONT`
+   * to exactly those); `stop()` and process exit thaw too.
+   */
+  freeze(): () => void;
   /** Drops the schemas it handed out (shared server) or stops and removes the cluster. */
   stop(): Promise<void>;
 }
@@ -92,9 +107,20 @@ async function startCluster(): Promise<TestPostgres | string> {
   }
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   let stopped = false;
+  const frozen: number[] = [];
+  const thaw = (): void => {
+    for (const pid of frozen.splice(0)) {
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {
+        // Gone already.
+      }
+    }
+  };
   // A safety net for a run that ends without its afterAll (an interrupted worker): no cluster
   // and no directory outlive the process.
   const onExit = (): void => {
+    thaw();
     if (stopped) return;
     stopped = true;
     try {
@@ -116,7 +142,16 @@ async function startCluster(): Promise<TestPostgres | string> {
       await run(pgCtl, ['-D', data, '-m', 'fast', '-w', 'stop'], asPostgres);
       await start();
     },
+    freeze: () => {
+      const postmaster = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      if (!Number.isSafeInteger(postmaster) || postmaster <= 1) throw new Error('no postmaster');
+      const pids = [postmaster, ...childrenOf(postmaster)];
+      for (const pid of pids) process.kill(pid, 'SIGSTOP');
+      frozen.push(...pids);
+      return thaw;
+    },
     stop: async () => {
+      thaw();
       if (stopped) return;
       stopped = true;
       process.off('exit', onExit);
@@ -124,6 +159,23 @@ async function startCluster(): Promise<TestPostgres | string> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** The pids whose parent is `parent` (from /proc: this cluster's backends and helpers). */
+function childrenOf(parent: number): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // Field 4 (ppid) follows the command name in parentheses, which may hold spaces.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === parent) pids.push(Number(entry));
+    } catch {
+      // Exited meanwhile.
+    }
+  }
+  return pids;
 }
 
 function uidOf(user: string): number {
@@ -145,6 +197,9 @@ function shared(url: string): TestPostgres {
       return name;
     },
     restart: () => Promise.reject(new Error('cannot restart a server given by STEPBIND_PG_URL')),
+    freeze: () => {
+      throw new Error('cannot freeze a server given by STEPBIND_PG_URL');
+    },
     stop: async () => {
       if (handed.length === 0) return;
       const client = new pg.Client({ connectionString: url });
