@@ -1,5 +1,5 @@
 import { ErrorCode, JournalError } from '../errors.js';
-import { chainReceipt, GENESIS_ANCHOR } from './chain.js';
+import { chainReceipt, GENESIS_ANCHOR, pruneReceipt, stampReceipt } from './chain.js';
 import type {
   ChainAnchor,
   JournalRecord,
@@ -16,8 +16,9 @@ import type {
 /** Options of {@link MemoryJournalStore}. */
 export interface MemoryJournalStoreOptions {
   /**
-   * Receipts kept; older ones are dropped from the start of the chain (the anchor moves), so a
-   * long-lived process does not grow without bound. @default 10000
+   * Receipts kept; past it, the oldest tenth is dropped from the start of the chain at once (the
+   * anchor moves, and a `prune` receipt names it), so a long-lived process does not grow without
+   * bound. @default 10000
    */
   readonly maxReceipts?: number;
 }
@@ -66,7 +67,10 @@ export class MemoryJournalStore implements JournalStore {
     const current = text === undefined ? undefined : (JSON.parse(text) as JournalRecord);
     if (current?.version !== expectedVersion) return { ok: false, current };
     this.#records.set(record.key, JSON.stringify(record));
-    const receipt = options.receipt === undefined ? undefined : this.#append(options.receipt);
+    const receipt =
+      options.receipt === undefined
+        ? undefined
+        : this.#append(stampReceipt(options.receipt, record));
     return { ok: true, receipt };
   }
 
@@ -110,6 +114,11 @@ export class MemoryJournalStore implements JournalStore {
     return this.#anchor;
   }
 
+  async head(): Promise<ChainAnchor> {
+    this.#open();
+    return this.#head;
+  }
+
   async prune(
     options: PruneOptions,
   ): Promise<{ readonly records: number; readonly receipts: number }> {
@@ -128,7 +137,7 @@ export class MemoryJournalStore implements JournalStore {
       if ((JSON.parse(receipt.text) as ReceiptBody).at >= options.receiptsBefore) break;
       drop++;
     }
-    this.#dropReceipts(drop);
+    this.#dropReceipts(drop, options.now);
     return { records, receipts: drop };
   }
 
@@ -146,16 +155,26 @@ export class MemoryJournalStore implements JournalStore {
     });
     this.#head = { seq: entry.seq, digest: entry.digest };
     if (this.#receipts.length > this.#maxReceipts) {
-      this.#dropReceipts(this.#receipts.length - this.#maxReceipts);
+      const tenth = Math.max(1, Math.floor(this.#maxReceipts / 10));
+      this.#dropReceipts(this.#receipts.length - this.#maxReceipts + tenth, body.at);
     }
     return entry;
   }
 
-  #dropReceipts(count: number): void {
+  /** Drops the oldest `count` receipts and chains the `prune` receipt naming the new anchor. */
+  #dropReceipts(count: number, at: number): void {
     if (count <= 0) return;
     const last = this.#receipts[count - 1] as StoredReceipt;
     this.#anchor = Object.freeze({ seq: last.seq, digest: last.digest });
     this.#receipts = this.#receipts.slice(count);
+    const entry = chainReceipt(this.#head, pruneReceipt(this.#anchor, at));
+    this.#receipts.push({
+      seq: entry.seq,
+      prevDigest: entry.prevDigest,
+      digest: entry.digest,
+      text: entry.text,
+    });
+    this.#head = { seq: entry.seq, digest: entry.digest };
   }
 
   #open(): void {

@@ -12,13 +12,14 @@ import { ErrorCode, JournalError } from '@stepbind/binding/internal';
 export const JOURNAL_APPLICATION_ID = 0x73624a31;
 
 /** The schema version this build writes (`PRAGMA user_version`). */
-export const JOURNAL_SCHEMA_VERSION = 1;
+export const JOURNAL_SCHEMA_VERSION = 2;
 
 /**
- * The versioned, idempotent migrations: entry `i` takes `user_version` from `i` to `i + 1`. No
- * secondary indexes: every index page is one more page each commit writes to the WAL (an index on
- * `records.state` doubles the cost of a claim), and the queries that would use them (recovery at
- * open, pruning once a minute, `stepbind receipts list --key`) run rarely and scan.
+ * The versioned, idempotent migrations: entry `i` takes `user_version` from `i` to `i + 1`. One
+ * secondary index only (`receipts.key`, read before a repeated key is used): every index page is
+ * one more page each commit writes to the WAL (an index on `records.state` doubles the cost of a
+ * claim), and the other queries that would use one (recovery at open, pruning once a minute) run
+ * rarely and scan.
  */
 const MIGRATIONS: readonly string[] = [
   `CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -51,6 +52,21 @@ const MIGRATIONS: readonly string[] = [
      seq INTEGER NOT NULL,
      digest TEXT NOT NULL
    ) STRICT;`,
+  // 2: the chain head record (seq and digest of the newest receipt ever appended), written with
+  // every append, so deleting the newest receipts shows; a journal migrated from 1 gets the head
+  // its chain has now. The key index serves the record check before a repeated key is used.
+  `CREATE TABLE IF NOT EXISTS chain_head (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     seq INTEGER NOT NULL,
+     digest TEXT NOT NULL
+   ) STRICT;
+   INSERT OR IGNORE INTO chain_head (id, seq, digest)
+     SELECT 1, seq, digest FROM (
+       SELECT seq, digest, 2 AS rank FROM receipts WHERE seq = (SELECT MAX(seq) FROM receipts)
+       UNION ALL SELECT seq, digest, 1 FROM chain_anchor WHERE id = 1
+       UNION ALL SELECT 0, '${'0'.repeat(64)}', 0
+     ) ORDER BY rank DESC LIMIT 1;
+   CREATE INDEX IF NOT EXISTS receipts_key ON receipts (key) WHERE key IS NOT NULL;`,
 ];
 
 /** Why a journal file cannot be used (`detail.reason` of its JournalError). */
@@ -89,7 +105,8 @@ export function checkIdentity(db: Database.Database, path: string, readOnly: boo
       { detail: { path, reason: 'newer-schema', version, supported: JOURNAL_SCHEMA_VERSION } },
     );
   }
-  if (readOnly && version < JOURNAL_SCHEMA_VERSION) {
+  // Reading needs schema 1 (the chain); a schema-1 file read without migrating has no head record.
+  if (readOnly && version < 1) {
     throw new JournalError(
       ErrorCode.JOURNAL_VERSION,
       `The journal ${path} has schema ${version}; open it read-write once (McpRuntime.open) to migrate it to ${JOURNAL_SCHEMA_VERSION}.`,

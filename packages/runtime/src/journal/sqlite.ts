@@ -14,6 +14,8 @@ import {
   ErrorCode,
   GENESIS_ANCHOR,
   JOURNAL_STATES,
+  pruneReceipt,
+  stampReceipt,
   JournalError,
   type ChainAnchor,
   type JournalRecord,
@@ -101,7 +103,8 @@ export class SqliteJournalStore implements JournalStore {
     get: Database.Statement<[string], RecordRow>;
     insert: Database.Statement<unknown[]>;
     update: Database.Statement<unknown[]>;
-    head: Database.Statement<[], { seq: number; digest: string }>;
+    head: Database.Statement<[], { seq: number; digest: string }> | undefined;
+    setHead: Database.Statement<unknown[]> | undefined;
     anchor: Database.Statement<[], { seq: number; digest: string }>;
     append: Database.Statement<unknown[]>;
     syncFull: Database.Statement;
@@ -113,6 +116,7 @@ export class SqliteJournalStore implements JournalStore {
     receipt: ReceiptBody | undefined,
   ) => ReceiptEntry | undefined | false;
   readonly #appendTx: (receipt: ReceiptBody) => ReceiptEntry;
+  readonly #appendLocked: (receipt: ReceiptBody) => ReceiptEntry;
 
   /** @internal use {@link openSqliteJournal}. */
   constructor(options: SqliteJournalOptions) {
@@ -165,6 +169,7 @@ export class SqliteJournalStore implements JournalStore {
       throw error instanceof JournalError ? error : mapSqliteError(error, path, 'open');
     }
     this.#db = db;
+    const hasHead = (db.pragma('user_version', { simple: true }) as number) >= 2;
     this.#stmt = {
       get: db.prepare<[string], RecordRow>('SELECT * FROM records WHERE key = ?'),
       insert: db.prepare(
@@ -178,9 +183,15 @@ export class SqliteJournalStore implements JournalStore {
            outcome = ?, error = ?, resolution = ?
          WHERE key = ? AND version = ?`,
       ),
-      head: db.prepare<[], { seq: number; digest: string }>(
-        'SELECT seq, digest FROM receipts ORDER BY seq DESC LIMIT 1',
-      ),
+      // A schema-1 file read without migrating has no head record (see checkIdentity).
+      head: hasHead
+        ? db.prepare<[], { seq: number; digest: string }>(
+            'SELECT seq, digest FROM chain_head WHERE id = 1',
+          )
+        : undefined,
+      setHead: hasHead
+        ? db.prepare('UPDATE chain_head SET seq = ?, digest = ? WHERE id = 1')
+        : undefined,
       anchor: db.prepare<[], { seq: number; digest: string }>(
         'SELECT seq, digest FROM chain_anchor WHERE id = 1',
       ),
@@ -191,7 +202,10 @@ export class SqliteJournalStore implements JournalStore {
       syncNormal: db.prepare('PRAGMA synchronous = NORMAL'),
     };
     const appendLocked = (receipt: ReceiptBody): ReceiptEntry => {
-      const head = this.#stmt.head.get() ?? this.#stmt.anchor.get() ?? GENESIS_ANCHOR;
+      // The next link hangs off the head record, not the newest row: a deleted newest receipt
+      // leaves a gap the next append cannot paper over.
+      const head = this.#stmt.head?.get();
+      if (head === undefined) throw new Error('the chain head record is missing');
       const entry = chainReceipt(head, receipt);
       this.#stmt.append.run(
         entry.seq,
@@ -201,13 +215,15 @@ export class SqliteJournalStore implements JournalStore {
         receipt.at,
         entry.text,
       );
+      this.#stmt.setHead?.run(entry.seq, entry.digest);
       return entry;
     };
+    this.#appendLocked = appendLocked;
     const update = db.transaction(
       (record: JournalRecord, expectedVersion: number, receipt: ReceiptBody | undefined) => {
         const changed = this.#stmt.update.run(...rowValues(record), record.key, expectedVersion);
         if (changed.changes !== 1) return false;
-        return receipt === undefined ? undefined : appendLocked(receipt);
+        return receipt === undefined ? undefined : appendLocked(stampReceipt(receipt, record));
       },
     );
     this.#updateTx = (record, expectedVersion, receipt) =>
@@ -291,6 +307,15 @@ export class SqliteJournalStore implements JournalStore {
     return this.#run('read', () => this.#stmt.anchor.get()) ?? GENESIS_ANCHOR;
   }
 
+  /**
+   * The head record. `undefined` only for a schema-1 file opened read-only (not migrated), whose
+   * truncation at the end cannot be detected.
+   */
+  async head(): Promise<ChainAnchor | undefined> {
+    const row = this.#run('read', () => this.#stmt.head?.get());
+    return row === undefined ? undefined : { seq: row.seq, digest: row.digest };
+  }
+
   async prune(
     options: PruneOptions,
   ): Promise<{ readonly records: number; readonly receipts: number }> {
@@ -321,6 +346,7 @@ export class SqliteJournalStore implements JournalStore {
              ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, digest = excluded.digest`,
             )
             .run(last.seq, last.digest);
+          this.#appendLocked(pruneReceipt(last, options.now));
           return { records, receipts };
         })
         .immediate(),
