@@ -3,9 +3,10 @@
  * typed errors of a file that cannot be used (not SQLite, foreign, damaged, newer, read-only,
  * full, locked). `sqlite.ts` holds the store that reads and writes records in it.
  */
-import { accessSync, constants } from 'node:fs';
-import { dirname } from 'node:path';
-import type Database from 'better-sqlite3';
+import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
 import { ErrorCode, JournalError } from '@stepbind/binding/internal';
 
 /** `PRAGMA application_id` of a stepbind journal ("sbJ1"). */
@@ -140,6 +141,44 @@ export function migrate(db: Database.Database): void {
       })
       .immediate();
     if (!step) return;
+  }
+}
+
+/**
+ * Opens `path` for reading only (the `stepbind receipts` commands): nothing is migrated or written.
+ * A WAL-mode file needs its `-shm` companion, which a read-only location (a read-only mount, a
+ * directory without write access) cannot hold; then the file and its `-wal` (whose committed
+ * transactions the copy recovers) are copied to a private temporary directory and the copy is
+ * read. `release` removes that copy.
+ *
+ * @throws JournalError (`JOURNAL_UNAVAILABLE`, reason `read-only`) when neither works.
+ */
+export function openForReading(path: string): { db: Database.Database; release: () => void } {
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true });
+    // The first read opens the WAL index; a read-only location fails here, not at open.
+    db.prepare('SELECT count(*) FROM sqlite_master').get();
+    return { db, release: () => {} };
+  } catch (error) {
+    db?.close();
+    const code = String((error as { code?: unknown }).code ?? '');
+    if (!/^SQLITE_(CANTOPEN|READONLY|IOERR)/.test(code) || writable(dirname(path))) throw error;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'stepbind-journal-read-'));
+  try {
+    const copy = join(dir, basename(path));
+    copyFileSync(path, copy);
+    if (existsSync(`${path}-wal`)) copyFileSync(`${path}-wal`, `${copy}-wal`);
+    const copied = new Database(copy, { readonly: true, fileMustExist: true });
+    return { db: copied, release: () => rmSync(dir, { recursive: true, force: true }) };
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new JournalError(
+      ErrorCode.JOURNAL_UNAVAILABLE,
+      `The journal ${path} is on a read-only location and could not be read in place or from a copy (${error instanceof Error ? error.message : String(error)}); its write-ahead log cannot be recovered here. Copy the file (with its -wal file) to a writable directory and read that copy.`,
+      { detail: { path, reason: 'read-only' }, cause: error },
+    );
   }
 }
 

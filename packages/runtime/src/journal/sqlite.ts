@@ -28,7 +28,13 @@ import {
   type StoredReceipt,
   type UpdateResult,
 } from '@stepbind/binding/internal';
-import { checkIdentity, journalError, mapSqliteError, migrate } from './sqlite-file.js';
+import {
+  checkIdentity,
+  journalError,
+  mapSqliteError,
+  migrate,
+  openForReading,
+} from './sqlite-file.js';
 
 export { JOURNAL_APPLICATION_ID, JOURNAL_SCHEMA_VERSION } from './sqlite-file.js';
 
@@ -99,6 +105,8 @@ export class SqliteJournalStore implements JournalStore {
   readonly #db: Database.Database;
   readonly #readOnly: boolean;
   #closed = false;
+  /** Removes the private copy a read-only location was read from (see `openForReading`). */
+  #release: () => void = () => {};
   readonly #stmt: {
     get: Database.Statement<[string], RecordRow>;
     insert: Database.Statement<unknown[]>;
@@ -140,7 +148,13 @@ export class SqliteJournalStore implements JournalStore {
     }
     let db: Database.Database | undefined;
     try {
-      db = new Database(path, this.#readOnly ? { readonly: true, fileMustExist: true } : {});
+      if (this.#readOnly) {
+        const reading = openForReading(path);
+        db = reading.db;
+        this.#release = reading.release;
+      } else {
+        db = new Database(path);
+      }
       db.pragma(`busy_timeout = ${Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000))}`);
       checkIdentity(db, path, this.#readOnly);
       if (!this.#readOnly) {
@@ -161,6 +175,7 @@ export class SqliteJournalStore implements JournalStore {
       } catch {
         // Closing after a failed open is best effort; the open error is what is reported.
       }
+      this.#release();
       if (!existed && !this.#readOnly) {
         for (const file of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) {
           rmSync(file, { force: true });
@@ -360,6 +375,8 @@ export class SqliteJournalStore implements JournalStore {
       this.#db.close();
     } catch (error) {
       throw mapSqliteError(error, this.location, 'close');
+    } finally {
+      this.#release();
     }
   }
 
