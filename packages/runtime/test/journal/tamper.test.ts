@@ -236,6 +236,28 @@ describe('receipts verify and the journal against a tampered SQLite file', () =>
   });
 });
 
+describe('the head record of an older journal', () => {
+  it('migrates a schema-1 journal: the head is computed from its chain and appends continue from it', async () => {
+    using dir = tempDir('tamper');
+    const path = join(dir.path, 'journal.db');
+    const auditPath = tempAuditPath('tamper');
+    auditFiles.push(auditPath);
+    await threeCalls(path, auditPath);
+    tamper(path, (db) => {
+      db.exec('DROP TABLE chain_head; DROP INDEX receipts_key; PRAGMA user_version = 1;');
+    });
+    // Read-only, a schema-1 file verifies without a head record (and says so).
+    const old = await cli(['receipts', 'verify', '--journal', path]);
+    expect(old.code).toBe(0);
+    expect(old.out).toMatch(/no head record/);
+    const store = openSqliteJournal({ path });
+    expect(await store.head()).toEqual((await verify(path)).head);
+    await store.close();
+    const migrated = await verify(path);
+    expect(migrated).toMatchObject({ ok: true, head: { seq: 3 }, storedHead: { seq: 3 } });
+  });
+});
+
 describe('receipts verify|list on a read-only mount', () => {
   it.runIf(canMount)(
     'reads a journal on a read-only tmpfs without writing (no -wal/-shm created, bytes unchanged)',
