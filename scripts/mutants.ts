@@ -242,7 +242,7 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 25: a rewritten stored result is never replayed.
     name: 'skip the record check before a repeated key is used',
     file: 'packages/binding/src/journal/journal.ts',
-    find: 'await this.#checkChained(existing);',
+    find: 'await checkChained(this.store, existing);',
     replace: '',
     testFile: 'packages/runtime/test/journal/tamper.test.ts',
     testName: '(d) reports a rewritten stored result (reason record-result) and never replays it',

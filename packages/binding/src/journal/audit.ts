@@ -9,11 +9,13 @@
  */
 import { sha256Hex } from '../canonical.js';
 import type { ToolCallResult } from '../call/types.js';
+import { ErrorCode, JournalError } from '../errors.js';
 import { verifyChain } from './chain.js';
 import type {
   ChainAnchor,
   JournalRecord,
   JournalState,
+  JournalStore,
   ReceiptBody,
   StoredReceipt,
 } from './store.js';
@@ -233,6 +235,25 @@ export function recordFinding(
     };
   }
   return undefined;
+}
+
+/**
+ * What `CallJournal` runs before it acts on a repeated key (replay, re-claim, recovery): one read
+ * of the key's receipts and, for a `COMPLETED` result, one digest of the result already read.
+ *
+ * @throws JournalError `JOURNAL_CORRUPT` (`detail.reason` from {@link recordFinding}) when the
+ *   record's receipts contradict it: a rewritten result is never replayed, a key that may have
+ *   run is never re-sent.
+ */
+export async function checkChained(store: JournalStore, record: JournalRecord): Promise<void> {
+  const receipts = keyReceipts(await store.readReceipts({ key: record.key }));
+  const finding = recordFinding(record, receipts);
+  if (finding === undefined) return;
+  throw new JournalError(
+    ErrorCode.JOURNAL_CORRUPT,
+    `The journal at ${store.location}: ${finding.message}. "${record.context.modelName}" was not run and nothing was replayed. Run \`stepbind receipts verify\`, then restore the journal from a backup or resolve the key.`,
+    { detail: { path: store.location, reason: finding.reason, key: record.key } },
+  );
 }
 
 /** Parses stored receipt texts of one key for {@link recordFinding}; unreadable ones are skipped. */

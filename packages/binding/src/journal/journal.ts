@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { CallReceipt, ToolCallResult } from '../call/types.js';
 import { sha256Hex } from '../canonical.js';
 import { CallError, ConfigError, ErrorCode, JournalError, type Delivery } from '../errors.js';
-import { keyReceipts, recordFinding } from './audit.js';
+import { checkChained } from './audit.js';
 import { verifyChain, type ChainVerification } from './chain.js';
 import {
   JournalClaim,
@@ -220,7 +220,7 @@ export class CallJournal {
       }
       const conflict = conflictOf(existing, intent);
       if (conflict !== undefined) return { kind: 'refused', error: conflict };
-      await this.#checkChained(existing);
+      await checkChained(this.store, existing);
       switch (existing.state) {
         case 'COMPLETED': {
           if (existing.outcome === null) throw corruptRecord(this.store, existing);
@@ -537,23 +537,6 @@ export class CallJournal {
     } catch {
       // Pruning is housekeeping; the next write tries again and a failing store reports there.
     }
-  }
-
-  /**
-   * Refuses to act on a record its own receipts contradict (a state or result edited outside
-   * stepbind): a rewritten result is never replayed, a key that may have run is never re-sent.
-   */
-  async #checkChained(record: JournalRecord): Promise<void> {
-    const finding = recordFinding(
-      record,
-      keyReceipts(await this.store.readReceipts({ key: record.key })),
-    );
-    if (finding === undefined) return;
-    throw new JournalError(
-      ErrorCode.JOURNAL_CORRUPT,
-      `The journal at ${this.store.location}: ${finding.message}. "${record.context.modelName}" was not run and nothing was replayed. Run \`stepbind receipts verify\`, then restore the journal from a backup or resolve the key.`,
-      { detail: { path: this.store.location, reason: finding.reason, key: record.key } },
-    );
   }
 
   #holderAlive(record: JournalRecord, now: number): boolean {

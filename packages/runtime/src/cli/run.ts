@@ -183,7 +183,9 @@ async function receipts(argv: readonly string[], io: CliIo): Promise<number> {
   }
   const expectHead = expect === undefined ? undefined : parseExpectedHead(expect);
   if (expect !== undefined && expectHead === undefined) {
-    io.stderr(`stepbind receipts verify: --expect-head needs SEQ:DIGEST (as printed after "head:")\n\n${USAGE}`);
+    io.stderr(
+      `stepbind receipts verify: --expect-head needs SEQ:DIGEST (as printed after "head:")\n\n${USAGE}`,
+    );
     return 2;
   }
   try {

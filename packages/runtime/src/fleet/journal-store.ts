@@ -209,7 +209,10 @@ export class PostgresJournalStore implements JournalStore {
         lastRow.digest,
       ]);
       // Chained in this transaction: a prefix deleted without a prune receipt naming its anchor shows.
-      await append(client, pruneReceipt({ seq: Number(lastRow.seq), digest: lastRow.digest }, options.now));
+      await append(
+        client,
+        pruneReceipt({ seq: Number(lastRow.seq), digest: lastRow.digest }, options.now),
+      );
       return { records, receipts };
     });
   }

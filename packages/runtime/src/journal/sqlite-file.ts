@@ -162,7 +162,8 @@ export function openForReading(path: string): { db: Database.Database; release: 
     return { db, release: () => {} };
   } catch (error) {
     db?.close();
-    const code = String((error as { code?: unknown }).code ?? '');
+    const raw = (error as { code?: unknown }).code;
+    const code = typeof raw === 'string' ? raw : '';
     if (!/^SQLITE_(CANTOPEN|READONLY|IOERR)/.test(code) || writable(dirname(path))) throw error;
   }
   const dir = mkdtempSync(join(tmpdir(), 'stepbind-journal-read-'));
