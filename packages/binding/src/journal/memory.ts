@@ -31,6 +31,8 @@ export class MemoryJournalStore implements JournalStore {
   readonly location = 'memory';
   readonly #records = new Map<string, string>();
   #receipts: StoredReceipt[] = [];
+  /** The key of each kept receipt (same index), so reading one key's receipts parses nothing. */
+  #receiptKeys: (string | null)[] = [];
   #anchor: ChainAnchor = GENESIS_ANCHOR;
   #head: ChainAnchor = GENESIS_ANCHOR;
   readonly #maxReceipts: number;
@@ -96,13 +98,9 @@ export class MemoryJournalStore implements JournalStore {
     this.#open();
     const after = options.afterSeq ?? 0;
     const out: StoredReceipt[] = [];
-    for (const receipt of this.#receipts) {
+    for (const [i, receipt] of this.#receipts.entries()) {
       if (receipt.seq <= after) continue;
-      if (
-        options.key !== undefined &&
-        (JSON.parse(receipt.text) as ReceiptBody).key !== options.key
-      )
-        continue;
+      if (options.key !== undefined && this.#receiptKeys[i] !== options.key) continue;
       out.push(receipt);
       if (options.limit !== undefined && out.length >= options.limit) break;
     }
@@ -146,14 +144,7 @@ export class MemoryJournalStore implements JournalStore {
   }
 
   #append(body: ReceiptBody): ReceiptEntry {
-    const entry = chainReceipt(this.#head, body);
-    this.#receipts.push({
-      seq: entry.seq,
-      prevDigest: entry.prevDigest,
-      digest: entry.digest,
-      text: entry.text,
-    });
-    this.#head = { seq: entry.seq, digest: entry.digest };
+    const entry = this.#push(body);
     if (this.#receipts.length > this.#maxReceipts) {
       const tenth = Math.max(1, Math.floor(this.#maxReceipts / 10));
       this.#dropReceipts(this.#receipts.length - this.#maxReceipts + tenth, body.at);
@@ -167,14 +158,22 @@ export class MemoryJournalStore implements JournalStore {
     const last = this.#receipts[count - 1] as StoredReceipt;
     this.#anchor = Object.freeze({ seq: last.seq, digest: last.digest });
     this.#receipts = this.#receipts.slice(count);
-    const entry = chainReceipt(this.#head, pruneReceipt(this.#anchor, at));
+    this.#receiptKeys = this.#receiptKeys.slice(count);
+    this.#push(pruneReceipt(this.#anchor, at));
+  }
+
+  /** Chains `body` after the head. */
+  #push(body: ReceiptBody): ReceiptEntry {
+    const entry = chainReceipt(this.#head, body);
     this.#receipts.push({
       seq: entry.seq,
       prevDigest: entry.prevDigest,
       digest: entry.digest,
       text: entry.text,
     });
+    this.#receiptKeys.push(body.key);
     this.#head = { seq: entry.seq, digest: entry.digest };
+    return entry;
   }
 
   #open(): void {
