@@ -259,6 +259,18 @@ const MUTANTS: readonly Mutant[] = [
       '(c) reports OUTCOME_UNKNOWN edited to NOT_SENT (reason record-state) and never re-sends the key',
     diagnostic: 'expected [] to deeply equal [ ObjectContaining',
   },
+  {
+    // Issue 25: the next link hangs off the head record, so a deleted newest receipt stays visible.
+    name: 'chain the next receipt off the newest row',
+    file: 'packages/runtime/src/journal/sqlite.ts',
+    find: "'SELECT seq, digest FROM chain_head WHERE id = 1',",
+    replace:
+      "'SELECT seq, digest FROM (SELECT seq, digest, 1 AS r FROM receipts UNION ALL SELECT seq, digest, 0 FROM chain_head) ORDER BY r DESC, seq DESC LIMIT 1',",
+    testFile: 'packages/runtime/test/journal/tamper.test.ts',
+    testName:
+      '(a) keeps a deleted newest receipt visible after the next append (the chain hangs off the head record)',
+    diagnostic: 'expected [] to deeply equal [ ObjectContaining',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

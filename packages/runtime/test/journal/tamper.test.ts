@@ -158,6 +158,23 @@ describe('receipts verify and the journal against a tampered SQLite file', () =>
     ]);
   });
 
+  it('(a) keeps a deleted newest receipt visible after the next append (the chain hangs off the head record)', async () => {
+    using dir = tempDir('tamper');
+    const path = join(dir.path, 'journal.db');
+    const auditPath = tempAuditPath('tamper');
+    auditFiles.push(auditPath);
+    await threeCalls(path, auditPath);
+    tamper(path, (db) => db.prepare('DELETE FROM receipts WHERE seq = 3').run());
+    const runtime = await open(path, auditPath);
+    {
+      await using step = await runtime.captureBinding();
+      await step.prepareCall('s__send').run({ input: 'k4' }, { idempotencyKey: 'k4' });
+    }
+    await runtime.close();
+    const verdict = await verify(path);
+    expect(verdict.findings).toEqual([expect.objectContaining({ reason: 'gap', seq: 4 })]);
+  });
+
   it('(b) reports a prefix deleted under a forged anchor (reason anchor); a real prune still verifies', async () => {
     using dir = tempDir('tamper');
     const path = join(dir.path, 'journal.db');
