@@ -403,6 +403,61 @@ const MUTANTS: readonly Mutant[] = [
       'frozen (SIGSTOP): the caller aborting a keyed run ends it with ABORTED without waiting for the database, nothing sent',
     diagnostic: "'ABORTED'",
   },
+  {
+    // Issue 25: the head record shows a deleted newest receipt.
+    name: 'skip the head check',
+    file: 'packages/binding/src/journal/audit.ts',
+    find: 'if (stored !== undefined && chain.ok && !sameAnchor(stored, head)) {',
+    replace: 'if (stored !== undefined && chain.ok && (false as boolean)) {',
+    testFile: 'packages/runtime/test/journal/tamper.test.ts',
+    testName:
+      '(a) reports the newest receipt deleted (reason head), and a forged head against an external anchor',
+    diagnostic: 'expected true to be false',
+  },
+  {
+    // Issue 25: a pruned prefix's anchor must be named by a chained prune receipt.
+    name: 'accept any anchor',
+    file: 'packages/binding/src/journal/audit.ts',
+    find: 'if (anchor.seq > 0) {',
+    replace: 'if (anchor.seq < 0) {',
+    testFile: 'packages/runtime/test/journal/tamper.test.ts',
+    testName:
+      '(b) reports a prefix deleted under a forged anchor (reason anchor); a real prune still verifies',
+    diagnostic: 'expected [] to deep equally contain',
+  },
+  {
+    // Issue 25: a rewritten stored result is never replayed.
+    name: 'skip the record check before a repeated key is used',
+    file: 'packages/binding/src/journal/journal.ts',
+    find: 'await checkChained(this.store, existing);',
+    replace: '',
+    testFile: 'packages/runtime/test/journal/tamper.test.ts',
+    testName: '(d) reports a rewritten stored result (reason record-result) and never replays it',
+    diagnostic: 'expected a rejection',
+  },
+  {
+    // Issue 25: a record whose state its receipts contradict is reported.
+    name: 'skip the state comparison with the receipt',
+    file: 'packages/binding/src/journal/audit.ts',
+    find: 'if (ofAttempt.state !== record.state) {',
+    replace: 'if (false as boolean) {',
+    testFile: 'packages/runtime/test/journal/tamper.test.ts',
+    testName:
+      '(c) reports OUTCOME_UNKNOWN edited to NOT_SENT (reason record-state) and never re-sends the key',
+    diagnostic: 'expected [] to deeply equal [ ObjectContaining',
+  },
+  {
+    // Issue 25: the next link hangs off the head record, so a deleted newest receipt stays visible.
+    name: 'chain the next receipt off the newest row',
+    file: 'packages/runtime/src/journal/sqlite.ts',
+    find: "'SELECT seq, digest FROM chain_head WHERE id = 1',",
+    replace:
+      "'SELECT seq, digest FROM (SELECT seq, digest, 1 AS r FROM receipts UNION ALL SELECT seq, digest, 0 FROM chain_head) ORDER BY r DESC, seq DESC LIMIT 1',",
+    testFile: 'packages/runtime/test/journal/tamper.test.ts',
+    testName:
+      '(a) keeps a deleted newest receipt visible after the next append (the chain hangs off the head record)',
+    diagnostic: 'expected [] to deeply equal [ ObjectContaining',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

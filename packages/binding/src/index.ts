@@ -138,11 +138,21 @@ export {
   GENESIS_ANCHOR,
   GENESIS_DIGEST,
   chainReceipt,
+  pruneReceipt,
   receiptDigest,
   receiptText,
+  stampReceipt,
   verifyChain,
 } from './journal/chain.js';
 export type { ChainVerification } from './journal/chain.js';
+export { recordFinding, resultDigestOf, verifyJournal } from './journal/audit.js';
+export type {
+  JournalAuditInput,
+  JournalFinding,
+  JournalFindingReason,
+  JournalVerification,
+  KeyReceipt,
+} from './journal/audit.js';
 export { JOURNAL_STATES } from './journal/store.js';
 export type {
   CallContext,

@@ -28,8 +28,12 @@ describe('@stepbind/binding public surface', () => {
       'chainReceipt',
       'digestOf',
       'isStepbindError',
+      'pruneReceipt',
       'receiptDigest',
       'receiptText',
+      'recordFinding',
+      'resultDigestOf',
+      'stampReceipt',
       'toAnthropicToolResult',
       'toAnthropicTools',
       'toGeminiFunctionDeclarations',
@@ -42,6 +46,7 @@ describe('@stepbind/binding public surface', () => {
       'toToolResult',
       'toolResultParts',
       'verifyChain',
+      'verifyJournal',
     ]);
   });
 

@@ -1,5 +1,11 @@
 import { canonicalJson, sha256Hex } from '../canonical.js';
-import type { ChainAnchor, ReceiptBody, ReceiptEntry, StoredReceipt } from './store.js';
+import type {
+  ChainAnchor,
+  JournalRecord,
+  ReceiptBody,
+  ReceiptEntry,
+  StoredReceipt,
+} from './store.js';
 
 /** The `prevDigest` of the first receipt of a chain: 64 zeros. */
 export const GENESIS_DIGEST = '0'.repeat(64);
@@ -31,6 +37,44 @@ export function chainReceipt(head: ChainAnchor, body: ReceiptBody): ReceiptEntry
     text,
     body,
   });
+}
+
+/**
+ * The receipt a store appends to a record's update: `body` stamped with the state the record is
+ * moved to, so verification can tell a record edited outside stepbind from one its chain recorded.
+ */
+export function stampReceipt(body: ReceiptBody, record: JournalRecord): ReceiptBody {
+  return { ...body, state: record.state };
+}
+
+/**
+ * The receipt a store appends in the transaction of a prune that moved the anchor to `anchor`: a
+ * prefix deleted any other way (with a forged anchor) has no such receipt.
+ */
+export function pruneReceipt(anchor: ChainAnchor, at: number): ReceiptBody {
+  return {
+    stepId: '',
+    server: '',
+    tool: '',
+    modelName: '',
+    descriptorDigest: '',
+    effectClass: 'unknown',
+    generation: 0,
+    revision: 0,
+    policyEpoch: 0,
+    audience: '',
+    catalogState: '',
+    at,
+    source: 'prune',
+    key: null,
+    attempt: null,
+    outcome: 'pruned',
+    delivery: 'not-sent',
+    replayed: false,
+    argsDigest: null,
+    resultDigest: null,
+    anchor: { seq: anchor.seq, digest: anchor.digest },
+  };
 }
 
 /** The verdict of {@link verifyChain}. */

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { CallReceipt, ToolCallResult } from '../call/types.js';
 import { sha256Hex } from '../canonical.js';
 import { CallError, ErrorCode, JournalError, type Delivery } from '../errors.js';
+import { checkChained } from './audit.js';
 import { verifyChain, type ChainVerification } from './chain.js';
 import { JournalTime } from './clock.js';
 import { positive, type CallJournalOptions } from './options.js';
@@ -211,6 +212,8 @@ export class CallJournal {
       }
       // The key's state decides what a difference means: one that may have run is never refused
       // as not run, and a changed descriptor alone is left to the state (DESIGN §13).
+      // A record its own receipts contradict (edited outside stepbind) decides nothing.
+      await checkChained(this.store, existing);
       const conflict = conflictOf(existing, intent);
       if (conflict !== undefined) return { kind: 'refused', error: conflict };
       switch (existing.state) {

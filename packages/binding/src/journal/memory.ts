@@ -1,5 +1,5 @@
 import { ConfigError, ErrorCode, JournalError } from '../errors.js';
-import { chainReceipt, GENESIS_ANCHOR } from './chain.js';
+import { chainReceipt, GENESIS_ANCHOR, pruneReceipt, stampReceipt } from './chain.js';
 import type {
   StoreCallOptions,
   ChainAnchor,
@@ -17,8 +17,9 @@ import type {
 /** Options of {@link MemoryJournalStore}. */
 export interface MemoryJournalStoreOptions {
   /**
-   * Receipts kept; older ones are dropped from the start of the chain (the anchor moves), so a
-   * long-lived process does not grow without bound. @default 10000
+   * Receipts kept; past it, the oldest tenth is dropped from the start of the chain at once (the
+   * anchor moves, and a `prune` receipt names it), so a long-lived process does not grow without
+   * bound. @default 10000
    */
   readonly maxReceipts?: number;
   /**
@@ -52,6 +53,8 @@ export class MemoryJournalStore implements JournalStore {
   readonly location = 'memory';
   readonly #records = new Map<string, string>();
   #receipts: StoredReceipt[] = [];
+  /** The key of each kept receipt (same index), so reading one key's receipts parses nothing. */
+  #receiptKeys: (string | null)[] = [];
   #anchor: ChainAnchor = GENESIS_ANCHOR;
   #head: ChainAnchor = GENESIS_ANCHOR;
   readonly #maxReceipts: number;
@@ -95,7 +98,10 @@ export class MemoryJournalStore implements JournalStore {
     // Re-inserted, so the map's order is the order of last writes (the sweep drops the oldest).
     this.#records.delete(record.key);
     this.#records.set(record.key, JSON.stringify(record));
-    const receipt = options.receipt === undefined ? undefined : this.#append(options.receipt);
+    const receipt =
+      options.receipt === undefined
+        ? undefined
+        : this.#append(stampReceipt(options.receipt, record));
     return { ok: true, receipt };
   }
 
@@ -121,13 +127,9 @@ export class MemoryJournalStore implements JournalStore {
     this.#open();
     const after = options.afterSeq ?? 0;
     const out: StoredReceipt[] = [];
-    for (const receipt of this.#receipts) {
+    for (const [i, receipt] of this.#receipts.entries()) {
       if (receipt.seq <= after) continue;
-      if (
-        options.key !== undefined &&
-        (JSON.parse(receipt.text) as ReceiptBody).key !== options.key
-      )
-        continue;
+      if (options.key !== undefined && this.#receiptKeys[i] !== options.key) continue;
       out.push(receipt);
       if (options.limit !== undefined && out.length >= options.limit) break;
     }
@@ -137,6 +139,11 @@ export class MemoryJournalStore implements JournalStore {
   async anchor(): Promise<ChainAnchor> {
     this.#open();
     return this.#anchor;
+  }
+
+  async head(): Promise<ChainAnchor> {
+    this.#open();
+    return this.#head;
   }
 
   async prune(
@@ -157,7 +164,7 @@ export class MemoryJournalStore implements JournalStore {
       if ((JSON.parse(receipt.text) as ReceiptBody).at >= options.receiptsBefore) break;
       drop++;
     }
-    this.#dropReceipts(drop);
+    this.#dropReceipts(drop, options.now);
     return { records, receipts: drop };
   }
 
@@ -166,6 +173,26 @@ export class MemoryJournalStore implements JournalStore {
   }
 
   #append(body: ReceiptBody): ReceiptEntry {
+    const entry = this.#push(body);
+    if (this.#receipts.length > this.#maxReceipts) {
+      const tenth = Math.max(1, Math.floor(this.#maxReceipts / 10));
+      this.#dropReceipts(this.#receipts.length - this.#maxReceipts + tenth, body.at);
+    }
+    return entry;
+  }
+
+  /** Drops the oldest `count` receipts and chains the `prune` receipt naming the new anchor. */
+  #dropReceipts(count: number, at: number): void {
+    if (count <= 0) return;
+    const last = this.#receipts[count - 1] as StoredReceipt;
+    this.#anchor = Object.freeze({ seq: last.seq, digest: last.digest });
+    this.#receipts = this.#receipts.slice(count);
+    this.#receiptKeys = this.#receiptKeys.slice(count);
+    this.#push(pruneReceipt(this.#anchor, at));
+  }
+
+  /** Chains `body` after the head. */
+  #push(body: ReceiptBody): ReceiptEntry {
     const entry = chainReceipt(this.#head, body);
     this.#receipts.push({
       seq: entry.seq,
@@ -173,10 +200,8 @@ export class MemoryJournalStore implements JournalStore {
       digest: entry.digest,
       text: entry.text,
     });
+    this.#receiptKeys.push(body.key);
     this.#head = { seq: entry.seq, digest: entry.digest };
-    if (this.#receipts.length > this.#maxReceipts) {
-      this.#dropReceipts(this.#receipts.length - this.#maxReceipts);
-    }
     return entry;
   }
 
@@ -199,13 +224,6 @@ export class MemoryJournalStore implements JournalStore {
     // Only keys that must not be forgotten are left over the cap: grow, and say so.
     this.#sweepAbove = size + Math.max(1, Math.floor(this.#maxRecords / 10));
     this.#onOverCap?.({ records: size, maxRecords: this.#maxRecords });
-  }
-
-  #dropReceipts(count: number): void {
-    if (count <= 0) return;
-    const last = this.#receipts[count - 1] as StoredReceipt;
-    this.#anchor = Object.freeze({ seq: last.seq, digest: last.digest });
-    this.#receipts = this.#receipts.slice(count);
   }
 
   #open(): void {

@@ -107,8 +107,12 @@ export interface JournalRecord {
   readonly resolution: Resolution | null;
 }
 
-/** Where a receipt came from. */
-export type ReceiptSource = 'run' | 'recovery' | 'resolution';
+/**
+ * Where a receipt came from. `prune`: the store deleted a prefix of the chain; the receipt names
+ * the new anchor (`anchor`), so a prefix deleted by anything else shows (a forged anchor has no
+ * `prune` receipt naming it). Its call context fields are empty.
+ */
+export type ReceiptSource = 'run' | 'recovery' | 'resolution' | 'prune';
 
 /**
  * One receipt: what a `run` (or a recovery or resolution) did, bound to the catalog and policy it
@@ -145,6 +149,14 @@ export interface ReceiptBody extends CallContext {
    * otherwise.
    */
   readonly recordedDescriptorDigest?: string;
+  /**
+   * The state the key's record was moved to in the transaction that appended this receipt, stamped
+   * by the store's `update` (see {@link stampReceipt}); absent on receipts appended alone (refusals,
+   * replays, runs whose claim was never written) and in receipts written before it was recorded.
+   */
+  readonly state?: JournalState;
+  /** `prune` receipts only: the anchor the kept chain starts from after that prune. */
+  readonly anchor?: ChainAnchor;
 }
 
 /** A receipt as a store keeps it: the exact text that was digested. */
@@ -262,8 +274,16 @@ export interface JournalStore {
   /** Where the kept chain starts. */
   anchor(): Promise<ChainAnchor>;
   /**
+   * The chain head record: seq and digest of the newest receipt ever appended, written in the
+   * transaction of every append (and of every prune), so a deleted newest receipt shows. Stores
+   * without one (older custom stores) omit it or resolve `undefined`; verification then cannot
+   * detect truncation at the end.
+   */
+  head?(): Promise<ChainAnchor | undefined>;
+  /**
    * Deletes expired `COMPLETED` and `NOT_SENT` records and the receipts recorded before
-   * `receiptsBefore`, moving the anchor to the last receipt deleted.
+   * `receiptsBefore`, moving the anchor to the last receipt deleted and appending, in the same
+   * transaction, a `prune` receipt ({@link pruneReceipt}) that names the new anchor.
    */
   prune(options: PruneOptions): Promise<{ readonly records: number; readonly receipts: number }>;
   /** Releases the storage. Idempotent. Later calls reject. */

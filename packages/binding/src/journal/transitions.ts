@@ -171,7 +171,10 @@ export function resolvedRecord(
       delivery: 'not-sent',
       replayed: false,
       argsDigest: existing.argsDigest,
-      resultDigest: null,
+      resultDigest:
+        record.outcome?.kind === 'result'
+          ? `sha256:${sha256Hex(JSON.stringify(record.outcome.result))}`
+          : null,
     },
   };
 }

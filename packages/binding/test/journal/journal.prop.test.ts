@@ -340,6 +340,8 @@ class Oracle {
     let drop = 0;
     while (drop < this.receipts.length && (this.receipts[drop] as number) < cutoff) drop++;
     this.receipts = this.receipts.slice(drop);
+    // The store chains a prune receipt naming the new anchor in the same step.
+    if (drop > 0) this.receipts.push(this.now);
   }
 }
 

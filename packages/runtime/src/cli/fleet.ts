@@ -6,7 +6,7 @@
  */
 import { StepbindError } from '@stepbind/binding/internal';
 import type { CliIo } from './io.js';
-import { listReceipts, verifyReceipts } from './receipts.js';
+import { listReceipts, parseExpectedHead, verifyReceipts } from './receipts.js';
 
 /** Usage lines of the fleet commands, appended to the CLI's help. */
 export const FLEET_USAGE = `  stepbind store migrate --store URL [--schema S] [--json]
@@ -19,7 +19,7 @@ export const FLEET_USAGE = `  stepbind store migrate --store URL [--schema S] [-
   stepbind policy approve|unapprove SERVER [TOOL] --store URL
                                             approve writes of a tool fleet-wide (or withdraw it)
   stepbind policy show --store URL [--json] print the fleet policy
-  stepbind receipts verify|list --store URL [--json] [--key K]
+  stepbind receipts verify|list --store URL [--json] [--key K] [--expect-head SEQ:DIGEST]
                                             the fleet's receipts chain
   (--store accepts env:NAME to read the URL from the environment)
 `;
@@ -29,7 +29,7 @@ interface Parsed {
   readonly flags: Map<string, string | true>;
 }
 
-const VALUE_FLAGS = new Set(['--store', '--schema', '--by', '--note', '--key']);
+const VALUE_FLAGS = new Set(['--store', '--schema', '--by', '--note', '--key', '--expect-head']);
 
 function parse(argv: readonly string[]): Parsed | string {
   const positional: string[] = [];
@@ -120,12 +120,17 @@ export async function runFleetCommand(
       if (sub !== 'verify' && sub !== 'list') return usage('expected "verify" or "list"');
       if (parsed.positional.length > 0)
         return usage(`unexpected argument "${parsed.positional[0] ?? ''}"`);
+      const expect = parsed.flags.get('--expect-head');
+      const expectHead = typeof expect === 'string' ? parseExpectedHead(expect) : undefined;
+      if (expect !== undefined && expectHead === undefined) {
+        return usage('--expect-head needs SEQ:DIGEST (as printed after "head:")');
+      }
       const store = new PostgresJournalStore(h, { ownsHandle: true });
       handle = undefined;
       const key = parsed.flags.get('--key');
       const report =
         sub === 'verify'
-          ? await verifyReceipts(store, json)
+          ? await verifyReceipts(store, json, expectHead)
           : await listReceipts(store, { json, ...(typeof key === 'string' ? { key } : {}) });
       io.stdout(report.stdout);
       return report.code;

@@ -11,7 +11,7 @@ import { runCallCommand } from './call.js';
 import { runToolsCommand } from './tools.js';
 import { packageVersion } from './version.js';
 import type { CliIo } from './io.js';
-import { listReceipts, verifyReceipts } from './receipts.js';
+import { listReceipts, parseExpectedHead, verifyReceipts } from './receipts.js';
 import { FLEET_USAGE, runFleetCommand, wantsFleetStore } from './fleet.js';
 
 export type { CliIo } from './io.js';
@@ -24,7 +24,7 @@ const USAGE = `Usage:
   stepbind call SERVER TOOL --config FILE [--args JSON] [--approve] [--json]
                                             run one call through the full admission path
   stepbind --version                        print the version
-  stepbind receipts verify --journal FILE [--json]
+  stepbind receipts verify --journal FILE [--json] [--expect-head SEQ:DIGEST]
                                             check the journal's receipts chain
   stepbind receipts list --journal FILE [--json] [--key K]
                                             list the journal's receipts
@@ -156,12 +156,16 @@ async function receipts(argv: readonly string[], io: CliIo): Promise<number> {
   }
   let journal: string | undefined;
   let key: string | undefined;
+  let expect: string | undefined;
   let json = false;
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i];
     if (arg === '--json') json = true;
     else if (arg === '--journal') journal = rest[++i];
     else if (arg?.startsWith('--journal=') === true) journal = arg.slice('--journal='.length);
+    else if (sub === 'verify' && arg === '--expect-head') expect = rest[++i] ?? '';
+    else if (sub === 'verify' && arg?.startsWith('--expect-head=') === true)
+      expect = arg.slice('--expect-head='.length);
     else if (sub === 'list' && arg === '--key') key = rest[++i];
     else if (sub === 'list' && arg?.startsWith('--key=') === true) key = arg.slice('--key='.length);
     else {
@@ -177,10 +181,17 @@ async function receipts(argv: readonly string[], io: CliIo): Promise<number> {
     io.stderr(`stepbind receipts list: --key needs a value\n\n${USAGE}`);
     return 2;
   }
+  const expectHead = expect === undefined ? undefined : parseExpectedHead(expect);
+  if (expect !== undefined && expectHead === undefined) {
+    io.stderr(
+      `stepbind receipts verify: --expect-head needs SEQ:DIGEST (as printed after "head:")\n\n${USAGE}`,
+    );
+    return 2;
+  }
   try {
     const report =
       sub === 'verify'
-        ? await verifyReceipts(journal, json)
+        ? await verifyReceipts(journal, json, expectHead)
         : await listReceipts(journal, { json, ...(key === undefined ? {} : { key }) });
     io.stdout(report.stdout);
     return report.code;

@@ -14,8 +14,10 @@ import {
   ErrorCode,
   JOURNAL_STATES,
   JournalError,
+  pruneReceipt,
   RuntimeError,
   StepbindError,
+  stampReceipt,
   type ChainAnchor,
   type JournalRecord,
   type JournalState,
@@ -132,7 +134,7 @@ export class PostgresJournalStore implements JournalStore {
       if (result.rowCount !== 1) return false;
       return options.receipt === undefined
         ? undefined
-        : append(client, options.receipt, this.clock);
+        : append(client, stampReceipt(options.receipt, record), this.clock);
     });
     if (written === false) return { ok: false, current: await this.get(record.key, options) };
     return { ok: true, receipt: written };
@@ -191,6 +193,18 @@ export class PostgresJournalStore implements JournalStore {
     return { seq: Number(row.seq), digest: row.digest };
   }
 
+  /** The chain head row: seq and digest of the newest receipt ever appended. */
+  async head(): Promise<ChainAnchor> {
+    const { rows } = await this.#read(() =>
+      this.#pg.query<{ seq: string; digest: string }>(
+        'SELECT seq, digest FROM chain_head WHERE id = 1',
+      ),
+    );
+    const row = rows[0];
+    if (row === undefined) throw this.#corrupt('the chain head row is missing');
+    return { seq: Number(row.seq), digest: row.digest };
+  }
+
   async prune(
     options: PruneOptions,
   ): Promise<{ readonly records: number; readonly receipts: number }> {
@@ -227,6 +241,12 @@ export class PostgresJournalStore implements JournalStore {
         lastRow.seq,
         lastRow.digest,
       ]);
+      // Chained in this transaction: a prefix deleted without a prune receipt naming its anchor shows.
+      await append(
+        client,
+        pruneReceipt({ seq: Number(lastRow.seq), digest: lastRow.digest }, options.now),
+        this.clock,
+      );
       return { records, receipts };
     });
   }

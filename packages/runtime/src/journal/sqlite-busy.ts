@@ -21,6 +21,7 @@ export type JournalOperation =
   | 'readReceipts'
   | 'anchor'
   | 'newestWrite'
+  | 'head'
   | 'prune';
 
 /** What one {@link retryBusy} call waits with. */

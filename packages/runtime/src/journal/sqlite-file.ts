@@ -3,22 +3,24 @@
  * typed errors of a file that cannot be used (not SQLite, foreign, damaged, newer, read-only,
  * full, locked). `sqlite.ts` holds the store that reads and writes records in it.
  */
-import { accessSync, constants } from 'node:fs';
-import { dirname } from 'node:path';
-import type Database from 'better-sqlite3';
+import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
 import { ErrorCode, JournalError } from '@stepbind/binding/internal';
 
 /** `PRAGMA application_id` of a stepbind journal ("sbJ1"). */
 export const JOURNAL_APPLICATION_ID = 0x73624a31;
 
 /** The schema version this build writes (`PRAGMA user_version`). */
-export const JOURNAL_SCHEMA_VERSION = 1;
+export const JOURNAL_SCHEMA_VERSION = 2;
 
 /**
- * The versioned, idempotent migrations: entry `i` takes `user_version` from `i` to `i + 1`. No
- * secondary indexes: every index page is one more page each commit writes to the WAL (an index on
- * `records.state` doubles the cost of a claim), and the queries that would use them (recovery at
- * open, pruning once a minute, `stepbind receipts list --key`) run rarely and scan.
+ * The versioned, idempotent migrations: entry `i` takes `user_version` from `i` to `i + 1`. One
+ * secondary index only (`receipts.key`, read before a repeated key is used): every index page is
+ * one more page each commit writes to the WAL (an index on `records.state` doubles the cost of a
+ * claim), and the other queries that would use one (recovery at open, pruning once a minute) run
+ * rarely and scan.
  */
 const MIGRATIONS: readonly string[] = [
   `CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -51,6 +53,21 @@ const MIGRATIONS: readonly string[] = [
      seq INTEGER NOT NULL,
      digest TEXT NOT NULL
    ) STRICT;`,
+  // 2: the chain head record (seq and digest of the newest receipt ever appended), written with
+  // every append, so deleting the newest receipts shows; a journal migrated from 1 gets the head
+  // its chain has now. The key index serves the record check before a repeated key is used.
+  `CREATE TABLE IF NOT EXISTS chain_head (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     seq INTEGER NOT NULL,
+     digest TEXT NOT NULL
+   ) STRICT;
+   INSERT OR IGNORE INTO chain_head (id, seq, digest)
+     SELECT 1, seq, digest FROM (
+       SELECT seq, digest, 2 AS rank FROM receipts WHERE seq = (SELECT MAX(seq) FROM receipts)
+       UNION ALL SELECT seq, digest, 1 FROM chain_anchor WHERE id = 1
+       UNION ALL SELECT 0, '${'0'.repeat(64)}', 0
+     ) ORDER BY rank DESC LIMIT 1;
+   CREATE INDEX IF NOT EXISTS receipts_key ON receipts (key) WHERE key IS NOT NULL;`,
 ];
 
 /** Why a journal file cannot be used (`detail.reason` of its JournalError). */
@@ -89,7 +106,8 @@ export function checkIdentity(db: Database.Database, path: string, readOnly: boo
       { detail: { path, reason: 'newer-schema', version, supported: JOURNAL_SCHEMA_VERSION } },
     );
   }
-  if (readOnly && version < JOURNAL_SCHEMA_VERSION) {
+  // Reading needs schema 1 (the chain); a schema-1 file read without migrating has no head record.
+  if (readOnly && version < 1) {
     throw new JournalError(
       ErrorCode.JOURNAL_VERSION,
       `The journal ${path} has schema ${version}; open it read-write once (McpRuntime.open) to migrate it to ${JOURNAL_SCHEMA_VERSION}.`,
@@ -123,6 +141,45 @@ export function migrate(db: Database.Database): void {
       })
       .immediate();
     if (!step) return;
+  }
+}
+
+/**
+ * Opens `path` for reading only (the `stepbind receipts` commands): nothing is migrated or written.
+ * A WAL-mode file needs its `-shm` companion, which a read-only location (a read-only mount, a
+ * directory without write access) cannot hold; then the file and its `-wal` (whose committed
+ * transactions the copy recovers) are copied to a private temporary directory and the copy is
+ * read. `release` removes that copy.
+ *
+ * @throws JournalError (`JOURNAL_UNAVAILABLE`, reason `read-only`) when neither works.
+ */
+export function openForReading(path: string): { db: Database.Database; release: () => void } {
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true });
+    // The first read opens the WAL index; a read-only location fails here, not at open.
+    db.prepare('SELECT count(*) FROM sqlite_master').get();
+    return { db, release: () => {} };
+  } catch (error) {
+    db?.close();
+    const raw = (error as { code?: unknown }).code;
+    const code = typeof raw === 'string' ? raw : '';
+    if (!/^SQLITE_(CANTOPEN|READONLY|IOERR)/.test(code) || writable(dirname(path))) throw error;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'stepbind-journal-read-'));
+  try {
+    const copy = join(dir, basename(path));
+    copyFileSync(path, copy);
+    if (existsSync(`${path}-wal`)) copyFileSync(`${path}-wal`, `${copy}-wal`);
+    const copied = new Database(copy, { readonly: true, fileMustExist: true });
+    return { db: copied, release: () => rmSync(dir, { recursive: true, force: true }) };
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new JournalError(
+      ErrorCode.JOURNAL_UNAVAILABLE,
+      `The journal ${path} is on a read-only location and could not be read in place or from a copy (${error instanceof Error ? error.message : String(error)}); its write-ahead log cannot be recovered here. Copy the file (with its -wal file) to a writable directory and read that copy.`,
+      { detail: { path, reason: 'read-only' }, cause: error },
+    );
   }
 }
 

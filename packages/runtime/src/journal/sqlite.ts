@@ -15,6 +15,8 @@ import {
   ErrorCode,
   GENESIS_ANCHOR,
   JOURNAL_STATES,
+  pruneReceipt,
+  stampReceipt,
   JournalError,
   type ChainAnchor,
   type JournalRecord,
@@ -29,7 +31,13 @@ import {
 } from '@stepbind/binding/internal';
 import { systemClock, type RuntimeClock } from '../clock.js';
 import { retryBusy, type JournalOperation } from './sqlite-busy.js';
-import { checkIdentity, journalError, mapSqliteError, migrate } from './sqlite-file.js';
+import {
+  checkIdentity,
+  journalError,
+  mapSqliteError,
+  migrate,
+  openForReading,
+} from './sqlite-file.js';
 
 export { JOURNAL_APPLICATION_ID, JOURNAL_SCHEMA_VERSION } from './sqlite-file.js';
 
@@ -119,11 +127,14 @@ export class SqliteJournalStore implements JournalStore {
   /** Aborted by {@link close}: ends every busy wait. */
   readonly #closing = new AbortController();
   #closed = false;
+  /** Removes the private copy a read-only location was read from (see `openForReading`). */
+  #release: () => void = () => {};
   readonly #stmt: {
     get: Database.Statement<[string], RecordRow>;
     insert: Database.Statement<unknown[]>;
     update: Database.Statement<unknown[]>;
-    head: Database.Statement<[], { seq: number; digest: string }>;
+    head: Database.Statement<[], { seq: number; digest: string }> | undefined;
+    setHead: Database.Statement<unknown[]> | undefined;
     anchor: Database.Statement<[], { seq: number; digest: string }>;
     append: Database.Statement<unknown[]>;
     syncFull: Database.Statement;
@@ -135,6 +146,7 @@ export class SqliteJournalStore implements JournalStore {
     receipt: ReceiptBody | undefined,
   ) => ReceiptEntry | undefined | false;
   readonly #appendTx: (receipt: ReceiptBody) => ReceiptEntry;
+  readonly #appendLocked: (receipt: ReceiptBody) => ReceiptEntry;
 
   /** @internal use {@link openSqliteJournal}. */
   constructor(options: SqliteJournalOptions) {
@@ -160,7 +172,13 @@ export class SqliteJournalStore implements JournalStore {
     }
     let db: Database.Database | undefined;
     try {
-      db = new Database(path, this.#readOnly ? { readonly: true, fileMustExist: true } : {});
+      if (this.#readOnly) {
+        const reading = openForReading(path);
+        db = reading.db;
+        this.#release = reading.release;
+      } else {
+        db = new Database(path);
+      }
       // Opening is synchronous: here SQLite itself waits for a lock (see busyTimeoutMs).
       db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`);
       checkIdentity(db, path, this.#readOnly);
@@ -182,6 +200,7 @@ export class SqliteJournalStore implements JournalStore {
       } catch {
         // Closing after a failed open is best effort; the open error is what is reported.
       }
+      this.#release();
       if (!existed && !this.#readOnly) {
         for (const file of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) {
           rmSync(file, { force: true });
@@ -192,6 +211,7 @@ export class SqliteJournalStore implements JournalStore {
     // From here on a lock is waited for by retryBusy, off SQLite's sleeping busy handler.
     db.pragma('busy_timeout = 0');
     this.#db = db;
+    const hasHead = (db.pragma('user_version', { simple: true }) as number) >= 2;
     this.#stmt = {
       get: db.prepare<[string], RecordRow>('SELECT * FROM records WHERE key = ?'),
       insert: db.prepare(
@@ -205,9 +225,15 @@ export class SqliteJournalStore implements JournalStore {
            outcome = ?, error = ?, resolution = ?
          WHERE key = ? AND version = ?`,
       ),
-      head: db.prepare<[], { seq: number; digest: string }>(
-        'SELECT seq, digest FROM receipts ORDER BY seq DESC LIMIT 1',
-      ),
+      // A schema-1 file read without migrating has no head record (see checkIdentity).
+      head: hasHead
+        ? db.prepare<[], { seq: number; digest: string }>(
+            'SELECT seq, digest FROM chain_head WHERE id = 1',
+          )
+        : undefined,
+      setHead: hasHead
+        ? db.prepare('UPDATE chain_head SET seq = ?, digest = ? WHERE id = 1')
+        : undefined,
       anchor: db.prepare<[], { seq: number; digest: string }>(
         'SELECT seq, digest FROM chain_anchor WHERE id = 1',
       ),
@@ -218,7 +244,10 @@ export class SqliteJournalStore implements JournalStore {
       syncNormal: db.prepare('PRAGMA synchronous = NORMAL'),
     };
     const appendLocked = (receipt: ReceiptBody): ReceiptEntry => {
-      const head = this.#stmt.head.get() ?? this.#stmt.anchor.get() ?? GENESIS_ANCHOR;
+      // The next link hangs off the head record, not the newest row: a deleted newest receipt
+      // leaves a gap the next append cannot paper over.
+      const head = this.#stmt.head?.get();
+      if (head === undefined) throw new Error('the chain head record is missing');
       const entry = chainReceipt(head, receipt);
       this.#stmt.append.run(
         entry.seq,
@@ -228,13 +257,15 @@ export class SqliteJournalStore implements JournalStore {
         receipt.at,
         entry.text,
       );
+      this.#stmt.setHead?.run(entry.seq, entry.digest);
       return entry;
     };
+    this.#appendLocked = appendLocked;
     const update = db.transaction(
       (record: JournalRecord, expectedVersion: number, receipt: ReceiptBody | undefined) => {
         const changed = this.#stmt.update.run(...rowValues(record), record.key, expectedVersion);
         if (changed.changes !== 1) return false;
-        return receipt === undefined ? undefined : appendLocked(receipt);
+        return receipt === undefined ? undefined : appendLocked(stampReceipt(receipt, record));
       },
     );
     this.#updateTx = (record, expectedVersion, receipt) =>
@@ -333,6 +364,15 @@ export class SqliteJournalStore implements JournalStore {
     return row?.newest ?? undefined;
   }
 
+  /**
+   * The head record. `undefined` only for a schema-1 file opened read-only (not migrated), whose
+   * truncation at the end cannot be detected.
+   */
+  async head(options: Waits = {}): Promise<ChainAnchor | undefined> {
+    const row = await this.#run('head', options, () => this.#stmt.head?.get());
+    return row === undefined ? undefined : { seq: row.seq, digest: row.digest };
+  }
+
   async prune(
     options: PruneOptions & Waits,
   ): Promise<{ readonly records: number; readonly receipts: number }> {
@@ -363,6 +403,7 @@ export class SqliteJournalStore implements JournalStore {
              ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, digest = excluded.digest`,
             )
             .run(last.seq, last.digest);
+          this.#appendLocked(pruneReceipt(last, options.now));
           return { records, receipts };
         })
         .immediate(),
@@ -377,6 +418,8 @@ export class SqliteJournalStore implements JournalStore {
       this.#db.close();
     } catch (error) {
       throw mapSqliteError(error, this.location, 'close');
+    } finally {
+      this.#release();
     }
   }
 

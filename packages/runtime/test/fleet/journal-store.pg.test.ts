@@ -95,12 +95,14 @@ describe.skipIf(server === undefined)('PostgreSQL journal store', () => {
     expect(await store.get('old')).toBeUndefined();
     expect((await store.get('unknown'))?.state).toBe('OUTCOME_UNKNOWN');
     expect(await store.anchor()).toMatchObject({ seq: 3 });
+    // The two kept receipts and the prune receipt (seq 6) naming the anchor.
     expect(verifyChain(await store.anchor(), await store.readReceipts())).toMatchObject({
       ok: true,
-      count: 2,
+      count: 3,
     });
-    // The chain goes on from the kept head after pruning.
-    expect((await store.appendReceipt(receipt(6))).seq).toBe(6);
+    expect(await store.head()).toMatchObject({ seq: 6 });
+    // The chain goes on from the head after pruning.
+    expect((await store.appendReceipt(receipt(6))).seq).toBe(7);
   });
 
   it('a changed receipt byte breaks verification at that receipt', async () => {

@@ -49,7 +49,7 @@ describe('stepbind receipts', () => {
     writeFileSync(path, bytes);
     const { code, out } = await cli(['receipts', 'verify', '--journal', path]);
     expect(code).toBe(1);
-    expect(out).toMatch(/broken at receipt 3/);
+    expect(out).toMatch(/digest: receipt 3 was changed/);
   });
 
   it('verify exits 1 when one receipt is dropped', async () => {
@@ -61,7 +61,11 @@ describe('stepbind receipts', () => {
     raw.close();
     const { code, out } = await cli(['receipts', 'verify', '--journal', path, '--json']);
     expect(code).toBe(1);
-    expect(JSON.parse(out)).toMatchObject({ ok: false, seq: 3, reason: 'gap', count: 1 });
+    expect(JSON.parse(out)).toMatchObject({
+      ok: false,
+      count: 1,
+      findings: [{ reason: 'gap', seq: 3 }],
+    });
   });
 
   it('list prints every receipt, or those of one key as JSON', async () => {

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { JournalError, verifyChain, type StepbindError } from '@stepbind/binding';
+import { JournalError, verifyChain, verifyJournal, type StepbindError } from '@stepbind/binding';
 import {
   JOURNAL_APPLICATION_ID,
   JOURNAL_SCHEMA_VERSION,
@@ -108,10 +108,18 @@ describe('SQLite journal store', () => {
     expect(await store.get('old')).toBeUndefined();
     expect((await store.get('unknown'))?.state).toBe('OUTCOME_UNKNOWN');
     expect(await store.anchor()).toMatchObject({ seq: 3 });
+    // The two kept receipts and the prune receipt naming the anchor.
     expect(verifyChain(await store.anchor(), await store.readReceipts())).toMatchObject({
       ok: true,
-      count: 2,
+      count: 3,
     });
+    const verdict = verifyJournal({
+      anchor: await store.anchor(),
+      receipts: await store.readReceipts(),
+      head: await store.head(),
+    });
+    expect(verdict.findings).toEqual([]);
+    expect(verdict.head).toMatchObject({ seq: 6 });
     await store.close();
   });
 
