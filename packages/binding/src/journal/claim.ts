@@ -6,7 +6,7 @@
  */
 import type { ToolCallResult } from '../call/types.js';
 import type { CallError } from '../errors.js';
-import type { CallContext, JournalRecord, RecordedOutcome } from './store.js';
+import type { CallContext, JournalRecord, RecordedOutcome, StoreCallOptions } from './store.js';
 
 /** What a keyed `run` asks the journal for. */
 export interface CallIntent {
@@ -95,3 +95,16 @@ export type ResolveInput =
       readonly by?: string;
       readonly note?: string;
     };
+
+/** A key a run of this process is claiming (`claimed: false`) or holds. */
+export interface Reservation {
+  readonly intent: CallIntent;
+  claimed: boolean;
+  /** Resolves once the claiming run's `begin` decided. */
+  readonly decided: Promise<void>;
+}
+
+/** The store options of a journal call: its signal, if any. */
+export function signalOf(options: StoreCallOptions): StoreCallOptions {
+  return options.signal === undefined ? {} : { signal: options.signal };
+}

@@ -9,6 +9,8 @@ import { positive, type CallJournalOptions } from './options.js';
 import { notSentError } from './unavailable.js';
 import {
   JournalClaim,
+  signalOf,
+  type Reservation,
   type BeginOptions,
   type BeginResult,
   type CallIntent,
@@ -593,17 +595,4 @@ export class CallJournal {
       );
     }
   }
-}
-
-/** A key a run of this process is claiming (`claimed: false`) or holds. */
-interface Reservation {
-  readonly intent: CallIntent;
-  claimed: boolean;
-  /** Resolves once the claiming run's `begin` decided. */
-  readonly decided: Promise<void>;
-}
-
-/** The store options of a journal call: its signal, if any. */
-function signalOf(options: StoreCallOptions): StoreCallOptions {
-  return options.signal === undefined ? {} : { signal: options.signal };
 }
