@@ -30,7 +30,7 @@ import {
   type UpdateResult,
 } from '@stepbind/binding/internal';
 import { systemClock, type RuntimeClock } from '../clock.js';
-import { retryBusy, type JournalOperation } from './sqlite-busy.js';
+import { isBusy, retryBusy, type JournalOperation } from './sqlite-busy.js';
 import {
   checkIdentity,
   journalError,
@@ -201,7 +201,14 @@ export class SqliteJournalStore implements JournalStore {
         // Closing after a failed open is best effort; the open error is what is reported.
       }
       this.#release();
-      if (!existed && !this.#readOnly) {
+      // A file this open created is removed again, unless a lock was met: then another process
+      // created it at the same moment and is using it (its journal must not be unlinked).
+      if (
+        !existed &&
+        !this.#readOnly &&
+        !isBusy(error) &&
+        !String((error as { code?: unknown } | null)?.code).startsWith('SQLITE_LOCKED')
+      ) {
         for (const file of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) {
           rmSync(file, { force: true });
         }
