@@ -141,9 +141,8 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 10: the key's SENT record must be durable before a byte is written.
     name: 'send before the SENT record',
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'if (claim !== undefined && journal !== undefined) await journal.markSent(claim, timeoutMs);',
-    replace:
-      'if (claim !== undefined && journal !== undefined) void journal.markSent(claim, timeoutMs);',
+    find: 'await journal.markSent(claim, timeoutMs, io);',
+    replace: 'void journal.markSent(claim, timeoutMs, io);',
     testFile: 'packages/binding/test/journal/binding.test.ts',
     testName:
       'makes the key SENT before the caller is asked to send, and COMPLETED after the answer',
