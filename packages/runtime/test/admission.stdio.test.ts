@@ -3,7 +3,7 @@
  * could lie in, a revocation that lands while the `prepare` hook waits, run options out of range,
  * and `close()` while a hook is pending (DESIGN §5, §7, §13).
  */
-import { rmSync } from 'node:fs';
+
 import { join } from 'node:path';
 import { isStepbindError, type CallError, type RunOptions } from '@stepbind/binding';
 import {
@@ -20,24 +20,12 @@ import {
   type AuditEntry,
   type ServerFixture,
 } from '@stepbind/testkit';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { waitUntilGone } from './helpers.js';
 import { tempDir } from './journal/support.js';
+import { trackRuntimes, failure } from './support/runtimes.js';
 
-const runtimes: McpRuntime[] = [];
-const pids = new Set<number>();
-const auditFiles: string[] = [];
-
-afterEach(async () => {
-  for (const r of runtimes.splice(0)) {
-    for (const pid of r.pids()) pids.add(pid);
-    await r.close();
-  }
-  for (const pid of pids) await waitUntilGone(pid);
-  expect([...pids].filter((pid) => isProcessAlive(pid))).toEqual([]);
-  pids.clear();
-  for (const file of auditFiles.splice(0)) rmSync(file, { force: true });
-});
+const { runtimes, auditFiles } = trackRuntimes();
 
 const tool = (name: string, annotations: Record<string, unknown>): Record<string, unknown> => ({
   name,
@@ -92,17 +80,6 @@ async function open(
   );
   runtimes.push(runtime);
   return { runtime, audit: () => readAuditTrail(auditPath) };
-}
-
-async function failure(promise: Promise<unknown>): Promise<CallError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  expect(isStepbindError(error)).toBe(true);
-  return error as CallError;
 }
 
 const calls = (audit: readonly AuditEntry[]): AuditEntry[] =>

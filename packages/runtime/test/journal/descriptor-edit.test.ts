@@ -5,41 +5,23 @@
  * stays `OUTCOME_UNKNOWN` with delivery `sent`, and the advice a model gets never leads to a
  * second send. Real stdio scripted servers, a real SQLite journal file, the server's audit trail.
  */
-import { rmSync } from 'node:fs';
+
 import { join } from 'node:path';
-import {
-  isStepbindError,
-  toToolResult,
-  type CallError,
-  type McpBinding,
-  type ReceiptBody,
-} from '@stepbind/binding';
+import { toToolResult, type CallError, type McpBinding, type ReceiptBody } from '@stepbind/binding';
 import { McpRuntime } from '@stepbind/runtime';
 import {
-  isProcessAlive,
   readAuditTrail,
   stdioServerParams,
   tempAuditPath,
   type AuditEntry,
   type ServerFixture,
 } from '@stepbind/testkit';
-import { afterEach, describe, expect, it } from 'vitest';
-import { waitUntilGone } from '../helpers.js';
+import { describe, expect, it } from 'vitest';
+
 import { tempDir } from './support.js';
+import { trackRuntimes, failure } from '../support/runtimes.js';
 
-const runtimes: McpRuntime[] = [];
-const auditFiles: string[] = [];
-
-afterEach(async () => {
-  const pids: number[] = [];
-  for (const r of runtimes.splice(0)) {
-    pids.push(...r.pids());
-    await r.close();
-  }
-  for (const pid of pids) await waitUntilGone(pid);
-  expect(pids.filter((pid) => isProcessAlive(pid))).toEqual([]);
-  for (const file of auditFiles.splice(0)) rmSync(file, { force: true });
-});
+const { runtimes, auditFiles } = trackRuntimes();
 
 const pay = (description: string): Record<string, unknown> => ({
   name: 'pay',
@@ -69,17 +51,6 @@ async function open(
   );
   runtimes.push(runtime);
   return runtime;
-}
-
-async function failure(promise: Promise<unknown>): Promise<CallError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  expect(isStepbindError(error)).toBe(true);
-  return error as CallError;
 }
 
 const paysOf = async (auditPath: string): Promise<AuditEntry[]> =>

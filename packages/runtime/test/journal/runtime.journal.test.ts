@@ -1,10 +1,9 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import {
-  isStepbindError,
   toToolResult,
   type CallError,
   type JournalRecord,
@@ -20,32 +19,19 @@ import {
 } from '@stepbind/runtime';
 import { loadConfigFile } from '../../src/cli/catalog.js';
 import {
-  isProcessAlive,
   readAuditTrail,
   stdioServerParams,
   tempAuditPath,
   type AuditEntry,
   type ServerFixture,
 } from '@stepbind/testkit';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { waitUntilGone } from '../helpers.js';
 import { expectTestEra } from '../support/era.js';
 import { context, record, tempDir } from './support.js';
+import { trackRuntimes, failure } from '../support/runtimes.js';
 
-const runtimes: McpRuntime[] = [];
-const pids = new Set<number>();
-const auditFiles: string[] = [];
-
-afterEach(async () => {
-  for (const r of runtimes.splice(0)) {
-    for (const pid of r.pids()) pids.add(pid);
-    await r.close();
-  }
-  for (const pid of pids) await waitUntilGone(pid);
-  expect([...pids].filter((pid) => isProcessAlive(pid))).toEqual([]);
-  pids.clear();
-  for (const file of auditFiles.splice(0)) rmSync(file, { force: true });
-});
+const { runtimes, auditFiles } = trackRuntimes();
 
 const tool = (name: string, annotations?: Record<string, unknown>): Record<string, unknown> => ({
   name,
@@ -110,17 +96,6 @@ async function open(
   runtimes.push(runtime);
   expectTestEra(runtime, ['s']);
   return { runtime, events, audit: () => readAuditTrail(auditPath) };
-}
-
-async function failure(promise: Promise<unknown>): Promise<CallError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  expect(isStepbindError(error)).toBe(true);
-  return error as CallError;
 }
 
 const callsOf = (audit: readonly AuditEntry[], name: string): AuditEntry[] =>

@@ -1,10 +1,10 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
-import { rmSync } from 'node:fs';
+
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { isStepbindError, toToolResult, verifyChain, type CallError } from '@stepbind/binding';
+import { toToolResult, verifyChain } from '@stepbind/binding';
 import {
   McpRuntime,
   openSqliteJournal,
@@ -12,33 +12,20 @@ import {
   type RuntimeEvent,
 } from '@stepbind/runtime';
 import {
-  isProcessAlive,
   readAuditTrail,
   stdioServerParams,
   tempAuditPath,
   type AuditEntry,
   type ServerFixture,
 } from '@stepbind/testkit';
-import { afterEach, describe, expect, it } from 'vitest';
-import { waitUntilGone } from '../helpers.js';
+import { describe, expect, it } from 'vitest';
+
 import { receipt, record, tempDir } from './support.js';
+import { trackRuntimes, failure } from '../support/runtimes.js';
 
 const HOLDER = fileURLToPath(new URL('./busy/lock-holder.mjs', import.meta.url));
 
-const runtimes: McpRuntime[] = [];
-const pids = new Set<number>();
-const auditFiles: string[] = [];
-
-afterEach(async () => {
-  for (const r of runtimes.splice(0)) {
-    for (const pid of r.pids()) pids.add(pid);
-    await r.close();
-  }
-  for (const pid of pids) await waitUntilGone(pid);
-  expect([...pids].filter((pid) => isProcessAlive(pid))).toEqual([]);
-  pids.clear();
-  for (const file of auditFiles.splice(0)) rmSync(file, { force: true });
-});
+const { runtimes, pids, auditFiles } = trackRuntimes();
 
 /** Another process holding `path`'s write lock (BEGIN IMMEDIATE) until `release()`. */
 interface LockHolder extends AsyncDisposable {
@@ -137,17 +124,6 @@ async function open(
   const sends = async (): Promise<AuditEntry[]> =>
     (await readAuditTrail(auditPath)).filter((e) => e.method === 'tools/call');
   return { runtime, events, sends };
-}
-
-async function failure(promise: Promise<unknown>): Promise<CallError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  expect(isStepbindError(error)).toBe(true);
-  return error as CallError;
 }
 
 describe('the SQLite journal while another process holds its write lock', () => {

@@ -4,23 +4,23 @@
  * 1, and a runtime reopened on the file refuses to act on an edited key (JOURNAL_CORRUPT) instead
  * of re-sending or replaying it. Real stdio server, real SQLite file.
  */
-import { existsSync, rmSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { isStepbindError, type JournalVerification, type StepbindError } from '@stepbind/binding';
 import { McpRuntime, openSqliteJournal } from '@stepbind/runtime';
 import {
-  isProcessAlive,
   readAuditTrail,
   stdioServerParams,
   tempAuditPath,
   type AuditEntry,
   type ServerFixture,
 } from '@stepbind/testkit';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/run.js';
-import { waitUntilGone } from '../helpers.js';
+
 import { canMount, smallDisk, tempDir } from './support.js';
+import { trackRuntimes } from '../support/runtimes.js';
 
 const WRITE = { readOnlyHint: false, destructiveHint: false };
 const FIXTURE: ServerFixture = {
@@ -40,19 +40,7 @@ const FIXTURE: ServerFixture = {
   triggers: [{ on: { method: 'tools/call', tool: 'crash' }, exit: 3 }],
 };
 
-const runtimes: McpRuntime[] = [];
-const auditFiles: string[] = [];
-
-afterEach(async () => {
-  const pids = new Set<number>();
-  for (const r of runtimes.splice(0)) {
-    for (const pid of r.pids()) pids.add(pid);
-    await r.close();
-  }
-  for (const pid of pids) await waitUntilGone(pid);
-  expect([...pids].filter((pid) => isProcessAlive(pid))).toEqual([]);
-  for (const file of auditFiles.splice(0)) rmSync(file, { force: true });
-});
+const { runtimes, auditFiles } = trackRuntimes();
 
 async function open(journal: string, auditPath: string): Promise<McpRuntime> {
   const runtime = await McpRuntime.open(
