@@ -74,6 +74,28 @@ describe('the store key', () => {
     }
   });
 
+  it('takes the timeouts of a database that stops answering, in range, in the schema and the parser alike', () => {
+    const store = {
+      url: 'postgres://db/app',
+      connectTimeoutMs: 2000,
+      statementTimeoutMs: 3000,
+      queryTimeoutMs: 4000,
+      idleInTransactionTimeoutMs: 5000,
+      keepAliveInitialDelayMs: 6000,
+      closeGraceMs: 200,
+      maxStalenessMs: 7000,
+    };
+    expect(validate({ ...base, store }), JSON.stringify(validate.errors)).toBe(true);
+    expect(parseConfig({ ...base, store }, { env: {} }).store).toEqual(store);
+    for (const bad of [0, -1, 1.5, 2 ** 31, Infinity, '1000']) {
+      const value = { url: 'postgres://db/app', statementTimeoutMs: bad };
+      expect(validate({ ...base, store: value })).toBe(false);
+      expect(() => parseConfig({ ...base, store: value }, { env: {} })).toThrow(
+        /\$\.store\.statementTimeoutMs: expected an integer from 1 to 2147483647/,
+      );
+    }
+  });
+
   it('names exactly the keys the parser allows inside { url, schema }', () => {
     const store = schema.properties['store'] as { oneOf: { properties?: object }[] };
     const object = store.oneOf.find((o) => o.properties !== undefined);

@@ -9,6 +9,7 @@ import type { CatalogSnapshot, PrepareContext } from '@stepbind/binding/internal
 import { PostgresJournalStore } from './journal-store.js';
 import { migrateFleetStore, type MigrationReport } from './migrations.js';
 import { parseStoreTarget, PgHandle, type FleetStoreTarget, type PgTuning } from './pg.js';
+import { STORE_KEYS } from './target.js';
 import {
   commitPolicyChange,
   PolicyView,
@@ -52,13 +53,15 @@ export type StoreOption = string | FleetOptions;
  */
 export async function attachFleet(store: StoreOption): Promise<FleetStore> {
   const options: FleetOptions = typeof store === 'string' ? { url: store } : store;
-  const handle = new PgHandle(
-    parseStoreTarget({
-      url: options.url,
-      ...(options.schema === undefined ? {} : { schema: options.schema }),
-    }),
-    options,
+  // The target's keys are validated as a configuration file's are (a JavaScript caller's
+  // out-of-range timeout is refused here, not clamped by Node to 1 ms).
+  const target = parseStoreTarget(
+    Object.fromEntries(
+      Object.entries(options).filter(([key]) => (STORE_KEYS as readonly string[]).includes(key)),
+    ),
+    '$.store',
   );
+  const handle = new PgHandle(target, { ...options, ...target });
   try {
     const migration = await migrateFleetStore(handle);
     const fleet = new FleetStore(handle, migration, options);
