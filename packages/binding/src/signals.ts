@@ -99,17 +99,15 @@ export async function untilAborted<T>(
   if (signal === undefined) return await work;
   const pending = Promise.resolve(work);
   pending.catch(() => undefined);
-  let onAbort: (() => void) | undefined;
+  let unregister: (() => void) | undefined;
   try {
     return await Promise.race([
       pending,
       new Promise<never>((_, reject) => {
-        onAbort = () => reject(aborted(signal.reason));
-        if (signal.aborted) onAbort();
-        else signal.addEventListener('abort', onAbort, { once: true });
+        unregister = onAbort(signal, () => reject(aborted(signal.reason)));
       }),
     ]);
   } finally {
-    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+    unregister?.();
   }
 }

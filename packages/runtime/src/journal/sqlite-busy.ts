@@ -8,7 +8,7 @@
  * meets the lock did nothing, and a `COMMIT` that fails busy is rolled back by better-sqlite3's
  * transaction wrapper, so a retry never finds half of an earlier attempt applied.
  */
-import { abortedError, ErrorCode, JournalError } from '@stepbind/binding/internal';
+import { abortedError, ErrorCode, JournalError, onAbort } from '@stepbind/binding/internal';
 import type { RuntimeClock } from '../clock.js';
 
 /** The store operation that waited, named as its `JournalStore` method (`detail.operation`). */
@@ -114,7 +114,11 @@ function stopped(wait: BusyWait): Error | undefined {
   return undefined;
 }
 
-/** Waits `ms` on the clock; rejects at once when the caller's signal aborts or the store closes. */
+/**
+ * Waits `ms` on the clock; rejects at once when the caller's signal aborts or the store closes.
+ * Listens through `onAbort`'s one-listener-per-signal fan-out: every wait of a store shares its
+ * close signal, and many concurrent calls may share one caller signal.
+ */
 function sleep(ms: number, wait: BusyWait): Promise<void> {
   const { clock, signal, closed } = wait;
   return new Promise<void>((resolve, reject) => {
@@ -123,23 +127,23 @@ function sleep(ms: number, wait: BusyWait): Promise<void> {
       reject(early);
       return;
     }
-    const onAbort = (): void => {
-      clock.clearTimeout(timer);
-      done();
-      const reason = stopped(wait);
-      // An abort event always comes with its signal aborted; resolving would only try once more.
-      if (reason === undefined) resolve();
-      else reject(reason);
-    };
+    const unregister: (() => void)[] = [];
     const done = (): void => {
-      signal?.removeEventListener('abort', onAbort);
-      closed.removeEventListener('abort', onAbort);
+      for (const fn of unregister) fn();
     };
     const timer = clock.setTimeout(() => {
       done();
       resolve();
     }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    closed.addEventListener('abort', onAbort, { once: true });
+    const interrupted = (): void => {
+      clock.clearTimeout(timer);
+      done();
+      const reason = stopped(wait);
+      // An abort always comes with its signal aborted; resolving would only try once more.
+      if (reason === undefined) resolve();
+      else reject(reason);
+    };
+    if (signal !== undefined) unregister.push(onAbort(signal, interrupted));
+    unregister.push(onAbort(closed, interrupted));
   });
 }
