@@ -122,7 +122,7 @@ const LIMIT_KEYS = [
   'maxOutputBytes',
 ] as const;
 const TOOLS_KEYS = ['allow', 'deny'] as const;
-/** The keys of a Claude Desktop server entry: a file of these alone is never interpolated. */
+/** The keys of a plain (Claude Desktop / Cursor) server entry: a file of these alone is read as such. */
 const CLAUDE_DESKTOP_SERVER_KEYS: readonly string[] = ['command', 'args', 'env'];
 
 /**
@@ -151,8 +151,9 @@ export function configDialectOf(root: Readonly<Record<string, unknown>>): Config
  * accepted and ignored), extended per server with `required`, `audience`, timeouts, `limits`,
  * `approval`, `autoApprove`, `tools` filters and `disabled`; the top level may carry `concurrency`
  * and `$schema`. `${env:NAME}` and `${NAME}` in `command`, `args`, `env`, `cwd`, `url` and `headers`
- * are replaced from the environment, unless the file is a Claude Desktop one ({@link configDialectOf}),
- * whose strings are taken verbatim as Claude Desktop takes them. Unknown keys and bad values are rejected; the message lists the
+ * are replaced from the environment, unless the file is a plain Claude Desktop / Cursor one
+ * ({@link configDialectOf}): there only Cursor's `${env:NAME}` is replaced and `$$`, `${NAME}` are
+ * kept as written, as those applications keep them. Unknown keys and bad values are rejected; the message lists the
  * keys allowed there. Every key is documented in the runtime README.
  *
  * @throws ConfigError `INVALID_CONFIG` whose `detail.path` is the JSON path of the problem
