@@ -88,7 +88,7 @@ export class PreparedCall {
     options: RunOptions = {},
   ): Promise<CallOutcome> {
     // Before anything is journaled or sent: a bad option is the caller's bug, not a run.
-    checkRunOptions(options, this.#detail({}));
+    checkRunOptions(options, () => this.#detail({}));
     const state = this.#state;
     const key = options.idempotencyKey;
     // Every run the journal counts ends in exactly one of complete, fail or replayed.

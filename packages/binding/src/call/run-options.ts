@@ -16,13 +16,18 @@ const RUN_OPTION_KEYS = ['prepare', 'signal', 'timeoutMs', 'idempotencyKey'] as 
  * `prepare` that is not a function, or an idempotency key that is not 1 to 512 characters without
  * control characters.
  *
- * @param detail the call's error detail (server, tool, model name, step, `delivery: 'not-sent'`).
+ * @param detailOf the call's error detail (server, tool, model name, step, `delivery: 'not-sent'`),
+ *   built only when an option is refused (a valid call allocates nothing here).
  * @throws CallError `INVALID_OPTIONS` with `detail.option` and `detail.value` (described, never the
  *   key itself when it is a string: keys may carry user data).
  */
-export function checkRunOptions(options: unknown, detail: Readonly<Record<string, unknown>>): void {
-  const modelName = String(detail['modelName']);
+export function checkRunOptions(
+  options: unknown,
+  detailOf: () => Readonly<Record<string, unknown>>,
+): void {
   const refuse = (option: string, value: unknown, expected: string): never => {
+    const detail = detailOf();
+    const modelName = String(detail['modelName']);
     throw new CallError(
       ErrorCode.INVALID_OPTIONS,
       `Invalid run option ${option}${value === undefined ? '' : `=${String(describe(value))}`} for "${modelName}" of server "${String(detail['server'])}": ${expected}. It was not run and nothing was sent or journaled; fix the option and call again.`,
@@ -67,9 +72,10 @@ export function checkRunOptions(options: unknown, detail: Readonly<Record<string
       // eslint-disable-next-line no-control-regex
       /[\u0000-\u001f]/.test(idempotencyKey))
   ) {
+    const detail = detailOf();
     throw new CallError(
       ErrorCode.INVALID_OPTIONS,
-      `The idempotency key must be a string of 1 to 512 characters without control characters; "${modelName}" was not run.`,
+      `The idempotency key must be a string of 1 to 512 characters without control characters; "${String(detail['modelName'])}" was not run.`,
       { detail: { ...detail, option: 'idempotencyKey' } },
     );
   }
