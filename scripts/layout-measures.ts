@@ -184,6 +184,9 @@ function functionName(node: ts.FunctionLikeDeclaration): string {
     const name = own(parent.name);
     if (name !== undefined) return ts.isPropertyDeclaration(parent) ? inClass(name) : name;
   }
+  if (ts.isNewExpression(parent) && ts.isIdentifier(parent.expression)) {
+    return `(callback of new ${parent.expression.text})`;
+  }
   if (ts.isCallExpression(parent) && ts.isPropertyAccessExpression(parent.expression)) {
     return `(callback of ${parent.expression.name.text})`;
   }
