@@ -55,7 +55,8 @@ export const ErrorCode = {
   // configKey). MALFORMED_MESSAGE: a response that is not valid JSON-RPC (detail: reason).
   MESSAGE_TOO_LARGE: 'MESSAGE_TOO_LARGE',
   MALFORMED_MESSAGE: 'MALFORMED_MESSAGE',
-  // delivery and durable execution (CallError, JournalError): issue 8 item 3 and issue 10
+  // delivery and durable execution (CallError, JournalError): a call that may have run is
+  // OUTCOME_UNKNOWN, never retried under the same key; the journal's own failures are typed.
   OUTCOME_UNKNOWN: 'OUTCOME_UNKNOWN',
   IDEMPOTENCY_CONFLICT: 'IDEMPOTENCY_CONFLICT',
   IDEMPOTENCY_IN_PROGRESS: 'IDEMPOTENCY_IN_PROGRESS',
@@ -65,13 +66,13 @@ export const ErrorCode = {
   // JOURNAL_BUSY (JournalError): another process held the SQLite journal's lock for longer than
   // its busyTimeoutMs; the write did not happen (detail: location, waitedMs, operation).
   JOURNAL_BUSY: 'JOURNAL_BUSY',
-  // fleet store (issue 11). POLICY_STALE (CallError, delivery not-sent): the worker's local policy
+  // fleet store. POLICY_STALE (CallError, delivery not-sent): the worker's local policy
   // view is older than its staleness bound (notification connection lost), so the call was refused
   // rather than admitted (detail: ageMs, maxStalenessMs). STORE_UNAVAILABLE (RuntimeError): the
   // shared PostgreSQL store could not be reached after bounded retries (detail: store, reason).
   POLICY_STALE: 'POLICY_STALE',
   STORE_UNAVAILABLE: 'STORE_UNAVAILABLE',
-  // the 2026-07-28 protocol era (RuntimeError, CallError): issue 13. UNSUPPORTED_PROTOCOL_VERSION
+  // the 2026-07-28 protocol era (RuntimeError, CallError). UNSUPPORTED_PROTOCOL_VERSION
   // (-32022; detail: supported, requested), HEADER_MISMATCH (-32020), MISSING_CLIENT_CAPABILITY
   // (-32021; detail: capabilities), INPUT_REQUIRED: a server asked for input (MRTR) that the
   // application cannot give (no elicitation handler, or more rounds than allowed; detail: requests).
@@ -234,7 +235,7 @@ export interface ErrorDetailMap {
     /** The store operation that waited (`insert`, `update`, `get`...). */
     readonly operation: string;
   };
-  // fleet store (issue 11)
+  // fleet store
   POLICY_STALE: BaseErrorDetail & {
     /** Milliseconds since the worker's policy view was last proven current. */
     readonly ageMs?: number;
