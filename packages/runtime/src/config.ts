@@ -337,8 +337,8 @@ function parseLimits(value: unknown, path: string): ServerLimits {
   checkKeys(obj, path, LIMIT_KEYS);
   const out: Record<string, number> = {};
   for (const [key, v] of Object.entries(obj)) {
-    // The minimums of binding's resolveEnumerateLimits (0 means "none" for these two), repeated
-    // here so a configuration file is refused with its JSON path; keep both in step.
+    // The minimums of binding's `ENUMERATE_LIMIT_MINIMUMS` (0 means "none" for these two),
+    // repeated here: the two must stay equal.
     const min = key === 'maxTools' || key === 'maxRestarts' ? 0 : 1;
     out[key] = expectInt(v, `${path}.${key}`, min, 2_147_483_647);
   }
