@@ -67,7 +67,7 @@ export function parseMutants(text: string): MutantRef[] {
     return unescape(match[1] ?? match[2] ?? '');
   };
   return text
-    .split(/\n\s*\{\s*\n(?=\s*name:)/)
+    .split(/\n\s*\{\s*\n/)
     .slice(1)
     .flatMap((block) => {
       const name = field(block, 'name');
@@ -75,6 +75,24 @@ export function parseMutants(text: string): MutantRef[] {
         ? []
         : [{ name, testFile: field(block, 'testFile'), testName: field(block, 'testName') }];
     });
+}
+
+/**
+ * Whether a test file has a test titled `title`: verbatim, or through a template-literal title
+ * whose `${...}` parts stand for any text (`` `resolves with a hook that ${kind}: ...` ``).
+ */
+export function hasTestTitle(text: string, title: string): boolean {
+  if (text.includes(title)) return true;
+  for (const match of text.matchAll(/`((?:[^`\\]|\\.)*)`/g)) {
+    const body = match[1] ?? '';
+    if (!body.includes('${')) continue;
+    const pattern = body
+      .split(/\$\{[^}]*\}/)
+      .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+      .join('.+');
+    if (new RegExp(`^${pattern}$`).test(title)) return true;
+  }
+  return false;
 }
 
 /** The invariants of the `## 3.` section of a design text. */
@@ -171,7 +189,7 @@ export function designProblems(
     for (const { file, title } of inv.tests) {
       const text = read(file);
       if (text === undefined) problems.push(`${at}: test file ${file} does not exist`);
-      else if (!text.includes(title)) problems.push(`${at}: ${file} has no test "${title}"`);
+      else if (!hasTestTitle(text, title)) problems.push(`${at}: ${file} has no test "${title}"`);
     }
     for (const name of inv.mutants) {
       const mutant = mutants.find((m) => m.name === name);
@@ -217,7 +235,11 @@ export function selfTestDesign(): string[] {
       writeFileSync(join(root, path), text);
     };
     write('src/a.ts', 'export const a = 1;\n');
-    write('test/a.test.ts', "it('keeps a at one', () => {});\nit(\"isn't two\", () => {});\n");
+    write(
+      'test/a.test.ts',
+      "it('keeps a at one', () => {});\nit(\"isn't two\", () => {});\n" +
+        'for (const n of [3, 4]) it(`is never ${n}: checked`, () => {});\n',
+    );
     write(
       'scripts/mutants.ts',
       [
@@ -228,6 +250,7 @@ export function selfTestDesign(): string[] {
         "    testName: 'keeps a at one',",
         '  },',
         '  {',
+        '    // a comment before the name',
         '    name: "a\'s other bug",',
         "    testFile: 'test/a.test.ts',",
         '    testName: "isn\'t two",',
@@ -244,6 +267,7 @@ export function selfTestDesign(): string[] {
       '1. Good.',
       '   - enforced: `src/a.ts`',
       '   - test: `test/a.test.ts` > "keeps a at one"',
+      '   - test: `test/a.test.ts` > "is never 3: checked"',
       '   - mutant: "make a two"',
       '2. Bad.',
       '   - enforced: `src/gone.ts`',
@@ -259,11 +283,11 @@ export function selfTestDesign(): string[] {
     const mutants = parseMutants(readFileSync(join(root, 'scripts/mutants.ts'), 'utf8'));
     const found = designProblems(root, design, mutants);
     const expected = [
-      'invariant 2 (line 9): enforced file src/gone.ts does not exist',
-      'invariant 2 (line 9): test/a.test.ts has no test "keeps a at two"',
-      'invariant 2 (line 9): no mutant "no such bug" in scripts/mutants.ts',
-      `invariant 2 (line 9): mutant "a's other bug" is killed by test/a.test.ts > "isn't two", which is not among its tests`,
-      'invariant 3 (line 13): names no test (add "- test: ..." or "- no test: <reason>")',
+      'invariant 2 (line 10): enforced file src/gone.ts does not exist',
+      'invariant 2 (line 10): test/a.test.ts has no test "keeps a at two"',
+      'invariant 2 (line 10): no mutant "no such bug" in scripts/mutants.ts',
+      `invariant 2 (line 10): mutant "a's other bug" is killed by test/a.test.ts > "isn't two", which is not among its tests`,
+      'invariant 3 (line 14): names no test (add "- test: ..." or "- no test: <reason>")',
     ];
     const problems: string[] = [];
     if (
