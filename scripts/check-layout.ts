@@ -535,11 +535,7 @@ export async function selfTestRepository(): Promise<string[]> {
 
 async function main(argv: readonly string[]): Promise<number> {
   if (argv.includes('--self-test')) {
-    const problems = [
-      ...(await selfTest()),
-      ...(await selfTestRepository()),
-      ...(await selfTestDesign()),
-    ];
+    const problems = [...(await selfTest()), ...(await selfTestRepository()), ...selfTestDesign()];
     for (const p of problems) console.error(`layout self-test: ${p}`);
     console.log(`layout self-test: ${problems.length === 0 ? 'ok' : 'FAILED'}`);
     return problems.length === 0 ? 0 : 1;

@@ -198,7 +198,7 @@ export function functionSizes(file: ts.SourceFile, path: string): FunctionSize[]
   const out: FunctionSize[] = [];
   const visit = (node: ts.Node): void => {
     if (ts.isFunctionLike(node) && 'body' in node && node.body !== undefined) {
-      const fn = node as ts.FunctionLikeDeclaration;
+      const fn = node;
       const first = file.getLineAndCharacterOfPosition(fn.getStart(file)).line;
       const last = file.getLineAndCharacterOfPosition(fn.getEnd()).line;
       out.push({ name: functionName(fn), file: path, line: first + 1, lines: last - first + 1 });
