@@ -4,10 +4,21 @@
  * - **No import cycles** (dpdm, type-only imports included: two files that import each other, even
  *   for types, cannot be read apart). `--ignore-type-imports` drops type-only imports.
  * - **No source file over 600 lines** (a file a reader can take in at once).
+ * - **SDK imports** (`@modelcontextprotocol/*`, value or type) only in the runtime's `src/sdk/`,
+ *   `src/era/` and `src/transports/` and anywhere in the testkit; never in binding
+ *   ({@link SDK_HOMES}, less the files of {@link SDK_ALLOWLIST}).
+ * - **One owner per server**: at most {@link OWNER_WRITES_ALLOWED} writes to members of the
+ *   runtime's per-server owner class from outside `packages/runtime/src/server/`
+ *   (`layout-measures.ts` finds them with the type checker).
+ * - **README file tables**: every source file of a package is listed in its README's "Which file
+ *   owns what" table and every listed file exists ({@link readFileTable} defines the format).
+ * - **DESIGN §3 proof lines** name files, tests and mutants that exist (`check-design.ts`).
  *
- * Prints every offender (the cycle's files in import order; the file and its line count) and exits
- * 1 if there is one. `--self-test` runs both checks over a synthetic tree with a known cycle and a
- * known oversized file (and over a clean one) and exits 1 unless they are found (and only they).
+ * It also prints the measures of `layout-measures.ts` per package (import graph edges and depth,
+ * largest functions, exported names per entry point, SDK importers, owner writes); `--json` prints
+ * everything as one JSON object instead, for diffing two trees. Exits 1 on any offender.
+ * `--self-test` runs the checks over synthetic trees with known defects (and a clean one) and exits
+ * 1 unless exactly those are found; `pnpm layout` runs it first.
  */
 import { parseCircular, parseDependencyTree } from 'dpdm';
 import {
@@ -537,7 +548,8 @@ async function main(argv: readonly string[]): Promise<number> {
   if (argv.includes('--self-test')) {
     const problems = [...(await selfTest()), ...(await selfTestRepository()), ...selfTestDesign()];
     for (const p of problems) console.error(`layout self-test: ${p}`);
-    console.log(`layout self-test: ${problems.length === 0 ? 'ok' : 'FAILED'}`);
+    // stderr, so that `pnpm layout --json` (self-test first) keeps stdout for the JSON alone.
+    console.error(`layout self-test: ${problems.length === 0 ? 'ok' : 'FAILED'}`);
     return problems.length === 0 ? 0 : 1;
   }
   const root = process.cwd();
