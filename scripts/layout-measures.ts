@@ -27,7 +27,10 @@ export const OWNER_HOME = 'packages/runtime/src/server/';
 /** How many of the largest functions are listed per package. */
 export const LARGEST_FUNCTIONS = 10;
 
-/** One function (declaration, method, accessor, constructor, arrow or function expression). */
+/**
+ * One function (declaration, method, accessor, constructor, arrow or function expression), from
+ * its first to its last line; a nested function is counted on its own and inside its parent.
+ */
 export interface FunctionSize {
   readonly name: string;
   readonly file: string;
