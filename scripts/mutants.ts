@@ -72,8 +72,8 @@ const MUTANTS: readonly Mutant[] = [
   {
     name: 'release the read lock before tools/call',
     file: 'packages/binding/src/call/prepared.ts',
-    find: "      phase = 'call';\n",
-    replace: "      release?.();\n      release = undefined;\n      phase = 'call';\n",
+    find: "    run.phase = 'call';\n",
+    replace: "    run.release?.();\n    run.release = undefined;\n    run.phase = 'call';\n",
     testFile: 'packages/runtime/test/runtime.memory.test.ts',
     testName: 'makes a hard refresh wait for a tools/call in flight (the read lock spans the call)',
     diagnostic: 'expected true to be false',
@@ -141,8 +141,8 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 10: the key's SENT record must be durable before a byte is written.
     name: 'send before the SENT record',
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'await journal.markSent(claim, timeoutMs, io);',
-    replace: 'void journal.markSent(claim, timeoutMs, io);',
+    find: 'await journal.markSent(claim, run.timeoutMs, run.io);',
+    replace: 'void journal.markSent(claim, run.timeoutMs, run.io);',
     testFile: 'packages/binding/test/journal/binding.test.ts',
     testName:
       'makes the key SENT before the caller is asked to send, and COMPLETED after the answer',
@@ -295,7 +295,7 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 25: a revocation that lands while the prepare hook waits is enforced at the point of use.
     name: 'admit only before the prepare hook',
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'this.#checkUse(admission, approved, options.prepare !== undefined);',
+    find: 'this.#checkUse(admitted.admission, admitted.approved, run.options.prepare !== undefined);',
     replace: '',
     testFile: 'packages/runtime/test/admission.stdio.test.ts',
     testName:
@@ -316,8 +316,8 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 25: close() does not wait for a prepare hook that never returns.
     name: 'wait for a pending prepare hook at close',
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'const hookSignal = anySignal(options.signal, state.closeSignal);',
-    replace: 'const hookSignal = options.signal;',
+    find: 'const hookSignal = anySignal(signal, this.#state.closeSignal);',
+    replace: 'const hookSignal = signal;',
     testFile: 'packages/runtime/test/admission.stdio.test.ts',
     testName:
       'resolves with a hook that never resolves: the run ends ABORTED, not sent, the key NOT_SENT',
@@ -384,8 +384,8 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 25 (finding 3): the journal's writes before the send honour the call's deadline.
     name: "ignore the call's deadline in the journal",
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'io = callDeadline(options.signal, boundMs);',
-    replace: 'io = {};',
+    find: 'run.io = callDeadline(options.signal, run.timeoutMs);',
+    replace: 'run.io = {};',
     testFile: 'packages/runtime/test/fleet/frozen.pg.test.ts',
     testName:
       'frozen (SIGSTOP): a keyed run with timeoutMs fails JOURNAL_UNAVAILABLE (reason timeout) and sends nothing; close() resolves while frozen; the key runs once after the thaw',
