@@ -1,6 +1,8 @@
 import * as binding from '@stepbind/binding';
 import * as internal from '@stepbind/binding/internal';
-import { describe, expect, it } from 'vitest';
+import type * as Internal from '@stepbind/binding/internal';
+import type * as Public from '@stepbind/binding';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 
 describe('@stepbind/binding public surface', () => {
   it('exports exactly these values for applications (a new export is a deliberate act)', () => {
@@ -58,6 +60,27 @@ describe('@stepbind/binding/internal', () => {
     for (const [name, value] of Object.entries(binding)) {
       expect((internal as Record<string, unknown>)[name], name).toBe(value);
     }
+  });
+
+  it("keeps the journal's protocol types in /internal only (what a JournalStore needs stays public)", () => {
+    expectTypeOf<Internal.CallIntent>().toHaveProperty('argsDigest');
+    expectTypeOf<Internal.BeginResult>().toHaveProperty('kind');
+    expectTypeOf<Internal.BeginOptions>().toHaveProperty('deferWrite');
+    expectTypeOf<Internal.ResolveInput>().toHaveProperty('outcome');
+    expectTypeOf<Internal.JournalClaim>().toHaveProperty('key');
+    // @ts-expect-error CallIntent is internal
+    expectTypeOf<Public.CallIntent>().not.toBeAny();
+    // @ts-expect-error BeginResult is internal
+    expectTypeOf<Public.BeginResult>().not.toBeAny();
+    // @ts-expect-error BeginOptions is internal
+    expectTypeOf<Public.BeginOptions>().not.toBeAny();
+    // @ts-expect-error ResolveInput is internal
+    expectTypeOf<Public.ResolveInput>().not.toBeAny();
+    // @ts-expect-error JournalClaim is internal
+    expectTypeOf<Public.JournalClaim>().not.toBeAny();
+    expectTypeOf<Public.JournalStore>().toHaveProperty('update');
+    expectTypeOf<Public.JournalRecord>().toHaveProperty('state');
+    expectTypeOf<Public.ReceiptBody>().toHaveProperty('delivery');
   });
 
   it('adds exactly these runtime-only values (kept out of the public surface)', () => {
