@@ -303,6 +303,48 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: 'expected a rejection',
   },
   {
+    // A caller that aborts inside its prepare hook (which then returns) is refused at the point of use.
+    name: 'send after the caller aborted inside the prepare hook',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: '    this.#checkAborted(run.options.signal);\n    run.tPrepared = performance.now();',
+    replace: '    run.tPrepared = performance.now();',
+    testFile: 'packages/binding/test/call/prepared.test.ts',
+    testName: 'is ABORTED, not sent, when the caller aborts inside a hook that then returns',
+    diagnostic: 'expected a rejection',
+  },
+  {
+    // The phase goes back to admission after the hook: a failure at the point of use is not the hook's.
+    name: 'blame the point of use on the prepare hook',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: "    run.phase = 'admission';\n",
+    replace: '',
+    testFile: 'packages/binding/test/call/prepared.test.ts',
+    testName:
+      'blames a policy failure at the point of use on admission, not on the hook that returned',
+    diagnostic: "'prepare'",
+  },
+  {
+    // A failure of tools/call may mean the call ran: the send phase decides delivery.
+    name: 'treat a failed tools/call as not sent',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: "    run.phase = 'call';\n",
+    replace: '',
+    testFile: 'packages/binding/test/call/prepared.test.ts',
+    testName: 'reports a plain failure of tools/call as SERVER_ERROR, sent',
+    diagnostic: "'TOOL_DENIED'",
+  },
+  {
+    // The output phase runs before the result is returned and journaled.
+    name: 'return a result without checking its output',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: '      checkOutput(this.#call, result);\n',
+    replace: '',
+    testFile: 'packages/binding/test/call/prepared.test.ts',
+    testName:
+      'refuses structuredContent its output schema rejects with INVALID_TOOL_OUTPUT (sent); the call ran',
+    diagnostic: 'expected a rejection',
+  },
+  {
     // Issue 25: Node clamps an out-of-range timer to 1 ms; the call must not be sent with it.
     name: 'send with an out-of-range timeoutMs',
     file: 'packages/binding/src/call/run-options.ts',
