@@ -321,7 +321,7 @@ const MUTANTS: readonly Mutant[] = [
     testFile: 'packages/binding/test/call/prepared.test.ts',
     testName:
       'blames a policy failure at the point of use on admission, not on the hook that returned',
-    diagnostic: "'prepare'",
+    diagnostic: "to deeply equal [ 'TOOL_DENIED', 'admission'",
   },
   {
     // A failure of tools/call may mean the call ran: the send phase decides delivery.
