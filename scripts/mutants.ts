@@ -72,8 +72,8 @@ const MUTANTS: readonly Mutant[] = [
   {
     name: 'release the read lock before tools/call',
     file: 'packages/binding/src/call/prepared.ts',
-    find: "      phase = 'call';\n",
-    replace: "      release?.();\n      release = undefined;\n      phase = 'call';\n",
+    find: "    run.phase = 'call';\n",
+    replace: "    run.release?.();\n    run.release = undefined;\n    run.phase = 'call';\n",
     testFile: 'packages/runtime/test/runtime.memory.test.ts',
     testName: 'makes a hard refresh wait for a tools/call in flight (the read lock spans the call)',
     diagnostic: 'expected true to be false',
@@ -141,8 +141,8 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 10: the key's SENT record must be durable before a byte is written.
     name: 'send before the SENT record',
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'await journal.markSent(claim, timeoutMs, io);',
-    replace: 'void journal.markSent(claim, timeoutMs, io);',
+    find: 'await journal.markSent(claim, run.timeoutMs, run.io);',
+    replace: 'void journal.markSent(claim, run.timeoutMs, run.io);',
     testFile: 'packages/binding/test/journal/binding.test.ts',
     testName:
       'makes the key SENT before the caller is asked to send, and COMPLETED after the answer',
@@ -295,11 +295,53 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 25: a revocation that lands while the prepare hook waits is enforced at the point of use.
     name: 'admit only before the prepare hook',
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'this.#checkUse(admission, approved, options.prepare !== undefined);',
+    find: 'this.#checkUse(admitted.admission, admitted.approved, run.options.prepare !== undefined);',
     replace: '',
     testFile: 'packages/runtime/test/admission.stdio.test.ts',
     testName:
       'a revocation that lands while the prepare hook waits refuses the call; the key ends NOT_SENT',
+    diagnostic: 'expected a rejection',
+  },
+  {
+    // A caller that aborts inside its prepare hook (which then returns) is refused at the point of use.
+    name: 'send after the caller aborted inside the prepare hook',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: '    this.#checkAborted(run.options.signal);\n    run.tPrepared = performance.now();',
+    replace: '    run.tPrepared = performance.now();',
+    testFile: 'packages/binding/test/call/prepared.test.ts',
+    testName: 'is ABORTED, not sent, when the caller aborts inside a hook that then returns',
+    diagnostic: 'expected a rejection',
+  },
+  {
+    // The phase goes back to admission after the hook: a failure at the point of use is not the hook's.
+    name: 'blame the point of use on the prepare hook',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: "    run.phase = 'admission';\n",
+    replace: '',
+    testFile: 'packages/binding/test/call/prepared.test.ts',
+    testName:
+      'blames a policy failure at the point of use on admission, not on the hook that returned',
+    diagnostic: "to deeply equal [ 'TOOL_DENIED', 'admission'",
+  },
+  {
+    // A failure of tools/call may mean the call ran: the send phase decides delivery.
+    name: 'treat a failed tools/call as not sent',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: "    run.phase = 'call';\n",
+    replace: '',
+    testFile: 'packages/binding/test/call/prepared.test.ts',
+    testName: 'reports a plain failure of tools/call as SERVER_ERROR, sent',
+    diagnostic: "'TOOL_DENIED'",
+  },
+  {
+    // The output phase runs before the result is returned and journaled.
+    name: 'return a result without checking its output',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: '      checkOutput(this.#call, result);\n',
+    replace: '',
+    testFile: 'packages/binding/test/call/prepared.test.ts',
+    testName:
+      'refuses structuredContent its output schema rejects with INVALID_TOOL_OUTPUT (sent); the call ran',
     diagnostic: 'expected a rejection',
   },
   {
@@ -316,8 +358,8 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 25: close() does not wait for a prepare hook that never returns.
     name: 'wait for a pending prepare hook at close',
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'const hookSignal = anySignal(options.signal, state.closeSignal);',
-    replace: 'const hookSignal = options.signal;',
+    find: 'const hookSignal = anySignal(signal, this.#state.closeSignal);',
+    replace: 'const hookSignal = signal;',
     testFile: 'packages/runtime/test/admission.stdio.test.ts',
     testName:
       'resolves with a hook that never resolves: the run ends ABORTED, not sent, the key NOT_SENT',
@@ -384,8 +426,8 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 25 (finding 3): the journal's writes before the send honour the call's deadline.
     name: "ignore the call's deadline in the journal",
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'io = callDeadline(options.signal, boundMs);',
-    replace: 'io = {};',
+    find: 'run.io = callDeadline(options.signal, run.timeoutMs);',
+    replace: 'run.io = {};',
     testFile: 'packages/runtime/test/fleet/frozen.pg.test.ts',
     testName:
       'frozen (SIGSTOP): a keyed run with timeoutMs fails JOURNAL_UNAVAILABLE (reason timeout) and sends nothing; close() resolves while frozen; the key runs once after the thaw',

@@ -1,9 +1,10 @@
 /**
  * @stepbind/binding: the public surface for applications. Errors, the step binding and its
  * prepared calls, the model tools and their provider formats and tool-result messages, the
- * snapshot and descriptor types a step exposes, canonical digests, and the journal store
- * interface (with its in-memory store and receipt chain) that durable stores implement. The
- * runtime's internals are the `@stepbind/binding/internal` subpath.
+ * snapshot and descriptor types a step exposes, canonical digests, the call journal, and the
+ * journal store interface (with its record types, its in-memory store and the receipt chain) that
+ * durable stores implement. The runtime's internals, including the journal's protocol with a
+ * prepared call (claims, begin and resolve shapes), are the `@stepbind/binding/internal` subpath.
  *
  * @packageDocumentation
  */
@@ -130,8 +131,6 @@ export type {
 export type { LeftOutServer } from './tools/view.js';
 export { CallJournal } from './journal/journal.js';
 export type { CallJournalOptions } from './journal/journal.js';
-export { JournalClaim } from './journal/claim.js';
-export type { BeginOptions, BeginResult, CallIntent, ResolveInput } from './journal/claim.js';
 export { MemoryJournalStore } from './journal/memory.js';
 export type { MemoryJournalOverCap, MemoryJournalStoreOptions } from './journal/memory.js';
 export {
@@ -145,7 +144,7 @@ export {
   verifyChain,
 } from './journal/chain.js';
 export type { ChainVerification } from './journal/chain.js';
-export { recordFinding, resultDigestOf, verifyJournal } from './journal/audit.js';
+export { resultDigestOf, verifyJournal } from './journal/audit.js';
 export type {
   JournalAuditInput,
   JournalFinding,

@@ -1,7 +1,8 @@
 /**
  * @stepbind/binding/internal: the public surface plus what only `@stepbind/runtime` and
  * `@stepbind/testkit` use (discovery, validation, snapshot building, the registry, slots, views,
- * locks, the discovery state machine). Not covered by semver: applications import
+ * locks, the discovery state machine, and the journal's protocol with a prepared call: the claim,
+ * the begin and resolve shapes, the per-record audit). Not covered by semver: applications import
  * `@stepbind/binding`.
  *
  * @packageDocumentation
@@ -86,3 +87,6 @@ export { createBinding } from './call/binding.js';
 export type { CreateBindingOptions } from './call/binding.js';
 export type { CallPolicy, ToolCaller } from './call/types.js';
 export type { InputRoundListener } from './call/input-rounds.js';
+export { JournalClaim } from './journal/claim.js';
+export type { BeginOptions, BeginResult, CallIntent, ResolveInput } from './journal/claim.js';
+export { recordFinding } from './journal/audit.js';

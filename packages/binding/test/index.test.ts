@@ -1,6 +1,8 @@
 import * as binding from '@stepbind/binding';
 import * as internal from '@stepbind/binding/internal';
-import { describe, expect, it } from 'vitest';
+import type * as Internal from '@stepbind/binding/internal';
+import type * as Public from '@stepbind/binding';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 
 describe('@stepbind/binding public surface', () => {
   it('exports exactly these values for applications (a new export is a deliberate act)', () => {
@@ -14,7 +16,6 @@ describe('@stepbind/binding public surface', () => {
       'GENESIS_ANCHOR',
       'GENESIS_DIGEST',
       'JOURNAL_STATES',
-      'JournalClaim',
       'JournalError',
       'McpBinding',
       'MemoryJournalStore',
@@ -31,7 +32,6 @@ describe('@stepbind/binding public surface', () => {
       'pruneReceipt',
       'receiptDigest',
       'receiptText',
-      'recordFinding',
       'resultDigestOf',
       'stampReceipt',
       'toAnthropicToolResult',
@@ -62,6 +62,27 @@ describe('@stepbind/binding/internal', () => {
     }
   });
 
+  it("keeps the journal's protocol types in /internal only (what a JournalStore needs stays public)", () => {
+    expectTypeOf<Internal.CallIntent>().toHaveProperty('argsDigest');
+    expectTypeOf<Internal.BeginResult>().toHaveProperty('kind');
+    expectTypeOf<Internal.BeginOptions>().toHaveProperty('deferWrite');
+    expectTypeOf<Internal.ResolveInput>().toHaveProperty('outcome');
+    expectTypeOf<Internal.JournalClaim>().toHaveProperty('key');
+    // @ts-expect-error CallIntent is internal
+    expectTypeOf<Public.CallIntent>().not.toBeAny();
+    // @ts-expect-error BeginResult is internal
+    expectTypeOf<Public.BeginResult>().not.toBeAny();
+    // @ts-expect-error BeginOptions is internal
+    expectTypeOf<Public.BeginOptions>().not.toBeAny();
+    // @ts-expect-error ResolveInput is internal
+    expectTypeOf<Public.ResolveInput>().not.toBeAny();
+    // @ts-expect-error JournalClaim is internal
+    expectTypeOf<Public.JournalClaim>().not.toBeAny();
+    expectTypeOf<Public.JournalStore>().toHaveProperty('update');
+    expectTypeOf<Public.JournalRecord>().toHaveProperty('state');
+    expectTypeOf<Public.ReceiptBody>().toHaveProperty('delivery');
+  });
+
   it('adds exactly these runtime-only values (kept out of the public surface)', () => {
     expect(
       Object.keys(internal)
@@ -80,6 +101,7 @@ describe('@stepbind/binding/internal', () => {
       'DEFAULT_SNAPSHOT_TTL_MS',
       'DiscoveryTracker',
       'ENUMERATE_LIMIT_MINIMUMS',
+      'JournalClaim',
       'MAX_MODEL_NAME_LENGTH',
       'MAX_TIMER_MS',
       'MAX_TOOL_NAME_LENGTH',
@@ -104,6 +126,7 @@ describe('@stepbind/binding/internal', () => {
       'isTerminalState',
       'modelToolOf',
       'onAbort',
+      'recordFinding',
       'resolveEnumerateLimits',
       'sameIdentity',
       'sanitizeNamePart',

@@ -1,16 +1,15 @@
 /**
- * One tool call the model made, run under the revision read lock (DESIGN §7, §13).
+ * One tool call the model made, run under the revision read lock (DESIGN §7, §13): `run` is the
+ * sequence of its phases, each a private method below it in the order it runs.
  *
  * @packageDocumentation
  */
-import { DEFAULT_CALL_LIMITS, checkJsonValue, describeValueProblem } from '../bounds.js';
-import { digestOf } from '../canonical.js';
-import { CallError, ErrorCode, StepbindError, type Delivery } from '../errors.js';
+import { CallError } from '../errors.js';
 import type { JournalClaim } from '../journal/claim.js';
 import type { CallJournal } from '../journal/journal.js';
 import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/store.js';
 import type { Release } from '../lock.js';
-import type { CatalogSnapshot, ToolDescriptor } from '../snapshot/snapshot.js';
+import type { ToolDescriptor } from '../snapshot/snapshot.js';
 import type { BoundTool } from '../tools/view.js';
 import {
   admissionVerdict,
@@ -19,12 +18,70 @@ import {
   type AdmissionSubject,
 } from './admission.js';
 import { anySignal, callDeadline, outcomeDeadline, untilAborted } from '../signals.js';
-import { InputRoundLog, type InputRoundListener } from './input-rounds.js';
+import { argsDigestOf, checkArgs, checkBounds, checkOutput, type CheckedCall } from './checks.js';
+import {
+  abortedBeforeSend,
+  connectionClosedError,
+  failureOf,
+  noJournalError,
+  staleCatalogError,
+  withRounds,
+  type CallPhase,
+  type FailingCall,
+} from './failure.js';
+import { InputRoundLog } from './input-rounds.js';
+import { callContext, receiptOf, type CallCapture } from './receipt.js';
 import { checkRunOptions } from './run-options.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
-import type { CallOutcome, CallPolicy, CallReceipt, RunOptions, ToolCallResult } from './types.js';
+import type { CallOutcome, CallPolicy, RunOptions, ToolCallResult, ToolCaller } from './types.js';
 
-type CallPhase = 'admission' | 'prepare' | 'call' | 'output';
+/** Store options bounding one journal operation (the caller's signal and a deadline). */
+type StoreBound = { readonly signal?: AbortSignal };
+
+/**
+ * What one run has done so far. The phases write it; the failure path reads it to decide what a
+ * failure means (`phase`) and what to journal (`claim`, `context`, `recorded`), and `finally`
+ * releases what it holds (`release`, `counted`). Private to one run.
+ */
+interface CallRun {
+  readonly options: RunOptions;
+  readonly key: string | undefined;
+  /** The journal counting this run (`start()` was called), if it records this run at all. */
+  readonly journal: CallJournal | undefined;
+  /** The per-call timeout; it also bounds the journal's store operations (DESIGN §13). */
+  readonly timeoutMs: number;
+  /** Epoch milliseconds when `run` was called. */
+  readonly startedAt: number;
+  readonly t0: number;
+  tLock: number;
+  tPrepared: number;
+  tCalled: number;
+  /** Where a failure happened decides what it means: nothing sent before `call`. */
+  phase: CallPhase;
+  /** True once `inFlight` counts this run. */
+  counted: boolean;
+  /** True once the journal holds this run's outcome (a replay, or the completed call). */
+  recorded: boolean;
+  context: CallContext | undefined;
+  argsDigest: string | undefined;
+  claim: JournalClaim | undefined;
+  /** The revision read lock, held from {@link PreparedCall.run}'s lock phase to its end. */
+  release: Release | undefined;
+  /** Bounds the journal's writes before the send (the caller's signal, the call's timeout). */
+  io: StoreBound;
+  /** MRTR rounds (2026-07-28 era): the log exists only once a server asks for input. */
+  rounds: InputRoundLog | undefined;
+}
+
+/** What admission decided before the `prepare` hook, and the arguments checked so far. */
+interface Admitted {
+  readonly admission: AdmissionSubject;
+  readonly approvalRequired: boolean;
+  /** The arguments to send: the caller's, or the hook's replacement, bounded and validated. */
+  readonly callArgs: Readonly<Record<string, unknown>>;
+  /** True when the `prepare` hook called `ctx.approve()`. */
+  readonly approved: boolean;
+}
 
 /**
  * One tool call the model made, bound to the step's catalog, revision and client. Never re-routed.
@@ -45,6 +102,9 @@ export class PreparedCall {
   readonly #policyEpoch: number;
   readonly #policy: CallPolicy;
   readonly #state: BindingState;
+  /** The call as the value checks and failures see it (bound tool, names, error detail). */
+  readonly #call: CheckedCall & FailingCall;
+  readonly #capture: CallCapture;
 
   /** @internal use {@link McpBinding.prepareCall}. */
   constructor(
@@ -64,6 +124,13 @@ export class PreparedCall {
     this.#policyEpoch = policyEpoch;
     this.#policy = policy;
     this.#state = state;
+    this.#call = {
+      bound,
+      server: this.server,
+      modelName: this.modelName,
+      detail: (extra) => this.#detail(extra),
+    };
+    this.#capture = { bound, stepId, policyEpoch };
     Object.freeze(this);
   }
 
@@ -89,10 +156,33 @@ export class PreparedCall {
   ): Promise<CallOutcome> {
     // Before anything is journaled or sent: a bad option is the caller's bug, not a run.
     checkRunOptions(options, () => this.#detail({}));
+    const run = this.#start(options);
+    try {
+      this.#enter(run);
+      const replay = await this.#claimKey(run, args);
+      if (replay !== undefined) return replay;
+      await this.#lockRevision(run);
+      const admitted = await this.#prepare(run, this.#admit(run, args));
+      const caller = this.#admitAtPointOfUse(run, admitted);
+      await this.#markSent(run);
+      const result = await this.#send(run, caller, admitted.callArgs);
+      checkOutput(this.#call, result);
+      return await this.#finish(run, result);
+    } catch (error) {
+      throw await this.#failed(run, error);
+    } finally {
+      this.#leave(run);
+    }
+  }
+
+  /**
+   * Opens the run's record. Every run the journal counts (`start()`) ends in exactly one of
+   * complete, fail or replayed; unkeyed runs skip a journal that records only keyed runs (the
+   * in-memory default).
+   */
+  #start(options: RunOptions): CallRun {
     const state = this.#state;
     const key = options.idempotencyKey;
-    // Every run the journal counts ends in exactly one of complete, fail or replayed.
-    // Unkeyed runs skip a journal that records only keyed runs (the in-memory default).
     const journal =
       state.journal !== undefined &&
       (key !== undefined || state.journal.recordsEveryRun) &&
@@ -101,203 +191,286 @@ export class PreparedCall {
         : undefined;
     const startedAt = Date.now();
     const t0 = performance.now();
-    let context: CallContext | undefined;
-    let argsDigest: string | undefined;
-    let claim: JournalClaim | undefined;
-    let recorded = false;
-    let counted = false;
-    let release: Release | undefined;
-    // Where a failure happened decides what it means: nothing sent before 'call', a run call after.
-    let phase: CallPhase = 'admission';
-    // MRTR rounds (2026-07-28 era): the log exists only once a server asks for input.
-    let rounds: InputRoundLog | undefined;
-    // Bounds the journal's store operations (caller's signal, call's timeout): DESIGN §13.
-    const boundMs = options.timeoutMs ?? this.#bound.server.callTimeoutMs;
-    let io: { readonly signal?: AbortSignal } = {};
-    const recordIo = (): { readonly signal?: AbortSignal } =>
-      outcomeDeadline(options.signal, boundMs);
-    const onInputRound: InputRoundListener = (round) => (rounds ??= new InputRoundLog()).add(round);
-    try {
-      if (state.released) throw releasedError(this.#stepId, this.modelName);
-      state.inFlight++;
-      counted = true;
-      if (journal !== undefined) {
-        context = this.#context();
-        // Bounded first: the digest recurses over the arguments (20,000 levels must not overflow).
-        this.#checkBounds(args, 'Argument');
-        argsDigest = this.#argsDigest(args);
-      }
-      if (key !== undefined) {
-        if (journal === undefined || context === undefined || argsDigest === undefined) {
-          throw this.#noJournal(key);
-        }
-        io = callDeadline(options.signal, boundMs);
-        // Without a prepare hook nothing long can come between claim and send: the claim is
-        // written once, as SENT, just before sending.
-        const begun = await journal.begin(
-          {
-            key,
-            context,
-            argsDigest,
-            retryReads: this.#bound.server.retryReads === true && trustedRead(this.#bound),
-          },
-          { deferWrite: options.prepare === undefined, ...io },
-        );
-        if (begun.kind === 'refused') throw begun.error;
-        if (begun.kind === 'replay') {
-          recorded = true;
-          return await this.#replay(journal, begun.record, begun.outcome, context, recordIo());
-        }
-        claim = begun.claim;
-      }
-      this.#checkAborted(options.signal);
-      const slot = this.#bound.server.slot;
-      release = await slot.lock.acquireRead(
-        options.signal === undefined ? {} : { signal: options.signal },
-      );
-      const tLock = performance.now();
-      if (slot.revision !== this.revision) {
-        throw new CallError(
-          ErrorCode.STALE_CATALOG,
-          `The tool catalog of server "${this.server}" changed after this step was captured (revision ${this.revision} → ${slot.revision}); "${this.modelName}" was not run and nothing was sent. Call again with the tools of the next step.`,
-          {
-            detail: this.#detail({
-              capturedRevision: this.revision,
-              currentRevision: slot.revision,
-            }),
-          },
-        );
-      }
-      const admission = this.#admission();
-      const { approvalRequired } = admissionVerdict(admission);
-      if (approvalRequired && options.prepare === undefined) {
-        throw approvalRequiredError(admission, false);
-      }
-      // Arguments already bounded for their digest are not walked again.
-      let callArgs = this.#checkArgs(args, argsDigest !== undefined);
-      let approved = false;
-      if (options.prepare !== undefined) {
-        phase = 'prepare';
-        // The hook sees the caller's signal and the runtime's close; neither waits for it to return.
-        const hookSignal = anySignal(options.signal, state.closeSignal);
-        const replaced = await untilAborted(
-          options.prepare({
-            server: this.server,
-            tool: this.tool,
-            modelName: this.modelName,
-            effectClass: this.descriptor.effectClass,
-            catalogState: this.#bound.server.catalog.state,
-            approvalRequired,
-            approve: () => {
-              approved = true;
-            },
-            args: callArgs,
-            signal: hookSignal,
-          }),
-          hookSignal,
-          (reason) => this.#abortedBeforeSend(reason),
-        );
-        if (approvalRequired && !approved) throw approvalRequiredError(admission, true);
-        phase = 'admission';
-        if (replaced !== undefined) callArgs = this.#checkArgs(replaced);
-      }
-      this.#checkAborted(options.signal);
-      const tPrepared = performance.now();
-      const caller = this.#bound.server.caller;
-      if (caller.closed) {
-        if (caller.fault !== undefined) throw caller.fault;
-        throw new CallError(
-          ErrorCode.CONNECTION_CLOSED,
-          `The connection of server "${this.server}" captured by this step is closed; "${this.modelName}" was not run and is never re-routed. Call again from the next step.`,
-          { detail: this.#detail({}) },
-        );
-      }
-      const timeoutMs = options.timeoutMs ?? this.#bound.server.callTimeoutMs;
-      // The point of use: what the hook waited through (a revocation, a new epoch, a stale
-      // fleet view, a withdrawn standing approval, the runtime's close) refuses the call here.
-      this.#checkUse(admission, approved, options.prepare !== undefined);
-      // The key's SENT record is durable before a byte is written: a crash from here on leaves
-      // OUTCOME_UNKNOWN, never a key that looks unsent.
-      if (claim !== undefined && journal !== undefined) {
-        // A fresh bound: a prepare hook (a human approval) may have outlived the claim's.
-        if (options.prepare !== undefined) io = callDeadline(options.signal, boundMs);
-        await journal.markSent(claim, timeoutMs, io);
-      }
-      phase = 'call';
-      const result = await caller.callTool(this.tool, callArgs, {
-        timeoutMs,
-        ...(options.signal === undefined ? {} : { signal: options.signal }),
-        onInputRound,
-      });
-      const tCalled = performance.now();
-      phase = 'output';
-      this.#checkOutput(result);
-      const catalog = this.#bound.server.catalog;
-      const receipt: CallReceipt = Object.freeze({
-        stepId: this.#stepId,
+    return {
+      options,
+      key,
+      journal,
+      timeoutMs: options.timeoutMs ?? this.#bound.server.callTimeoutMs,
+      startedAt,
+      t0,
+      tLock: t0,
+      tPrepared: t0,
+      tCalled: t0,
+      phase: 'admission',
+      counted: false,
+      recorded: false,
+      context: undefined,
+      argsDigest: undefined,
+      claim: undefined,
+      release: undefined,
+      io: {},
+      rounds: undefined,
+    };
+  }
+
+  /**
+   * Counts the run in flight, so that the binding's release waits for it.
+   *
+   * @throws CallError `BINDING_RELEASED` (nothing counted) when the binding was released.
+   */
+  #enter(run: CallRun): void {
+    const state = this.#state;
+    if (state.released) throw releasedError(this.#stepId, this.modelName);
+    state.inFlight++;
+    run.counted = true;
+  }
+
+  /**
+   * The journal claim (DESIGN §13), before the lock: with a journal, the arguments are bounded and
+   * digested; with a key, the journal replays a completed key (the outcome is returned, nothing
+   * runs) or refuses one in progress, used for another payload or of unknown outcome, and
+   * otherwise claims it for this run (`run.claim`).
+   *
+   * @throws CallError `INVALID_ARGUMENTS`, `INVALID_OPTIONS` (a key without a journal), the
+   *   journal's refusal, or a replayed failure; nothing is sent.
+   */
+  async #claimKey(
+    run: CallRun,
+    args: Readonly<Record<string, unknown>>,
+  ): Promise<CallOutcome | undefined> {
+    const { journal, key, options } = run;
+    if (journal !== undefined) {
+      run.context = callContext(this.#capture);
+      // Bounded first: the digest recurses over the arguments (20,000 levels must not overflow).
+      checkBounds(this.#call, args, 'Argument');
+      run.argsDigest = argsDigestOf(this.#call, args);
+    }
+    if (key === undefined) return undefined;
+    const { context, argsDigest } = run;
+    if (journal === undefined || context === undefined || argsDigest === undefined) {
+      throw noJournalError(this.#call, key);
+    }
+    run.io = callDeadline(options.signal, run.timeoutMs);
+    // Without a prepare hook nothing long can come between claim and send: the claim is
+    // written once, as SENT, just before sending.
+    const begun = await journal.begin(
+      {
+        key,
+        context,
+        argsDigest,
+        retryReads: this.#bound.server.retryReads === true && trustedRead(this.#bound),
+      },
+      { deferWrite: options.prepare === undefined, ...run.io },
+    );
+    if (begun.kind === 'refused') throw begun.error;
+    if (begun.kind === 'replay') {
+      run.recorded = true;
+      return await this.#replay(journal, begun.record, begun.outcome, context, this.#recordIo(run));
+    }
+    run.claim = begun.claim;
+    return undefined;
+  }
+
+  /**
+   * Takes the server's revision read lock (held until the run ends: a hard refresh waits for it)
+   * and checks that the revision is still the captured one.
+   *
+   * @throws CallError `ABORTED` (the caller's signal, before or while waiting) or `STALE_CATALOG`;
+   *   the `prepare` hook does not run and nothing is sent.
+   */
+  async #lockRevision(run: CallRun): Promise<void> {
+    const { signal } = run.options;
+    this.#checkAborted(signal);
+    const slot = this.#bound.server.slot;
+    run.release = await slot.lock.acquireRead(signal === undefined ? {} : { signal });
+    run.tLock = performance.now();
+    if (slot.revision !== this.revision) {
+      throw staleCatalogError(this.#call, this.revision, slot.revision);
+    }
+  }
+
+  /**
+   * Admission under the lock, before the `prepare` hook: policy epoch, revocation, whether an
+   * approval is needed (refused at once without a hook to give it), then the arguments (bounded,
+   * unless bounded for their digest already, and validated against the frozen input schema).
+   *
+   * @throws CallError `TOOL_DENIED`, `POLICY_STALE`, `APPROVAL_REQUIRED`, `INVALID_ARGUMENTS`;
+   *   nothing is sent.
+   */
+  #admit(run: CallRun, args: Readonly<Record<string, unknown>>): Admitted {
+    const admission = this.#admission();
+    const { approvalRequired } = admissionVerdict(admission);
+    if (approvalRequired && run.options.prepare === undefined) {
+      throw approvalRequiredError(admission, false);
+    }
+    // Arguments already bounded for their digest are not walked again.
+    const callArgs = checkArgs(this.#call, args, run.argsDigest !== undefined);
+    return { admission, approvalRequired, callArgs, approved: false };
+  }
+
+  /**
+   * Runs the caller's `prepare` hook, if any, under the lock (phase `prepare`). The hook sees the
+   * caller's signal and the runtime's close; the run waits for neither past its firing. Arguments
+   * the hook returns replace the caller's once bounded and validated again.
+   *
+   * @throws CallError `ABORTED` (not sent), `APPROVAL_REQUIRED` (the hook did not approve a call
+   *   that needs it), `TOOL_DENIED` (the hook threw), `INVALID_ARGUMENTS`; nothing is sent.
+   */
+  async #prepare(run: CallRun, admitted: Admitted): Promise<Admitted> {
+    const { prepare, signal } = run.options;
+    if (prepare === undefined) return admitted;
+    const { admission, approvalRequired } = admitted;
+    let approved = false;
+    run.phase = 'prepare';
+    // The hook sees the caller's signal and the runtime's close; neither waits for it to return.
+    const hookSignal = anySignal(signal, this.#state.closeSignal);
+    const replaced = await untilAborted(
+      prepare({
         server: this.server,
         tool: this.tool,
         modelName: this.modelName,
-        descriptorDigest: this.descriptor.descriptorDigest,
-        inputSchemaDigest: this.descriptor.inputSchemaDigest,
-        outputSchemaDigest: this.descriptor.outputSchemaDigest,
-        generation: catalog.generation,
-        revision: this.revision,
-        policyEpoch: this.#policyEpoch,
-        audience: catalog.audience,
-        catalogState: catalog.state,
-        ...protocolOf(catalog),
-        ...rounds?.field(),
         effectClass: this.descriptor.effectClass,
-        outcome: result.isError === true ? 'tool-error' : 'ok',
-        idempotencyKey: key,
-        argsDigest,
-        startedAt,
-        timings: Object.freeze({
-          lockWaitMs: tLock - t0,
-          prepareMs: tPrepared - tLock,
-          callMs: tCalled - tPrepared,
-          totalMs: performance.now() - t0,
-        }),
-      });
-      if (journal !== undefined) {
-        recorded = true;
-        try {
-          await journal.complete(claim, { result, receipt }, recordIo());
-        } catch (error) {
-          // The call ran and its result is here: report it, and the journal failure on the side
-          // (the key stays SENT and becomes OUTCOME_UNKNOWN at the next recovery).
-          state.onJournalError(error);
-        }
-      }
-      return { result, receipt, replayed: false };
-    } catch (error) {
-      const failure = withRounds(this.#fail(error, phase), rounds);
-      if (journal !== undefined && !recorded) {
-        try {
-          await journal.fail(
-            claim,
-            context ?? this.#context(),
-            failure,
-            {
-              argsDigest: argsDigest ?? null,
-              key: key ?? null,
-              ...rounds?.field(),
-            },
-            recordIo(),
-          );
-        } catch (journalError) {
-          state.onJournalError(journalError);
-        }
-      }
-      throw failure;
-    } finally {
-      release?.();
-      if (counted) {
-        state.inFlight--;
-        maybeDrained(state);
+        catalogState: this.#bound.server.catalog.state,
+        approvalRequired,
+        approve: () => {
+          approved = true;
+        },
+        args: admitted.callArgs,
+        signal: hookSignal,
+      }),
+      hookSignal,
+      (reason) => this.#abortedBeforeSend(reason),
+    );
+    if (approvalRequired && !approved) throw approvalRequiredError(admission, true);
+    run.phase = 'admission';
+    const callArgs = replaced === undefined ? admitted.callArgs : checkArgs(this.#call, replaced);
+    return { admission, approvalRequired, callArgs, approved };
+  }
+
+  /**
+   * Admission again at the point of use, right before the `SENT` record and the send: the caller's
+   * signal, the captured connection, then what the hook may have waited through (the runtime's
+   * close, a revocation, a new epoch, a stale fleet view, a withdrawn standing approval).
+   *
+   * @returns the captured client, open.
+   * @throws CallError `ABORTED`, `CONNECTION_CLOSED` (or the connection's fault), `TOOL_DENIED`,
+   *   `POLICY_STALE`, `APPROVAL_REQUIRED`; nothing is sent.
+   */
+  #admitAtPointOfUse(run: CallRun, admitted: Admitted): ToolCaller {
+    this.#checkAborted(run.options.signal);
+    run.tPrepared = performance.now();
+    const caller = this.#bound.server.caller;
+    if (caller.closed) {
+      if (caller.fault !== undefined) throw caller.fault;
+      throw connectionClosedError(this.#call);
+    }
+    this.#checkUse(admitted.admission, admitted.approved, run.options.prepare !== undefined);
+    return caller;
+  }
+
+  /**
+   * Makes the key's `SENT` record durable before a byte is written: a crash from here on leaves
+   * `OUTCOME_UNKNOWN`, never a key that looks unsent. Unkeyed runs write nothing here.
+   *
+   * @throws CallError `JOURNAL_UNAVAILABLE` or `ABORTED` from the store; nothing is sent.
+   */
+  async #markSent(run: CallRun): Promise<void> {
+    const { claim, journal, options } = run;
+    if (claim === undefined || journal === undefined) return;
+    // A fresh bound: a prepare hook (a human approval) may have outlived the claim's.
+    if (options.prepare !== undefined) run.io = callDeadline(options.signal, run.timeoutMs);
+    await journal.markSent(claim, run.timeoutMs, run.io);
+  }
+
+  /**
+   * Sends `tools/call` on the captured client (phase `call`) with the per-call timeout, the
+   * caller's signal and the MRTR round log, still under the read lock; from here a failure may
+   * mean the call ran. Leaves the run in phase `output`.
+   */
+  async #send(
+    run: CallRun,
+    caller: ToolCaller,
+    callArgs: Readonly<Record<string, unknown>>,
+  ): Promise<ToolCallResult> {
+    const { signal } = run.options;
+    run.phase = 'call';
+    const result = await caller.callTool(this.tool, callArgs, {
+      timeoutMs: run.timeoutMs,
+      ...(signal === undefined ? {} : { signal }),
+      onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
+    });
+    run.tCalled = performance.now();
+    run.phase = 'output';
+    return result;
+  }
+
+  /**
+   * Builds the receipt of a call that ran and whose output was checked, and journals the outcome.
+   * A journal failure here is reported on the side (`onJournalError`): the result is returned, and
+   * the key stays `SENT` (it becomes `OUTCOME_UNKNOWN` at the next recovery).
+   */
+  async #finish(run: CallRun, result: ToolCallResult): Promise<CallOutcome> {
+    const receipt = receiptOf(
+      this.#capture,
+      {
+        key: run.key,
+        argsDigest: run.argsDigest,
+        startedAt: run.startedAt,
+        timings: run,
+        rounds: run.rounds,
+      },
+      result,
+    );
+    if (run.journal !== undefined) {
+      run.recorded = true;
+      try {
+        await run.journal.complete(run.claim, { result, receipt }, this.#recordIo(run));
+      } catch (error) {
+        this.#state.onJournalError(error);
       }
     }
+    return { result, receipt, replayed: false };
+  }
+
+  /**
+   * The error a run that failed with `error` ends with (delivery from its phase, MRTR rounds
+   * attached), after journaling it unless the journal already holds this run's outcome.
+   */
+  async #failed(run: CallRun, error: unknown): Promise<CallError> {
+    const failure = withRounds(failureOf(error, run.phase, this.#call), run.rounds);
+    const { journal } = run;
+    if (journal !== undefined && !run.recorded) {
+      try {
+        await journal.fail(
+          run.claim,
+          run.context ?? callContext(this.#capture),
+          failure,
+          {
+            argsDigest: run.argsDigest ?? null,
+            key: run.key ?? null,
+            ...run.rounds?.field(),
+          },
+          this.#recordIo(run),
+        );
+      } catch (journalError) {
+        this.#state.onJournalError(journalError);
+      }
+    }
+    return failure;
+  }
+
+  /** Releases the read lock and the in-flight count (the binding may drain now). */
+  #leave(run: CallRun): void {
+    run.release?.();
+    if (run.counted) {
+      this.#state.inFlight--;
+      maybeDrained(this.#state);
+    }
+  }
+
+  /** The store bound of recording the run's outcome (DESIGN §13, `outcomeDeadline`). */
+  #recordIo(run: CallRun): StoreBound {
+    return outcomeDeadline(run.options.signal, run.timeoutMs);
   }
 
   async #replay(
@@ -305,7 +478,7 @@ export class PreparedCall {
     record: JournalRecord,
     outcome: RecordedOutcome,
     context: CallContext,
-    deadline: { readonly signal?: AbortSignal },
+    deadline: StoreBound,
   ): Promise<CallOutcome> {
     try {
       await journal.replayed(record, context, deadline);
@@ -321,36 +494,6 @@ export class PreparedCall {
         ...this.#detail({ key: record.key, replayed: true }),
       },
     });
-  }
-
-  #context(): CallContext {
-    const catalog = this.#bound.server.catalog;
-    return {
-      stepId: this.#stepId,
-      server: this.server,
-      tool: this.tool,
-      modelName: this.modelName,
-      descriptorDigest: this.descriptor.descriptorDigest,
-      effectClass: this.descriptor.effectClass,
-      generation: catalog.generation,
-      revision: this.revision,
-      policyEpoch: this.#policyEpoch,
-      audience: catalog.audience,
-      catalogState: catalog.state,
-      ...protocolOf(catalog),
-    };
-  }
-
-  #argsDigest(args: unknown): string {
-    try {
-      return digestOf(args);
-    } catch (error) {
-      throw new CallError(
-        ErrorCode.INVALID_ARGUMENTS,
-        `Arguments for "${this.modelName}" are not JSON (${error instanceof Error ? error.message : String(error)}); nothing was sent. Fix the arguments and call again.`,
-        { detail: this.#detail({}), cause: error },
-      );
-    }
   }
 
   #admission(): AdmissionSubject {
@@ -380,105 +523,7 @@ export class PreparedCall {
   }
 
   #abortedBeforeSend(reason: unknown): CallError {
-    const closing = this.#state.closeSignal?.aborted === true;
-    return new CallError(
-      ErrorCode.ABORTED,
-      closing
-        ? `The runtime closed before "${this.modelName}" was sent; it was not run and nothing was sent. Open a new runtime to call it.`
-        : `"${this.modelName}" was cancelled before it was sent.`,
-      { detail: this.#detail({ ...(closing ? { reason: 'closed' } : {}) }), cause: reason },
-    );
-  }
-
-  #noJournal(key: string): CallError {
-    return new CallError(
-      ErrorCode.INVALID_OPTIONS,
-      `"${this.modelName}" was given idempotency key "${key}", but this binding has no journal (or it is closed); nothing was sent. Capture the step from an open McpRuntime.`,
-      { detail: this.#detail({ key }) },
-    );
-  }
-
-  #checkArgs(args: unknown, bounded = false): Readonly<Record<string, unknown>> {
-    if (typeof args !== 'object' || args === null || Array.isArray(args)) {
-      throw new CallError(
-        ErrorCode.INVALID_ARGUMENTS,
-        `Arguments for "${this.modelName}" must be a JSON object; nothing was sent. Fix the arguments and call again.`,
-        { detail: this.#detail({}) },
-      );
-    }
-    // Bounded before anything recurses over them: validation, then serialisation by the transport.
-    if (!bounded) this.#checkBounds(args, 'Argument');
-    const verdict = this.descriptor.inputValidator().validate(args);
-    if (!verdict.ok) {
-      throw new CallError(
-        ErrorCode.INVALID_ARGUMENTS,
-        `Arguments for "${this.modelName}" do not match its input schema: ${verdict.errors}. Nothing was sent; fix the arguments and call again.`,
-        { detail: this.#detail({ errors: verdict.errors }) },
-      );
-    }
-    return args as Readonly<Record<string, unknown>>;
-  }
-
-  #checkOutput(result: ToolCallResult): void {
-    // Every result, with or without an output schema: the caller serialises it next.
-    this.#checkBounds(result, 'Output');
-    const validator = this.descriptor.outputValidator();
-    if (validator === undefined || result.isError === true) return;
-    const structured = result.structuredContent;
-    const verdict =
-      structured === undefined
-        ? {
-            ok: false as const,
-            errors: 'no structuredContent although the tool declares an outputSchema',
-          }
-        : validator.validate(structured);
-    if (!verdict.ok) {
-      throw new CallError(
-        ErrorCode.INVALID_TOOL_OUTPUT,
-        `Invalid structured content returned by tool ${this.tool} of server "${this.server}": ${verdict.errors}. The call did run; its result was discarded.`,
-        { detail: this.#detail({ errors: verdict.errors, delivery: 'sent' }) },
-      );
-    }
-  }
-
-  /**
-   * `INVALID_ARGUMENTS` (nothing sent) or `INVALID_TOOL_OUTPUT` (the call ran) when `value` is
-   * deeper or larger than this server's {@link CallLimits}, or not plain JSON.
-   */
-  #checkBounds(value: unknown, which: 'Argument' | 'Output'): void {
-    const limits = this.#bound.server.callLimits;
-    const depthKey = `max${which}Depth` as const;
-    const bytesKey = `max${which}Bytes` as const;
-    const problem = checkJsonValue(
-      value,
-      limits?.[depthKey] ?? DEFAULT_CALL_LIMITS[depthKey],
-      limits?.[bytesKey] ?? DEFAULT_CALL_LIMITS[bytesKey],
-    );
-    if (problem === undefined) return;
-    const errors = describeValueProblem(problem, depthKey, bytesKey);
-    const limit =
-      problem.kind === 'depth' ? depthKey : problem.kind === 'bytes' ? bytesKey : undefined;
-    const detail = this.#detail({
-      errors,
-      ...(limit === undefined
-        ? { path: problem.kind === 'not-json' ? problem.path : '' }
-        : { limit }),
-      ...(problem.kind === 'not-json' ? {} : { max: problem.limit }),
-      // A result over the bounds came back from a call that ran.
-      ...(which === 'Output' ? { delivery: 'sent' } : {}),
-    });
-    if (which === 'Argument') {
-      throw new CallError(
-        ErrorCode.INVALID_ARGUMENTS,
-        `Arguments for "${this.modelName}" are ${errors}. Nothing was sent; ${limit === undefined ? 'pass plain JSON' : `shrink the arguments or raise ${limit} in the limits of server "${this.server}"`} and call again.`,
-        { detail },
-      );
-    }
-    throw new CallError(
-      ErrorCode.INVALID_TOOL_OUTPUT,
-      `The result of tool ${this.tool} of server "${this.server}" is ${errors}. The call did run; its result was discarded.${limit === undefined ? '' : ` Raise ${limit} in the limits of server "${this.server}" if this server is trusted.`}`,
-      { detail },
-    );
+    return abortedBeforeSend(this.#call, reason, this.#state.closeSignal?.aborted === true);
   }
 
   #detail(extra: Record<string, unknown>): Record<string, unknown> {
@@ -491,76 +536,4 @@ export class PreparedCall {
       ...extra,
     };
   }
-
-  #fail(error: unknown, phase: CallPhase): CallError {
-    // Before 'call' nothing was written; after it the caller's word counts, and silence means sent.
-    const delivery: Delivery =
-      phase === 'call'
-        ? error instanceof StepbindError && error.detail['delivery'] === 'not-sent'
-          ? 'not-sent'
-          : 'sent'
-        : phase === 'output'
-          ? 'sent'
-          : 'not-sent';
-    if (error instanceof CallError && error.detail['delivery'] !== undefined) return error;
-    if (error instanceof StepbindError) {
-      // A caller that reports a lost connection after sending as CONNECTION_CLOSED is corrected:
-      // CONNECTION_CLOSED means nothing was sent.
-      const code =
-        error.code === ErrorCode.CONNECTION_CLOSED && delivery === 'sent'
-          ? ErrorCode.OUTCOME_UNKNOWN
-          : error.code;
-      return new CallError(code, error.message, {
-        detail: { ...this.#detail({}), ...error.detail, delivery },
-        cause: error,
-      });
-    }
-    const message = error instanceof Error ? error.message : String(error);
-    switch (phase) {
-      case 'prepare':
-        return new CallError(
-          ErrorCode.TOOL_DENIED,
-          `The prepare hook of "${this.modelName}" refused or failed: ${message}. Nothing was sent.`,
-          { detail: this.#detail({ reason: 'prepare' }), cause: error },
-        );
-      case 'admission':
-        return new CallError(
-          ErrorCode.TOOL_DENIED,
-          `"${this.modelName}" could not be admitted: ${message}. Nothing was sent.`,
-          { detail: this.#detail({ reason: 'admission' }), cause: error },
-        );
-      case 'call':
-        return new CallError(
-          ErrorCode.SERVER_ERROR,
-          `tools/call of "${this.modelName}" on server "${this.server}" failed: ${message}. It may or may not have run.`,
-          { detail: this.#detail({ delivery }), cause: error },
-        );
-      case 'output':
-        return new CallError(
-          ErrorCode.INVALID_TOOL_OUTPUT,
-          `"${this.modelName}" ran, but its output could not be validated: ${message}. The result was discarded.`,
-          { detail: this.#detail({ delivery }), cause: error },
-        );
-    }
-  }
-}
-
-/** The catalog's protocol version (from its server identity), as an optional field. */
-function protocolOf(catalog: CatalogSnapshot): { readonly protocolVersion?: string } {
-  const version = catalog.identity.protocolVersion;
-  return version === undefined ? {} : { protocolVersion: version };
-}
-
-/**
- * The failure of a call that went through MRTR rounds, with `detail.inputRounds` (what was asked
- * and how it was answered, never the answers), so the application sees what the journal records.
- */
-function withRounds(failure: CallError, rounds: InputRoundLog | undefined): CallError {
-  const field = rounds?.field() ?? {};
-  if (field.inputRounds === undefined || failure.detail['inputRounds'] !== undefined)
-    return failure;
-  return new CallError(failure.code, failure.message, {
-    detail: { ...failure.detail, inputRounds: field.inputRounds },
-    cause: failure.cause ?? failure,
-  });
 }

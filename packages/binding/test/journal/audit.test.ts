@@ -4,7 +4,7 @@ import {
   verifyJournal,
   type CallIntent,
   type JournalRecord,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
 import { callReceipt, context, ErrorCode, failure } from './support.js';
 

@@ -17,7 +17,7 @@ import {
   type JournalStore,
   type ToolCallResult,
   toToolResult,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
 import { callReceipt, context, ErrorCode, failure } from './support.js';
 

@@ -12,7 +12,7 @@ import {
   type CallContext,
   type CallIntent,
   type JournalState,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
 import { callReceipt, context, ErrorCode, failure } from './support.js';
 

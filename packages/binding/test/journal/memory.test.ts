@@ -10,7 +10,7 @@ import {
   MemoryJournalStore,
   type CallIntent,
   type MemoryJournalOverCap,
-} from '@stepbind/binding';
+} from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
 import { callReceipt, context, ErrorCode, failure } from './support.js';
 

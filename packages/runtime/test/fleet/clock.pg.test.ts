@@ -4,7 +4,7 @@
  * is real to the code under test: `Date.now` is what runs ahead.
  */
 import { rmSync } from 'node:fs';
-import { CallJournal, type CallIntent } from '@stepbind/binding';
+import { CallJournal, type CallIntent } from '@stepbind/binding/internal';
 import { McpRuntime } from '@stepbind/runtime';
 import { migrateFleetStore, PgHandle, PostgresJournalStore } from '@stepbind/runtime/fleet';
 import {

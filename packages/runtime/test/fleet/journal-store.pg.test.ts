@@ -1,4 +1,9 @@
-import { CallJournal, JournalError, verifyChain, type CallIntent } from '@stepbind/binding';
+import {
+  CallJournal,
+  JournalError,
+  verifyChain,
+  type CallIntent,
+} from '@stepbind/binding/internal';
 import {
   FLEET_SCHEMA_VERSION,
   migrateFleetStore,

@@ -1,0 +1,103 @@
+/**
+ * What a prepared call records (DESIGN §3 invariant 8, §13): the call context the journal keys its
+ * records by, and the receipt of a call that ran.
+ *
+ * @packageDocumentation
+ */
+import type { CallContext } from '../journal/store.js';
+import type { CatalogSnapshot } from '../snapshot/snapshot.js';
+import type { BoundTool } from '../tools/view.js';
+import type { InputRoundLog } from './input-rounds.js';
+import type { CallReceipt, ToolCallResult } from './types.js';
+
+/** Who captured a call: the step and the policy epoch in force at capture. */
+export interface CallCapture {
+  readonly bound: BoundTool;
+  readonly stepId: string;
+  readonly policyEpoch: number;
+}
+
+/** The `performance.now()` readings of one run, from its start to the call's answer. */
+export interface RunTimings {
+  readonly t0: number;
+  readonly tLock: number;
+  readonly tPrepared: number;
+  readonly tCalled: number;
+}
+
+/** What one run adds to its receipt: its key, arguments digest, start, timings and MRTR rounds. */
+export interface RunFacts {
+  readonly key: string | undefined;
+  readonly argsDigest: string | undefined;
+  /** Epoch milliseconds when `run` was called. */
+  readonly startedAt: number;
+  readonly timings: RunTimings;
+  readonly rounds: InputRoundLog | undefined;
+}
+
+/** The journal's context of a call: the step, the tool, the catalog and the policy epoch. */
+export function callContext({ bound, stepId, policyEpoch }: CallCapture): CallContext {
+  const catalog = bound.server.catalog;
+  const descriptor = bound.descriptor;
+  return {
+    stepId,
+    server: bound.server.name,
+    tool: descriptor.name,
+    modelName: bound.modelName,
+    descriptorDigest: descriptor.descriptorDigest,
+    effectClass: descriptor.effectClass,
+    generation: catalog.generation,
+    revision: bound.server.revision,
+    policyEpoch,
+    audience: catalog.audience,
+    catalogState: catalog.state,
+    ...protocolOf(catalog),
+  };
+}
+
+/**
+ * The frozen receipt of a call that ran and returned `result` (its output already checked):
+ * `totalMs` is measured now.
+ */
+export function receiptOf(
+  { bound, stepId, policyEpoch }: CallCapture,
+  run: RunFacts,
+  result: ToolCallResult,
+): CallReceipt {
+  const catalog = bound.server.catalog;
+  const descriptor = bound.descriptor;
+  const { t0, tLock, tPrepared, tCalled } = run.timings;
+  return Object.freeze({
+    stepId,
+    server: bound.server.name,
+    tool: descriptor.name,
+    modelName: bound.modelName,
+    descriptorDigest: descriptor.descriptorDigest,
+    inputSchemaDigest: descriptor.inputSchemaDigest,
+    outputSchemaDigest: descriptor.outputSchemaDigest,
+    generation: catalog.generation,
+    revision: bound.server.revision,
+    policyEpoch,
+    audience: catalog.audience,
+    catalogState: catalog.state,
+    ...protocolOf(catalog),
+    ...run.rounds?.field(),
+    effectClass: descriptor.effectClass,
+    outcome: result.isError === true ? 'tool-error' : 'ok',
+    idempotencyKey: run.key,
+    argsDigest: run.argsDigest,
+    startedAt: run.startedAt,
+    timings: Object.freeze({
+      lockWaitMs: tLock - t0,
+      prepareMs: tPrepared - tLock,
+      callMs: tCalled - tPrepared,
+      totalMs: performance.now() - t0,
+    }),
+  });
+}
+
+/** The catalog's protocol version (from its server identity), as an optional field. */
+function protocolOf(catalog: CatalogSnapshot): { readonly protocolVersion?: string } {
+  const version = catalog.identity.protocolVersion;
+  return version === undefined ? {} : { protocolVersion: version };
+}
