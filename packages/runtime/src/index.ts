@@ -6,8 +6,10 @@
  */
 export {
   CallError,
+  CatalogError,
   ConfigError,
   ErrorCode,
+  JournalError,
   RuntimeError,
   StepbindError,
   isStepbindError,
@@ -54,8 +56,8 @@ export type {
   ToolResultLike,
   ToolResultPart,
 } from '@stepbind/binding/internal';
-export { enumerateTools } from './enumerate.js';
-export type { EnumerateToolsOptions } from './enumerate.js';
+export { discoverTools, enumerateTools } from './enumerate.js';
+export type { DiscoverToolsOptions, EnumerateToolsOptions } from './enumerate.js';
 export { parseConfig, SERVER_NAME_PATTERN } from './config.js';
 export type {
   HttpServerConfig,
@@ -66,16 +68,11 @@ export type {
   ServerLimits,
   StdioServerConfig,
 } from './config.js';
-export { connectServer, connectTransport } from './connect.js';
-export type { ConnectOptions, ConnectTransportOptions } from './connect.js';
-export { CLIENT_INFO, mapSdkError, SdkConnection } from './sdk.js';
-export { ModernConnection } from './era/modern.js';
 export type { Connection, ProtocolEra } from './connection.js';
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';
 export type { Redactor } from './redact.js';
 export type { SessionLoss } from './transports/http-session.js';
 export type { CallRequestOptions, RawCallResult, ServerHello, ServerLogMessage } from './sdk.js';
-export { CLIENT_CAPABILITIES } from './client-capabilities.js';
 export type {
   ClientHandlers,
   ClientRoot,
@@ -100,6 +97,7 @@ export type {
   ServerConnector,
   ServerStatus,
 } from './runtime.js';
+export type { JournalView } from './journal/view.js';
 export {
   JOURNAL_APPLICATION_ID,
   JOURNAL_SCHEMA_VERSION,
