@@ -26,6 +26,58 @@ export {
   toolResultParts,
 } from '@stepbind/binding/internal';
 export type {
+  BaseErrorDetail,
+  CallErrorDetail,
+  Delivery,
+  ErrorDetail,
+  ErrorDetailMap,
+  KeyRefusalDetail,
+  LimitErrorDetail,
+  StepbindErrorOf,
+  ToolErrorDetail,
+} from '@stepbind/binding/internal';
+export type {
+  CatalogSnapshot,
+  CatalogState,
+  EffectClass,
+  InputAnswer,
+  InputKind,
+  InputRequestRecord,
+  McpAnnotations,
+  McpToolDefinition,
+  ObjectSchema,
+  SchemaDialect,
+  SchemaValidator,
+  ServerIdentity,
+  ServerInfo,
+  ToolAnnotations,
+  ToolDescriptor,
+  ToolEnumeration,
+  UnenforcedPattern,
+  ValidationOptions,
+  ValidationResult,
+} from '@stepbind/binding/internal';
+export type {
+  CallContext,
+  ChainAnchor,
+  ChainVerification,
+  JournalRecord,
+  JournalState,
+  JournalStore,
+  PruneOptions,
+  ReadReceiptsOptions,
+  ReceiptBody,
+  ReceiptEntry,
+  ReceiptSource,
+  RecordedOutcome,
+  Resolution,
+  ResolveInput,
+  StoreCallOptions,
+  StoreClock,
+  StoredReceipt,
+  UpdateResult,
+} from '@stepbind/binding/internal';
+export type {
   AnthropicTool,
   AnthropicToolResultBlock,
   BindingServerStatus,
@@ -68,6 +120,7 @@ export type {
   ServerLimits,
   StdioServerConfig,
 } from './config.js';
+export type { ToolFilterConfig } from './tool-filter.js';
 export type { Connection, ProtocolEra } from './connection.js';
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';
 export type { Redactor } from './redact.js';
