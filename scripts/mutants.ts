@@ -457,6 +457,16 @@ const MUTANTS: readonly Mutant[] = [
       '(a) keeps a deleted newest receipt visible after the next append (the chain hangs off the head record)',
     diagnostic: 'expected [] to deeply equal [ ObjectContaining',
   },
+  {
+    name: 'hand out the whole journal',
+    file: 'packages/runtime/src/runtime.ts',
+    find: '    return this.#journalView;',
+    replace: '    return this.#journal as unknown as JournalView;',
+    testFile: 'packages/runtime/test/journal/view.test.ts',
+    testName:
+      'hands out a frozen view without the claim protocol (begin, markSent, complete, store)',
+    diagnostic: 'expected false to be true',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -218,7 +218,10 @@ function unexportedReachableTypes(): { exported: number; missing: string[] } {
           visitType(argument, path);
       }
       const symbol = type.getSymbol();
-      if (symbol !== undefined && symbol.flags & (ts.SymbolFlags.Class | ts.SymbolFlags.Interface)) {
+      if (
+        symbol !== undefined &&
+        symbol.flags & (ts.SymbolFlags.Class | ts.SymbolFlags.Interface)
+      ) {
         visitNamed(symbol, type, path);
         return;
       }
@@ -259,14 +262,10 @@ const KNOWN_LEAKS = [
 ];
 
 describe('public types', () => {
-  it(
-    'exports every named type that a public member of McpRuntime, McpBinding or PreparedCall takes or returns, recursively',
-    () => {
-      const { exported, missing } = unexportedReachableTypes();
-      expect(missing).toEqual(KNOWN_LEAKS);
-      // The walk really walked: the options, events, statuses, journal view and binding types.
-      expect(exported).toBeGreaterThan(30);
-    },
-    120_000,
-  );
+  it('exports every named type that a public member of McpRuntime, McpBinding or PreparedCall takes or returns, recursively', () => {
+    const { exported, missing } = unexportedReachableTypes();
+    expect(missing).toEqual(KNOWN_LEAKS);
+    // The walk really walked: the options, events, statuses, journal view and binding types.
+    expect(exported).toBeGreaterThan(30);
+  }, 120_000);
 });

@@ -26,7 +26,9 @@ export interface JournalView {
    * Every kept record, optionally only those in `filter.states`.
    * @throws JournalError when the store fails.
    */
-  records(filter?: { readonly states?: readonly JournalState[] }): Promise<readonly JournalRecord[]>;
+  records(filter?: {
+    readonly states?: readonly JournalState[];
+  }): Promise<readonly JournalRecord[]>;
   /**
    * The kept receipts in chain order (`afterSeq`, `limit`, `key` narrow them).
    * @throws JournalError when the store fails.
