@@ -17,7 +17,12 @@
  * Run alone: `npx tsx bench/enumerate.ts [--strict]`.
  */
 import { computeTransportDigest, SchemaValidatorCache } from '@stepbind/binding/internal';
-import { McpRuntime, parseConfig, type Connection, type StdioServerConfig } from '@stepbind/runtime';
+import {
+  McpRuntime,
+  parseConfig,
+  type Connection,
+  type StdioServerConfig,
+} from '@stepbind/runtime';
 import { connectServer } from '@stepbind/runtime/internal';
 import { listCatalog } from '../packages/runtime/src/catalog-listing.js';
 import { readAuditTrail, stdioServerParams } from '@stepbind/testkit';
