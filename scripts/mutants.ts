@@ -467,6 +467,16 @@ const MUTANTS: readonly Mutant[] = [
       'hands out a frozen view without the claim protocol (begin, markSent, complete, store)',
     diagnostic: 'expected false to be true',
   },
+  {
+    name: 'catalog keeps servers required',
+    file: 'packages/runtime/src/cli/catalog.ts',
+    find: 'servers.set(name, { ...server, required: false });',
+    replace: 'servers.set(name, server);',
+    testFile: 'packages/runtime/test/cli.test.ts',
+    testName:
+      'reports what the runtime publishes: the tools filter applies, a failed required server does not hide the others, no journal is written',
+    diagnostic: '"ok": false',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
