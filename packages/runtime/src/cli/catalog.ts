@@ -79,7 +79,8 @@ export async function discoverCatalogs(
     const opened = runtime;
     return opened.status().servers.map((status) => reportOf(opened, status, config, failures));
   } catch (error) {
-    // Cancelled (or the runtime could not open): every server not failed by then is cancelled.
+    // Cancelled, or the runtime could not open: a server that failed keeps its error, the rest get
+    // ABORTED when cancelled, else the error that stopped the discovery.
     return [...config.servers.keys()].map((name) => ({
       name,
       ok: false,
