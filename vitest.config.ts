@@ -39,6 +39,9 @@ export default defineConfig({
       '@stepbind/runtime/ai-sdk': fileURLToPath(
         new URL('./packages/runtime/src/adapters/ai-sdk.ts', import.meta.url),
       ),
+      '@stepbind/runtime/internal': fileURLToPath(
+        new URL('./packages/runtime/src/internal.ts', import.meta.url),
+      ),
       '@stepbind/binding/internal': fileURLToPath(
         new URL('./packages/binding/src/internal.ts', import.meta.url),
       ),

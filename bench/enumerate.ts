@@ -18,12 +18,12 @@
  */
 import { computeTransportDigest, SchemaValidatorCache } from '@stepbind/binding/internal';
 import {
-  connectServer,
   McpRuntime,
   parseConfig,
   type Connection,
   type StdioServerConfig,
 } from '@stepbind/runtime';
+import { connectServer } from '@stepbind/runtime/internal';
 import { listCatalog } from '../packages/runtime/src/catalog-listing.js';
 import { readAuditTrail, stdioServerParams } from '@stepbind/testkit';
 import { Client, StdioClientTransport } from './sdk.js';

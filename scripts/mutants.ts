@@ -499,6 +499,26 @@ const MUTANTS: readonly Mutant[] = [
       '(a) keeps a deleted newest receipt visible after the next append (the chain hangs off the head record)',
     diagnostic: 'expected [] to deeply equal [ ObjectContaining',
   },
+  {
+    name: 'hand out the whole journal',
+    file: 'packages/runtime/src/runtime.ts',
+    find: '    return this.#journalView;',
+    replace: '    return this.#journal as unknown as JournalView;',
+    testFile: 'packages/runtime/test/journal/view.test.ts',
+    testName:
+      'hands out a frozen view without the claim protocol (begin, markSent, complete, store)',
+    diagnostic: 'expected false to be true',
+  },
+  {
+    name: 'catalog keeps servers required',
+    file: 'packages/runtime/src/cli/catalog.ts',
+    find: 'servers.set(name, { ...server, required: false });',
+    replace: 'servers.set(name, server);',
+    testFile: 'packages/runtime/test/cli.test.ts',
+    testName:
+      'reports what the runtime publishes: the tools filter applies, a failed required server does not hide the others, no journal is written',
+    diagnostic: '"ok": false',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -6,8 +6,10 @@
  */
 export {
   CallError,
+  CatalogError,
   ConfigError,
   ErrorCode,
+  JournalError,
   RuntimeError,
   StepbindError,
   isStepbindError,
@@ -22,6 +24,58 @@ export {
   toStrictSchema,
   toToolResult,
   toolResultParts,
+} from '@stepbind/binding/internal';
+export type {
+  BaseErrorDetail,
+  CallErrorDetail,
+  Delivery,
+  ErrorDetail,
+  ErrorDetailMap,
+  KeyRefusalDetail,
+  LimitErrorDetail,
+  StepbindErrorOf,
+  ToolErrorDetail,
+} from '@stepbind/binding/internal';
+export type {
+  CatalogSnapshot,
+  CatalogState,
+  EffectClass,
+  InputAnswer,
+  InputKind,
+  InputRequestRecord,
+  McpAnnotations,
+  McpToolDefinition,
+  ObjectSchema,
+  SchemaDialect,
+  SchemaValidator,
+  ServerIdentity,
+  ServerInfo,
+  ToolAnnotations,
+  ToolDescriptor,
+  ToolEnumeration,
+  UnenforcedPattern,
+  ValidationOptions,
+  ValidationResult,
+} from '@stepbind/binding/internal';
+export type {
+  CallContext,
+  ChainAnchor,
+  ChainVerification,
+  JournalRecord,
+  JournalState,
+  JournalStore,
+  PruneOptions,
+  ReadReceiptsOptions,
+  ReceiptBody,
+  ReceiptEntry,
+  ReceiptSource,
+  RecordedOutcome,
+  Resolution,
+  ResolveInput,
+  StoreCallOptions,
+  StoreClock,
+  StoredReceipt,
+  UpdateResult,
 } from '@stepbind/binding/internal';
 export type {
   AnthropicTool,
@@ -54,8 +108,8 @@ export type {
   ToolResultLike,
   ToolResultPart,
 } from '@stepbind/binding/internal';
-export { enumerateTools } from './enumerate.js';
-export type { EnumerateToolsOptions } from './enumerate.js';
+export { discoverTools, enumerateTools } from './enumerate.js';
+export type { DiscoverToolsOptions, EnumerateToolsOptions } from './enumerate.js';
 export { parseConfig, SERVER_NAME_PATTERN } from './config.js';
 export type {
   HttpServerConfig,
@@ -66,16 +120,12 @@ export type {
   ServerLimits,
   StdioServerConfig,
 } from './config.js';
-export { connectServer, connectTransport } from './connect.js';
-export type { ConnectOptions, ConnectTransportOptions } from './connect.js';
-export { CLIENT_INFO, mapSdkError, SdkConnection } from './sdk.js';
-export { ModernConnection } from './era/modern.js';
+export type { ToolFilterConfig } from './tool-filter.js';
 export type { Connection, ProtocolEra } from './connection.js';
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';
 export type { Redactor } from './redact.js';
 export type { SessionLoss } from './transports/http-session.js';
 export type { CallRequestOptions, RawCallResult, ServerHello, ServerLogMessage } from './sdk.js';
-export { CLIENT_CAPABILITIES } from './client-capabilities.js';
 export type {
   ClientHandlers,
   ClientRoot,
@@ -100,6 +150,7 @@ export type {
   ServerConnector,
   ServerStatus,
 } from './runtime.js';
+export type { JournalView } from './journal/view.js';
 export {
   JOURNAL_APPLICATION_ID,
   JOURNAL_SCHEMA_VERSION,

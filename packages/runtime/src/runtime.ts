@@ -17,6 +17,7 @@ import type { FleetStore } from './fleet/attach.js';
 import { attachFleetFor } from './fleet/hooks.js';
 import { hardRefreshSession } from './hard-refresh.js';
 import { closeJournal, openJournal } from './journal/open.js';
+import { journalView, type JournalView } from './journal/view.js';
 import type {
   CaptureOptions,
   McpRuntimeOptions,
@@ -60,6 +61,7 @@ export class McpRuntime {
   readonly #core: RuntimeCore;
   readonly #policy: RuntimePolicy;
   readonly #journal: CallJournal;
+  readonly #journalView: JournalView;
   readonly #registryView: RegistryView;
   #stepCounter = 0;
   #closing: Promise<void> | undefined;
@@ -83,6 +85,7 @@ export class McpRuntime {
     core.fleet = fleet;
     this.#core = core;
     this.#journal = journal;
+    this.#journalView = journalView(journal);
     this.#policy = new RuntimePolicy(options.policyEpoch ?? 0);
     this.#policy.shared = fleet?.policy;
     this.#registryView = registryView(core.registry);
@@ -148,9 +151,12 @@ export class McpRuntime {
     return this.#core.fleet;
   }
 
-  /** The execution journal: records by key (`get`), `verify()` of the receipts chain, `prune()`. */
-  get journal(): CallJournal {
-    return this.#journal;
+  /**
+   * The execution journal, read-only apart from operator repairs: records (`get`, `records`),
+   * receipts and `verify()` of their chain, `resolve`, `recover`, `prune` (see {@link JournalView}).
+   */
+  get journal(): JournalView {
+    return this.#journalView;
   }
 
   /**

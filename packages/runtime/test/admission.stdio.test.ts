@@ -230,7 +230,7 @@ describe('run options are checked before anything is journaled or sent', () => {
       if ('timeout' in o) expect(error.message).toMatch(/did you mean "timeoutMs"/);
     }
     expect(calls(await audit())).toEqual([]);
-    expect(await runtime.journal.store.readReceipts()).toEqual([]);
+    expect(await runtime.journal.receipts()).toEqual([]);
     await runtime.close();
     expect(await stateOf(path, 'k')).toBeUndefined();
   });

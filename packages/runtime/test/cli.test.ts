@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -128,6 +129,27 @@ describe('stepbind catalog', () => {
     const report = JSON.parse(out) as { servers: { error: { code: string; message: string } }[] };
     expect(report.servers[0]?.error.code).toBe('SERVER_START_FAILED');
     expect(report.servers[0]?.error.message).toContain('boom: no such db');
+  });
+
+  it('reports what the runtime publishes: the tools filter applies, a failed required server does not hide the others, no journal is written', async () => {
+    const path = join(dir, 'runtime-view.json');
+    const journal = join(dir, 'runtime-view.db');
+    await writeFile(
+      path,
+      JSON.stringify({
+        journal: { path: journal },
+        mcpServers: {
+          filtered: { ...stdioServerParams({ scenario: 'normal' }), tools: { deny: ['beta'] } },
+          looping: { ...stdioServerParams({ scenario: 'cycle' }), required: true },
+        },
+      }),
+    );
+    const { code, out } = await cli(['catalog', '--config', path, '--json']);
+    expect(code).toBe(1);
+    const [filtered, looping] = (JSON.parse(out) as { servers: Record<string, unknown>[] }).servers;
+    expect(filtered).toMatchObject({ ok: true, tools: ['alpha', 'gamma'], generation: 1 });
+    expect(looping).toMatchObject({ ok: false, error: { code: 'CURSOR_REPEATED' } });
+    expect(existsSync(journal)).toBe(false);
   });
 
   it('rejects a config with an unknown key, naming its JSON path, with exit code 2', async () => {

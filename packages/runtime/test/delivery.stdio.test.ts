@@ -1,6 +1,7 @@
 import { rmSync } from 'node:fs';
 import { isStepbindError, type StepbindError } from '@stepbind/binding';
-import { connectServer, parseConfig, type Connection } from '@stepbind/runtime';
+import { parseConfig, type Connection } from '@stepbind/runtime';
+import { connectServer } from '@stepbind/runtime/internal';
 import { stdioServerParams, tempAuditPath, type ServerFixture } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitUntilGone } from './helpers.js';

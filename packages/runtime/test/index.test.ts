@@ -1,13 +1,17 @@
 import * as binding from '@stepbind/binding';
 import * as runtime from '@stepbind/runtime';
 import * as aiSdk from '@stepbind/runtime/ai-sdk';
+import * as internal from '@stepbind/runtime/internal';
 import { describe, expect, it } from 'vitest';
+import { KNOWN_LEAKS, unexportedReachableTypes } from './support/public-types.js';
 
 /** What a loop needs from binding, re-exported so it can import from runtime alone. */
 const FROM_BINDING = [
   'CallError',
+  'CatalogError',
   'ConfigError',
   'ErrorCode',
+  'JournalError',
   'RuntimeError',
   'StepbindError',
   'isStepbindError',
@@ -25,26 +29,20 @@ const FROM_BINDING = [
 ];
 
 describe('@stepbind/runtime public surface', () => {
-  // The CLI (runCli, loadConfigFile, the catalog report) and the runtime's own listing of one
-  // connection (listCatalog, formerly discoverSnapshot) are internals: `enumerateTools` is the
-  // public one-shot enumeration.
+  // The CLI (runCli, loadConfigFile, the catalog report), the runtime's own listing of one
+  // connection (listCatalog) and the connection layer (@stepbind/runtime/internal) are internals:
+  // `discoverTools` is the public one-shot discovery.
   it('exports exactly these values (a new export is a deliberate act)', () => {
     expect(Object.keys(runtime).sort()).toEqual(
       [
-        'CLIENT_CAPABILITIES',
-        'CLIENT_INFO',
         'JOURNAL_APPLICATION_ID',
         'JOURNAL_SCHEMA_VERSION',
         'McpRuntime',
-        'ModernConnection',
         'SERVER_NAME_PATTERN',
-        'SdkConnection',
         'SqliteJournalStore',
-        'connectServer',
-        'connectTransport',
         'createRedactor',
+        'discoverTools',
         'enumerateTools',
-        'mapSdkError',
         'openSqliteJournal',
         'parseConfig',
         'redactHeaders',
@@ -60,7 +58,34 @@ describe('@stepbind/runtime public surface', () => {
     for (const name of FROM_BINDING) expect(values[name]).toBe(originals[name]);
   });
 
+  it('keeps enumerateTools as the very same function as discoverTools', () => {
+    expect(runtime.enumerateTools).toBe(runtime.discoverTools);
+  });
+
   it('keeps the AI SDK adapter behind the ai-sdk subpath', () => {
     expect(Object.keys(aiSdk).sort()).toEqual(['stepToAiSdkTools', 'toAiSdkOutput']);
   });
+
+  it('keeps the connection layer behind the internal subpath, out of the root', () => {
+    const names = Object.keys(internal).sort();
+    expect(names).toEqual([
+      'CLIENT_CAPABILITIES',
+      'CLIENT_INFO',
+      'ModernConnection',
+      'SdkConnection',
+      'connectServer',
+      'connectTransport',
+      'mapSdkError',
+    ]);
+    for (const name of names) expect(Object.keys(runtime)).not.toContain(name);
+  });
+});
+
+describe('public types', () => {
+  it('exports every named type that a public member of McpRuntime, McpBinding or PreparedCall takes or returns, recursively', () => {
+    const { walked, missing } = unexportedReachableTypes('src');
+    expect(missing).toEqual(KNOWN_LEAKS);
+    // The walk really walked: the options, events, statuses, journal view and binding types.
+    expect(walked).toBeGreaterThan(30);
+  }, 120_000);
 });

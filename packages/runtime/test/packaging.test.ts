@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { KNOWN_LEAKS, unexportedReachableTypes } from './support/public-types.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -14,7 +15,7 @@ function node(script: string): { status: number | null; stdout: string; stderr: 
 describe('packaging', () => {
   it('lets CommonJS require() every public entry point, with the same exports as import', () => {
     const run = node(`
-      const entries = ['@stepbind/binding', '@stepbind/runtime', '@stepbind/runtime/ai-sdk', '@stepbind/testkit'];
+      const entries = ['@stepbind/binding', '@stepbind/runtime', '@stepbind/runtime/ai-sdk', '@stepbind/runtime/internal', '@stepbind/testkit'];
       (async () => {
         const out = {};
         for (const entry of entries) {
@@ -31,8 +32,15 @@ describe('packaging', () => {
       expect(entry.same).toBe(true);
       expect(entry.count).toBeGreaterThan(1);
     }
-    expect(Object.keys(out)).toHaveLength(4);
+    expect(Object.keys(out)).toHaveLength(5);
   });
+
+  it('publishes declarations that compile for a consumer and name no unexported type of the public classes', () => {
+    const { walked, missing, diagnostics } = unexportedReachableTypes('dist');
+    expect(diagnostics).toEqual([]);
+    expect(missing).toEqual(KNOWN_LEAKS);
+    expect(walked).toBeGreaterThan(30);
+  }, 120_000);
 
   it('gives every export a default condition and declares the published files', () => {
     for (const name of ['binding', 'runtime', 'testkit']) {

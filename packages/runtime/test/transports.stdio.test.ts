@@ -2,7 +2,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isStepbindError, type StepbindError } from '@stepbind/binding';
-import { connectServer, parseConfig, type ServerConfig, type Connection } from '@stepbind/runtime';
+import { parseConfig, type ServerConfig, type Connection } from '@stepbind/runtime';
+import { connectServer } from '@stepbind/runtime/internal';
 import {
   hostileServerParams,
   processGroupMembers,

@@ -1,6 +1,7 @@
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { connectTransport, type ServerConnector } from '@stepbind/runtime';
+import type { ServerConnector } from '@stepbind/runtime';
+import { connectTransport } from '@stepbind/runtime/internal';
 import { scriptedTestEra } from './connect.js';
 import { createModernFront } from './server/modern-front.js';
 import { createScriptedServer, type ScriptedServer } from './server/scripted.js';

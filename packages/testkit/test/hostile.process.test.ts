@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isStepbindError, type StepbindError } from '@stepbind/binding';
-import { connectServer, McpRuntime, parseConfig } from '@stepbind/runtime';
+import { McpRuntime, parseConfig } from '@stepbind/runtime';
+import { connectServer } from '@stepbind/runtime/internal';
 import { discoverCatalogs } from '../../runtime/src/cli/catalog.js';
 import {
   hostileServerParams,

@@ -3,7 +3,8 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { connectServer, parseConfig } from '@stepbind/runtime';
+import { parseConfig } from '@stepbind/runtime';
+import { connectServer } from '@stepbind/runtime/internal';
 import {
   readAuditTrail,
   scriptedTool,

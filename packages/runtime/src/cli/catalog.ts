@@ -1,20 +1,17 @@
 import { open } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import PQueue from 'p-queue';
 import {
-  CatalogRegistry,
   ErrorCode,
+  MAX_TIMER_MS,
   RuntimeError,
-  SchemaValidatorCache,
   StepbindError,
   type CatalogSnapshot,
-  type ToolEnumeration,
 } from '@stepbind/binding/internal';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from '../config.js';
-import { listCatalog, type DiscoveryProgress } from '../catalog-listing.js';
-import { identityOf } from '../transports/index.js';
-import { connectServer } from '../connect.js';
+import type { DiscoveryProgress } from '../catalog-listing.js';
 import type { ProtocolEra } from '../connection.js';
+import type { ServerStatus } from '../options.js';
+import { McpRuntime } from '../runtime.js';
 
 /** The outcome of discovering one configured server. */
 export type ServerCatalogReport =
@@ -23,8 +20,10 @@ export type ServerCatalogReport =
       readonly ok: true;
       /** The protocol era the server spoke (`modern`: 2026-07-28; `legacy`: `initialize`). */
       readonly era: ProtocolEra;
-      readonly enumeration: ToolEnumeration;
-      /** The published snapshot (generation 1 of a registry private to this discovery). */
+      /**
+       * The published snapshot (generation 1 of the registry of a runtime private to this
+       * discovery): its tools are those a step sees (after the configured `tools` filter).
+       */
       readonly snapshot: CatalogSnapshot;
     }
   | {
@@ -35,65 +34,84 @@ export type ServerCatalogReport =
 
 /** Options for {@link discoverCatalogs}. */
 export interface DiscoverCatalogsOptions {
-  /** Cancels every start and enumeration still running; connections are closed. */
+  /** Cancels every start and discovery still running; connections are closed. */
   readonly signal?: AbortSignal;
   /** Called after every page of every server (for live progress). */
   readonly onPage?: (progress: DiscoveryProgress) => void;
 }
 
 /**
- * Starts every configured server (at most `config.concurrency` at once), enumerates its tools and
- * closes it again, on every path. Never rejects for a server failure: each server gets a report.
+ * Discovers every configured server through a {@link McpRuntime} of its own, so the report is what
+ * the runtime would publish: opens it (at most `config.concurrency` starts at once), waits until
+ * every server is ready or failed, reads each published catalog from `runtime.registry` and the
+ * protocol era from `status()`, and closes it on every path. Every server is started as optional
+ * (a failure is reported, it does not stop the others), with an in-memory journal and no fleet
+ * store (a report writes nothing). Never rejects for a server failure: each server gets a report.
  */
 export async function discoverCatalogs(
   config: RuntimeConfig,
   options: DiscoverCatalogsOptions = {},
 ): Promise<readonly ServerCatalogReport[]> {
-  const queue = new PQueue({ concurrency: config.concurrency });
-  const shared: Shared = {
-    registry: new CatalogRegistry(),
-    validatorCache: new SchemaValidatorCache(),
-  };
-  const jobs = [...config.servers].map(([name, server]) =>
-    queue.add(() => discoverOne(name, server, shared, options)),
-  );
-  return Promise.all(jobs);
-}
-
-interface Shared {
-  readonly registry: CatalogRegistry;
-  readonly validatorCache: SchemaValidatorCache;
-}
-
-async function discoverOne(
-  name: string,
-  server: ServerConfig,
-  shared: Shared,
-  options: DiscoverCatalogsOptions,
-): Promise<ServerCatalogReport> {
   const { signal, onPage } = options;
+  const failures = new Map<string, StepbindError>();
+  const servers = new Map<string, ServerConfig>();
+  for (const [name, server] of config.servers) servers.set(name, { ...server, required: false });
+  const reportConfig: RuntimeConfig = {
+    ...config,
+    servers,
+    journal: undefined,
+    store: undefined,
+  };
+  let runtime: McpRuntime | undefined;
   try {
     signal?.throwIfAborted();
-    const connection = await connectServer(name, server, signal === undefined ? {} : { signal });
-    try {
-      const { enumeration, snapshot } = await listCatalog(connection, {
-        name,
-        config: server,
-        identity: identityOf(name, server, connection),
-        policyEpoch: shared.registry.policyEpoch,
-        validatorCache: shared.validatorCache,
-        ...(signal === undefined ? {} : { signal }),
-        ...(onPage === undefined ? {} : { onPage }),
-      });
-      if (snapshot === undefined) throw new Error('listCatalog skipped a first listing');
-      const published = shared.registry.publish(snapshot, { expectedGeneration: 0 });
-      return { name, ok: true, era: connection.era, enumeration, snapshot: published };
-    } finally {
-      await connection.close();
-    }
+    runtime = await McpRuntime.open(reportConfig, {
+      // The first capture waits for every server (all optional) to be ready or failed.
+      optionalGraceMs: MAX_TIMER_MS,
+      onEvent: (event) => {
+        if (event.type === 'server-failed') failures.set(event.server, event.error);
+        else if (event.type === 'discovery-page') onPage?.(event);
+      },
+      ...(signal === undefined ? {} : { signal }),
+    });
+    const binding = await runtime.captureBinding(signal === undefined ? {} : { signal });
+    binding.release();
+    const opened = runtime;
+    return opened.status().servers.map((status) => reportOf(opened, status, config, failures));
   } catch (error) {
-    return { name, ok: false, error: toStepbindError(error, name, signal) };
+    // Cancelled, or the runtime could not open: a server that failed keeps its error, the rest get
+    // ABORTED when cancelled, else the error that stopped the discovery.
+    return [...config.servers.keys()].map((name) => ({
+      name,
+      ok: false,
+      error: failures.get(name) ?? toStepbindError(error, name, signal),
+    }));
+  } finally {
+    await runtime?.close();
   }
+}
+
+/** The report of a server the runtime settled (ready with a published catalog, or failed). */
+function reportOf(
+  runtime: McpRuntime,
+  status: ServerStatus,
+  config: RuntimeConfig,
+  failures: ReadonlyMap<string, StepbindError>,
+): ServerCatalogReport {
+  const { name } = status;
+  const audience = config.servers.get(name)?.audience;
+  const snapshot = audience === undefined ? undefined : runtime.registry.current(name, audience);
+  if (status.state !== 'failed' && status.era !== undefined && snapshot !== undefined) {
+    return { name, ok: true, era: status.era, snapshot };
+  }
+  const error =
+    failures.get(name) ??
+    new RuntimeError(
+      ErrorCode.SERVER_START_FAILED,
+      `Server "${name}" did not publish a catalog (${status.state}${status.error === undefined ? '' : `: ${status.error.code} ${status.error.message}`}).`,
+      { detail: { server: name } },
+    );
+  return { name, ok: false, error };
 }
 
 function toStepbindError(
@@ -101,13 +119,13 @@ function toStepbindError(
   server: string,
   signal: AbortSignal | undefined,
 ): StepbindError {
-  if (error instanceof StepbindError) return error;
   if (signal?.aborted === true) {
     return new RuntimeError(ErrorCode.ABORTED, `Discovery of server "${server}" was cancelled.`, {
       detail: { server },
       cause: error,
     });
   }
+  if (error instanceof StepbindError) return error;
   return new RuntimeError(
     ErrorCode.SERVER_START_FAILED,
     `Server "${server}" failed: ${error instanceof Error ? error.message : String(error)}`,
@@ -130,8 +148,8 @@ export function catalogReportJson(reports: readonly ServerCatalogReport[]): unkn
             ok: true,
             era: report.era,
             protocolVersion: report.snapshot.identity.protocolVersion ?? null,
-            tools: report.enumeration.tools.map((tool) => tool.name),
-            pageSizes: report.enumeration.pageSizes,
+            tools: report.snapshot.tools.map((tool) => tool.name),
+            pageSizes: report.snapshot.pageSizes,
             state: report.snapshot.state,
             generation: report.snapshot.generation,
             pageRoot: report.snapshot.pageRoot,
@@ -160,7 +178,7 @@ export function formatCatalogReport(reports: readonly ServerCatalogReport[]): st
   const lines: string[] = [];
   for (const report of reports) {
     if (report.ok) {
-      const { tools, pageSizes } = report.enumeration;
+      const { tools, pageSizes } = report.snapshot;
       lines.push(
         `✔ ${report.name}: ${tools.length} tool${tools.length === 1 ? '' : 's'} in ${pageSizes.length} page${pageSizes.length === 1 ? '' : 's'} (sizes ${pageSizes.join(', ')}), ${report.snapshot.state}, generation ${report.snapshot.generation}, ${eraText(report.era, report.snapshot.identity.protocolVersion)}`,
       );

@@ -195,7 +195,7 @@ describe.skipIf(server === undefined)(
       expect((await readAuditTrail(audit)).filter((e) => e.method === 'tools/call')).toHaveLength(
         0,
       );
-      const receipts = await runtime.journal.store.readReceipts();
+      const receipts = await runtime.journal.receipts();
       expect(JSON.parse(receipts.at(-1)!.text)).toMatchObject({
         outcome: 'POLICY_STALE',
         delivery: 'not-sent',

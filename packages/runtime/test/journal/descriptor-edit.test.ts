@@ -146,9 +146,7 @@ describe('a keyed call retried after an upgrade edited the tool description', ()
     // The receipt returned is the original one: it names the descriptor the call ran under.
     expect(again.receipt).toEqual(original.receipt);
     expect(await paysOf(auditPath)).toHaveLength(1);
-    const receipts = (await after.journal.store.readReceipts()).map(
-      (r) => JSON.parse(r.text) as ReceiptBody,
-    );
+    const receipts = (await after.journal.receipts()).map((r) => JSON.parse(r.text) as ReceiptBody);
     expect(receipts.at(-1)).toMatchObject({
       key: 'pay-2',
       replayed: true,

@@ -102,7 +102,7 @@ const callsOf = (audit: readonly AuditEntry[], name: string): AuditEntry[] =>
   audit.filter((e) => e.method === 'tools/call' && e.tool === name);
 
 async function receiptsOf(runtime: McpRuntime): Promise<ReceiptBody[]> {
-  const stored = await runtime.journal.store.readReceipts();
+  const stored = await runtime.journal.receipts();
   return stored.map((r) => JSON.parse(r.text) as ReceiptBody);
 }
 

@@ -1,4 +1,5 @@
-import { connectServer, type ServerConnector } from '@stepbind/runtime';
+import type { ServerConnector } from '@stepbind/runtime';
+import { connectServer } from '@stepbind/runtime/internal';
 import { existsSync, readFileSync } from 'node:fs';
 import { isProcessAlive } from '../audit.js';
 import { stdioServerParams } from '../connect.js';

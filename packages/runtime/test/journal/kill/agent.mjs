@@ -9,7 +9,8 @@
 // before-send (SENT committed, nothing written), after-send (tools/call written to the server),
 // after-answer (answer received, outcome not recorded), after-record (outcome recorded).
 import process from 'node:process';
-import { connectServer, McpRuntime, openSqliteJournal } from '@stepbind/runtime';
+import { McpRuntime, openSqliteJournal } from '@stepbind/runtime';
+import { connectServer } from '@stepbind/runtime/internal';
 
 // The plan comes on stdin once the modules are loaded, so a harness can start the next agent while
 // the previous one still runs.

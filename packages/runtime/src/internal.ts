@@ -1,0 +1,12 @@
+/**
+ * @stepbind/runtime/internal: the runtime's connection layer, for `@stepbind/testkit`, the
+ * benchmarks and the runtime's own tests. Not a stable API: the connection classes, the
+ * connectors and the SDK error mapping change with the runtime. Applications use
+ * `@stepbind/runtime` (whose `McpRuntime` owns every connection) and `discoverTools`.
+ * @packageDocumentation
+ */
+export { connectServer, connectTransport } from './connect.js';
+export type { ConnectOptions, ConnectTransportOptions } from './connect.js';
+export { CLIENT_INFO, mapSdkError, SdkConnection } from './sdk.js';
+export { ModernConnection } from './era/modern.js';
+export { CLIENT_CAPABILITIES } from './client-capabilities.js';
