@@ -119,9 +119,9 @@ const MUTANTS: readonly Mutant[] = [
   {
     // Issue 8 item 3: a call lost after it was written must never read as "not sent".
     name: 'forget that tools/call was written (CONNECTION_CLOSED after sending)',
-    file: 'packages/runtime/src/sdk.ts',
-    find: 'if (delivery !== undefined) delivery.sent = true;',
-    replace: 'if (delivery !== undefined) delivery.sent = false;',
+    file: 'packages/runtime/src/sdk/sdk-connection.ts',
+    find: "if (delivery !== undefined) delivery.delivery = 'sent';",
+    replace: "if (delivery !== undefined) delivery.delivery = 'not-sent';",
     testFile: 'packages/runtime/test/runtime.stdio.test.ts',
     testName:
       'gives OUTCOME_UNKNOWN (delivery sent) for a server that crashes mid-call, and the next refresh reconnects it',
@@ -129,7 +129,7 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'map a connection lost after sending to CONNECTION_CLOSED',
-    file: 'packages/runtime/src/sdk-errors.ts',
+    file: 'packages/runtime/src/sdk/sdk-errors.ts',
     find: 'return sent ? outcomeUnknown(where, detail, error) : connectionClosed(where, detail, error);',
     replace: 'return connectionClosed(where, detail, error);',
     testFile: 'packages/runtime/test/delivery.stdio.test.ts',

@@ -68,13 +68,18 @@ export type {
 } from './config.js';
 export { connectServer, connectTransport } from './connect.js';
 export type { ConnectOptions, ConnectTransportOptions } from './connect.js';
-export { CLIENT_INFO, mapSdkError, SdkConnection } from './sdk.js';
+export { CLIENT_INFO, mapSdkError, SdkConnection } from './sdk/sdk-connection.js';
 export { ModernConnection } from './era/modern.js';
 export type { Connection, ProtocolEra } from './connection.js';
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';
 export type { Redactor } from './redact.js';
 export type { SessionLoss } from './transports/http-session.js';
-export type { CallRequestOptions, RawCallResult, ServerHello, ServerLogMessage } from './sdk.js';
+export type {
+  CallRequestOptions,
+  RawCallResult,
+  ServerHello,
+  ServerLogMessage,
+} from './connection.js';
 export { CLIENT_CAPABILITIES } from './client-capabilities.js';
 export type {
   ClientHandlers,
