@@ -240,6 +240,17 @@ const MUTANTS: readonly Mutant[] = [
     project: 'modern-era',
   },
   {
+    // Issue 23: one delivery record per call, not per MRTR round.
+    name: 'modern era: a later MRTR round starts as not-sent',
+    file: 'packages/runtime/src/era/modern.ts',
+    find: '            delivery,\n',
+    replace: "            delivery: { delivery: 'not-sent' },\n",
+    testFile: 'packages/runtime/test/era.mrtr.stdio.test.ts',
+    testName:
+      'a later round lost after round 1 reached the server is OUTCOME_UNKNOWN, delivery sent (never not-sent)',
+    diagnostic: "'CONNECTION_CLOSED'",
+  },
+  {
     name: 'run the tool filter on a name longer than any tool name',
     file: 'packages/runtime/src/tool-filter.ts',
     find: 'name.length > MAX_TOOL_NAME_LENGTH ||',
