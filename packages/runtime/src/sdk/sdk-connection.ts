@@ -439,10 +439,14 @@ export class SdkConnection implements Connection {
   #lostCallError(tool: string, tracked: TrackedRequest): StepbindError | undefined {
     const where = `tools/call on server "${this.name}" (tool "${tool}")`;
     const detail = { server: this.name, tool };
-    const delivery = tracked.delivery;
-    if (delivery === 'refused' || delivery === 'not-sent') return this.#closedError(where, detail);
-    if (delivery === 'pending') return this.closed ? this.#closedError(where, detail) : undefined;
-    if (delivery === 'sent' && this.#lost === undefined) return undefined;
+    if (tracked.end === 'refused') return this.#closedError(where, detail);
+    if (tracked.end !== 'broken') {
+      // Not handed to fetch yet: nothing ran.
+      if (tracked.delivery === undefined) {
+        return this.closed ? this.#closedError(where, detail) : undefined;
+      }
+      if (this.#lost === undefined) return undefined;
+    }
     const why = this.#lost?.message ?? 'the response stream broke before the answer arrived';
     return new RuntimeError(
       ErrorCode.OUTCOME_UNKNOWN,
