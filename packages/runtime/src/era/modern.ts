@@ -318,14 +318,7 @@ export class ModernConnection implements Connection {
       ...(options.tool === undefined ? {} : { tool: options.tool }),
     };
     const deliveryOf = (): Delivery | undefined => options.delivery?.delivery;
-    if (this.#closed) {
-      // An earlier round of this call reached the server: it may have run.
-      return Promise.reject(
-        deliveryOf() === 'sent'
-          ? (this.fault ?? this.#lostError(ctx, 'sent'))
-          : this.#closedError(ctx, deliveryOf()),
-      );
-    }
+    if (this.#closed) return Promise.reject(this.#closedError(ctx, deliveryOf()));
     let written = false;
     const id = this.#nextId++;
     options.onId?.(id);
@@ -476,7 +469,12 @@ export class ModernConnection implements Connection {
     for (const listener of this.#errorListeners) listener(error);
   }
 
+  /**
+   * The error of a request asked for on a closed connection: `CONNECTION_CLOSED` (nothing ran), or
+   * `OUTCOME_UNKNOWN` when an earlier MRTR round of the same call was written (it may have run).
+   */
   #closedError(ctx: Ctx, delivery: Delivery | undefined): StepbindError {
+    if (delivery === 'sent') return this.fault ?? this.#lostError(ctx, 'sent');
     return (
       this.fault ??
       new RuntimeError(
