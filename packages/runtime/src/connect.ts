@@ -19,7 +19,12 @@ import { NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 import { openSession } from './sdk/open-session.js';
 import type { FaultSource } from './transports/guard.js';
 import { httpFailure, type HttpSessionWatch } from './transports/http-session.js';
-import { identityKeyOf, openTransport, type Transport } from './transports/index.js';
+import {
+  identityKeyOf,
+  openTransport,
+  type HttpServerConfig,
+  type Transport,
+} from './transports/index.js';
 import { StderrTail } from './transports/stderr-tail.js';
 
 /** Options for {@link connectServer}. */
@@ -54,10 +59,10 @@ export interface ConnectOptions {
   readonly eras?: EraMemory;
 }
 
-/** Everything a connect strategy needs about the one server being started. */
-interface ConnectContext {
+/** Everything a connect strategy needs about the one server being started (of config `C`). */
+interface ConnectContext<C extends ServerConfig = ServerConfig> {
   readonly name: string;
-  readonly config: ServerConfig;
+  readonly config: C;
   readonly options: ConnectOptions;
   /** The transport `openTransport` built (nothing sent yet). */
   readonly transport: Transport;
@@ -73,12 +78,15 @@ interface ConnectContext {
   readonly started: number;
   /** Records the era the server spoke (only when the plan remembers it). */
   readonly remember: (era: ProtocolEra) => void;
-  /** Set when the probe got no answer in time: the start error then suggests a longer budget. */
-  probeTimedOut: boolean;
+  /** What the strategy found out on the way, for the start error. */
+  readonly state: {
+    /** The probe got no answer in time: the start error then suggests a longer budget. */
+    probeTimedOut: boolean;
+  };
 }
 
 /** One way of connecting: what to do for a transport kind and whether the era is probed. */
-type ConnectStrategy = (ctx: ConnectContext) => Promise<Connection>;
+type ConnectStrategy<C extends ServerConfig> = (ctx: ConnectContext<C>) => Promise<Connection>;
 
 /**
  * The strategies by transport kind and era plan: `legacy` when the plan has no probe (pinned to
@@ -86,8 +94,8 @@ type ConnectStrategy = (ctx: ConnectContext) => Promise<Connection>;
  */
 const STRATEGIES: {
   readonly [K in ServerConfig['transport']]: {
-    readonly probe: ConnectStrategy;
-    readonly legacy: ConnectStrategy;
+    readonly probe: ConnectStrategy<Extract<ServerConfig, { readonly transport: K }>>;
+    readonly legacy: ConnectStrategy<Extract<ServerConfig, { readonly transport: K }>>;
   };
 } = {
   stdio: { probe: probeStdio, legacy: initializeOnly },
@@ -145,11 +153,13 @@ export async function connectServer(
     remember: (era) => {
       if (plan.remember) options.eras?.set(key, era);
     },
-    probeTimedOut: false,
+    state: { probeTimedOut: false },
   };
-  const strategy = STRATEGIES[config.transport][plan.probeMs > 0 ? 'probe' : 'legacy'];
+  const mode = plan.probeMs > 0 ? 'probe' : 'legacy';
   try {
-    return await strategy(ctx);
+    return await (config.transport === 'stdio'
+      ? STRATEGIES.stdio[mode]({ ...ctx, config })
+      : STRATEGIES.http[mode]({ ...ctx, config }));
   } catch (error) {
     throw startError(ctx, error);
   }
@@ -166,9 +176,8 @@ async function initializeOnly(ctx: ConnectContext): Promise<Connection> {
  * HTTP: a stateless POST of `server/discover` (`era/http.ts`); anything but a 2026-07-28 answer
  * falls back to a 2025 session (`initialize`) on the SDK transport, untouched so far.
  */
-async function probeHttp(ctx: ConnectContext): Promise<Connection> {
+async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connection> {
   const { name, config } = ctx;
-  if (config.transport !== 'http') throw new TypeError('probeHttp needs an HTTP server');
   const modernHttp = new ModernHttpTransport({
     server: name,
     url: config.url,
@@ -189,7 +198,7 @@ async function probeHttp(ctx: ConnectContext): Promise<Connection> {
   }
   await modernHttp.close();
   if (ctx.plan.modernOnly) throw notModernError(name, outcome, ctx.plan.probeMs);
-  ctx.probeTimedOut = outcome.answer === 'timeout';
+  ctx.state.probeTimedOut = outcome.answer === 'timeout';
   return initializeOnly(ctx);
 }
 
@@ -211,7 +220,7 @@ async function probeStdio(ctx: ConnectContext): Promise<Connection> {
     await transport.close();
     throw notModernError(name, outcome, ctx.plan.probeMs);
   }
-  ctx.probeTimedOut = outcome.answer === 'timeout';
+  ctx.state.probeTimedOut = outcome.answer === 'timeout';
   const lateProbe = new AbortController();
   let lateDiscover: DiscoverInfo | undefined;
   const late = startedTransport(transport, (discover) => {
@@ -296,7 +305,7 @@ function startError(ctx: ConnectContext, error: unknown): Error {
   const what =
     config.transport === 'stdio' ? `command "${config.command}"` : `URL ${redactUrl(config.url)}`;
   const failure = config.transport === 'http' ? httpFailure(error.cause) : {};
-  const advice = ctx.probeTimedOut
+  const advice = ctx.state.probeTimedOut
     ? slowProbeHint(name, ctx.plan.probeMs)
     : config.transport === 'stdio'
       ? 'Check the command, its arguments and environment in the configuration.'
