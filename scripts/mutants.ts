@@ -119,9 +119,9 @@ const MUTANTS: readonly Mutant[] = [
   {
     // Issue 8 item 3: a call lost after it was written must never read as "not sent".
     name: 'forget that tools/call was written (CONNECTION_CLOSED after sending)',
-    file: 'packages/runtime/src/sdk.ts',
-    find: 'if (delivery !== undefined) delivery.sent = true;',
-    replace: 'if (delivery !== undefined) delivery.sent = false;',
+    file: 'packages/runtime/src/sdk/sdk-connection.ts',
+    find: "if (delivery !== undefined) delivery.delivery = 'sent';",
+    replace: "if (delivery !== undefined) delivery.delivery = 'not-sent';",
     testFile: 'packages/runtime/test/runtime.stdio.test.ts',
     testName:
       'gives OUTCOME_UNKNOWN (delivery sent) for a server that crashes mid-call, and the next refresh reconnects it',
@@ -129,7 +129,7 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'map a connection lost after sending to CONNECTION_CLOSED',
-    file: 'packages/runtime/src/sdk-errors.ts',
+    file: 'packages/runtime/src/sdk/sdk-errors.ts',
     find: 'return sent ? outcomeUnknown(where, detail, error) : connectionClosed(where, detail, error);',
     replace: 'return connectionClosed(where, detail, error);',
     testFile: 'packages/runtime/test/delivery.stdio.test.ts',
@@ -238,6 +238,17 @@ const MUTANTS: readonly Mutant[] = [
       'reports a connection lost after the request was written as OUTCOME_UNKNOWN, delivery sent',
     diagnostic: "expected 'CONNECTION_CLOSED' to be 'OUTCOME_UNKNOWN'",
     project: 'modern-era',
+  },
+  {
+    // Issue 23: one delivery record per call, not per MRTR round.
+    name: 'modern era: a later MRTR round starts as not-sent',
+    file: 'packages/runtime/src/era/modern.ts',
+    find: '            delivery,\n',
+    replace: "            delivery: { delivery: 'not-sent' },\n",
+    testFile: 'packages/runtime/test/era.mrtr.stdio.test.ts',
+    testName:
+      'a later round lost after round 1 reached the server is OUTCOME_UNKNOWN, delivery sent (never not-sent)',
+    diagnostic: "'CONNECTION_CLOSED'",
   },
   {
     name: 'run the tool filter on a name longer than any tool name',

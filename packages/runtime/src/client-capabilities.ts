@@ -1,19 +1,15 @@
 /**
- * What stepbind's client declares in `initialize` and how it answers the requests a server may send
- * back: `roots/list` from the configuration, `sampling/createMessage` and `elicitation/create` through
+ * What stepbind's client declares in `initialize` and the handlers that answer the requests a server
+ * may send back (installed on the SDK client by `sdk/client-handlers.ts`, asked by MRTR rounds in
+ * `era/mrtr.ts`): `roots/list` from the configuration, `sampling/createMessage` and `elicitation/create` through
  * handlers the application supplies. Without a handler, sampling is refused with a JSON-RPC error
  * that says why, and elicitation is declined (`action: "decline"`), so a server's tool gets a clear
  * answer instead of hanging.
  */
 import { pathToFileURL } from 'node:url';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import {
-  CreateMessageRequestSchema,
-  ElicitRequestSchema,
-  ErrorCode as RpcErrorCode,
-  ListRootsRequestSchema,
-  McpError,
-} from '@modelcontextprotocol/sdk/types.js';
+
+/** The name and version stepbind announces in `initialize` and `server/discover`. */
+export const CLIENT_INFO = Object.freeze({ name: 'stepbind', version: '0.1.0' });
 
 /** One root the client exposes to a server (`roots/list`). */
 export interface ClientRoot {
@@ -108,39 +104,4 @@ export function rootsOf(entries: readonly string[]): readonly ClientRoot[] {
       ),
     ),
   );
-}
-
-/** Installs the request handlers on a client before it connects. */
-export function installClientHandlers(
-  client: Client,
-  server: string,
-  handlers: ClientHandlers,
-): void {
-  const roots = handlers.roots ?? [];
-  client.setRequestHandler(ListRootsRequestSchema, () => ({
-    roots: roots.map((r) => ({ ...r })),
-  }));
-  client.setRequestHandler(CreateMessageRequestSchema, async (request, extra) => {
-    const handler = handlers.onSampling;
-    if (handler === undefined) {
-      throw new McpError(
-        RpcErrorCode.InvalidRequest,
-        'stepbind: this application does not answer sampling requests (no onSampling handler was given to McpRuntime.open)',
-      );
-    }
-    const result = await handler(request.params, {
-      server,
-      signal: extra.signal,
-    });
-    return result;
-  });
-  client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
-    const handler = handlers.onElicitation;
-    if (handler === undefined) return { action: 'decline' };
-    const result = await handler(request.params, {
-      server,
-      signal: extra.signal,
-    });
-    return result;
-  });
 }

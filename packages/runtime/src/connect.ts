@@ -1,31 +1,30 @@
 /**
- * Connecting: builds one server's transport (see `transports/`), picks the protocol era (a stdio
- * server is probed with `server/discover`, see `era/probe.ts`), and hands back a
- * {@link ModernConnection} or, after `initialize` through the SDK client, an {@link SdkConnection};
- * a failed start is one typed error.
+ * Connecting: builds one server's transport (see `transports/`), picks the protocol era (a server
+ * is probed with `server/discover`, see `era/probe.ts`), and hands back a {@link Connection}: a
+ * 2026-07-28 `ModernConnection` or, after `initialize` through the SDK client
+ * (`sdk/open-session.ts`), a 2025-era session; a failed start is one typed error. The choice is
+ * a table of strategies by transport and era plan ({@link STRATEGIES}); this file imports no SDK
+ * module.
  */
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding/internal';
-import {
-  CLIENT_CAPABILITIES,
-  installClientHandlers,
-  rootsOf,
-  type ClientHandlers,
-} from './client-capabilities.js';
+import { rootsOf, type ClientHandlers } from './client-capabilities.js';
 import type { ServerConfig } from './config.js';
-import type { Connection, EraMemory } from './connection.js';
-import { ModernHttpTransport } from './era/http.js';
+import type { Connection, EraMemory, ProtocolEra } from './connection.js';
 import type { DiscoverInfo } from './era/envelope.js';
+import { ModernHttpTransport } from './era/http.js';
 import { ModernConnection } from './era/modern.js';
-import { eraPlan, notModernError, slowProbeHint } from './era/pin.js';
-import { probeEraWithRetry, startedTransport, type LateProbeTransport } from './era/probe.js';
+import { eraPlan, notModernError, slowProbeHint, type EraPlan } from './era/pin.js';
+import { probeEraWithRetry, startedTransport } from './era/probe.js';
 import { NO_REDACTION, redactUrl, type Redactor } from './redact.js';
-import { CLIENT_INFO, linkSignal, SdkConnection } from './sdk.js';
-import { mapSdkError } from './sdk-errors.js';
-import type { FaultError } from './transports/guard.js';
+import { openSession } from './sdk/open-session.js';
+import type { FaultSource } from './transports/guard.js';
 import { httpFailure, type HttpSessionWatch } from './transports/http-session.js';
-import { identityKeyOf, openTransport } from './transports/index.js';
+import {
+  identityKeyOf,
+  openTransport,
+  type HttpServerConfig,
+  type Transport,
+} from './transports/index.js';
 import { StderrTail } from './transports/stderr-tail.js';
 
 /** Options for {@link connectServer}. */
@@ -60,7 +59,48 @@ export interface ConnectOptions {
   readonly eras?: EraMemory;
 }
 
-const EARLY_ERRORS = 3;
+/** Everything a connect strategy needs about the one server being started (of config `C`). */
+interface ConnectContext<C extends ServerConfig = ServerConfig> {
+  readonly name: string;
+  readonly config: C;
+  readonly options: ConnectOptions;
+  /** The transport `openTransport` built (nothing sent yet). */
+  readonly transport: Transport;
+  readonly pid: () => number | undefined;
+  readonly fault: FaultSource;
+  readonly http: { readonly watch: HttpSessionWatch; readonly redactor: Redactor } | undefined;
+  readonly redactor: Redactor;
+  readonly stderrTail: StderrTail;
+  readonly handlers: ClientHandlers;
+  readonly plan: EraPlan;
+  /** The whole start budget, of which `initialize` gets what the probe left. */
+  readonly timeoutMs: number;
+  readonly started: number;
+  /** Records the era the server spoke (only when the plan remembers it). */
+  readonly remember: (era: ProtocolEra) => void;
+  /** What the strategy found out on the way, for the start error. */
+  readonly state: {
+    /** The probe got no answer in time: the start error then suggests a longer budget. */
+    probeTimedOut: boolean;
+  };
+}
+
+/** One way of connecting: what to do for a transport kind and whether the era is probed. */
+type ConnectStrategy<C extends ServerConfig> = (ctx: ConnectContext<C>) => Promise<Connection>;
+
+/**
+ * The strategies by transport kind and era plan: `legacy` when the plan has no probe (pinned to
+ * 2025-11-25, remembered as legacy, or `probeTimeoutMs: 0`), `probe` otherwise.
+ */
+const STRATEGIES: {
+  readonly [K in ServerConfig['transport']]: {
+    readonly probe: ConnectStrategy<Extract<ServerConfig, { readonly transport: K }>>;
+    readonly legacy: ConnectStrategy<Extract<ServerConfig, { readonly transport: K }>>;
+  };
+} = {
+  stdio: { probe: probeStdio, legacy: initializeOnly },
+  http: { probe: probeHttp, legacy: initializeOnly },
+};
 
 /**
  * Starts (stdio) or opens (HTTP) a connection to one configured server in the era it speaks: a
@@ -94,145 +134,196 @@ export async function connectServer(
     },
     stderrTail,
   );
-  const redactor = http?.redactor ?? NO_REDACTION;
-  const handlers: ClientHandlers = { roots: rootsOf(config.roots), ...options.handlers };
   const key = identityKeyOf(config);
   const plan = eraPlan(config, timeoutMs, { ...options, key });
-  const probe = plan.probeMs > 0;
-  const remember = (era: 'modern' | 'legacy'): void => {
-    if (plan.remember) options.eras?.set(key, era);
+  const ctx: ConnectContext = {
+    name,
+    config,
+    options,
+    transport,
+    pid,
+    fault,
+    http,
+    redactor: http?.redactor ?? NO_REDACTION,
+    stderrTail,
+    handlers: { roots: rootsOf(config.roots), ...options.handlers },
+    plan,
+    timeoutMs,
+    started: performance.now(),
+    remember: (era) => {
+      if (plan.remember) options.eras?.set(key, era);
+    },
+    state: { probeTimedOut: false },
   };
-  const started = performance.now();
-  let probeTimedOut = false;
+  const mode = plan.probeMs > 0 ? 'probe' : 'legacy';
+  try {
+    return await (config.transport === 'stdio'
+      ? STRATEGIES.stdio[mode]({ ...ctx, config })
+      : STRATEGIES.http[mode]({ ...ctx, config }));
+  } catch (error) {
+    throw startError(ctx, error);
+  }
+}
+
+/** No probe: `initialize` on the transport as it is (the 2025 era). */
+async function initializeOnly(ctx: ConnectContext): Promise<Connection> {
+  const connection = await initialize(ctx, ctx.transport, ctx.options.signal);
+  ctx.remember('legacy');
+  return connection;
+}
+
+/**
+ * HTTP: a stateless POST of `server/discover` (`era/http.ts`); anything but a 2026-07-28 answer
+ * falls back to a 2025 session (`initialize`) on the SDK transport, untouched so far.
+ */
+async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connection> {
+  const { name, config } = ctx;
+  const modernHttp = new ModernHttpTransport({
+    server: name,
+    url: config.url,
+    headers: config.headers,
+    maxMessageBytes: config.maxMessageBytes,
+    redactor: ctx.redactor,
+  });
+  const outcome = await startAndProbe(name, modernHttp, ctx.plan.probeMs, ctx.options.signal);
+  if (outcome.era === 'modern') {
+    ctx.remember('modern');
+    return modernConnection({
+      name,
+      transport: modernHttp,
+      discover: outcome.discover,
+      stderr: ctx.stderrTail,
+      handlers: ctx.handlers,
+    });
+  }
+  await modernHttp.close();
+  if (ctx.plan.modernOnly) throw notModernError(name, outcome, ctx.plan.probeMs);
+  ctx.state.probeTimedOut = outcome.answer === 'timeout';
+  return initializeOnly(ctx);
+}
+
+/**
+ * stdio: `server/discover` on the started process; a 2026-07-28 answer is a modern connection.
+ * Otherwise `initialize` on the same process, during which a server that was slow rather than
+ * silent may still answer the probe: a modern answer then ends the `initialize` and the connection
+ * is modern after all (a modern-only server that booted after the budget, under load).
+ */
+async function probeStdio(ctx: ConnectContext): Promise<Connection> {
+  const { name, transport, options } = ctx;
+  const outcome = await startAndProbe(name, transport, ctx.plan.probeMs, options.signal);
+  if (outcome.era === 'modern') {
+    ctx.remember('modern');
+    return modernConnection(stdioModern(ctx, outcome.discover));
+  }
+  if (ctx.plan.modernOnly) {
+    // Ends the whole process group before the pin's error is reported.
+    await transport.close();
+    throw notModernError(name, outcome, ctx.plan.probeMs);
+  }
+  ctx.state.probeTimedOut = outcome.answer === 'timeout';
   const lateProbe = new AbortController();
   let lateDiscover: DiscoverInfo | undefined;
-  let lateTransport: LateProbeTransport | undefined;
+  const late = startedTransport(transport, (discover) => {
+    lateDiscover = discover;
+    lateProbe.abort();
+  });
+  let connection: Connection;
   try {
-    let session = transport;
-    if (probe && config.transport === 'http') {
-      // The modern era over HTTP: a stateless POST of server/discover; anything but a 2026-07-28
-      // answer falls back to a 2025 session (initialize) on the SDK transport, untouched so far.
-      const modernHttp = new ModernHttpTransport({
-        server: name,
-        url: config.url,
-        headers: config.headers,
-        maxMessageBytes: config.maxMessageBytes,
-        redactor,
-      });
-      const outcome = await startAndProbe(name, modernHttp, plan.probeMs, options.signal);
-      if (outcome.era === 'modern') {
-        const modern = new ModernConnection({
-          name,
-          transport: modernHttp,
-          discover: outcome.discover,
-          stderr: stderrTail,
-          handlers,
-        });
-        modern.listen();
-        remember('modern');
-        return modern;
-      }
-      await modernHttp.close();
-      if (plan.modernOnly) throw notModernError(name, outcome, plan.probeMs);
-      probeTimedOut = outcome.answer === 'timeout';
-    } else if (probe) {
-      const outcome = await startAndProbe(name, transport, plan.probeMs, options.signal);
-      if (outcome.era === 'modern') {
-        const modern = new ModernConnection({
-          name,
-          transport,
-          discover: outcome.discover,
-          pid: pid(),
-          stderr: stderrTail,
-          handlers,
-          fault: () => fault()?.(undefined),
-        });
-        modern.listen();
-        remember('modern');
-        return modern;
-      }
-      if (plan.modernOnly) {
-        // Ends the whole process group before the pin's error is reported.
-        await transport.close();
-        throw notModernError(name, outcome, plan.probeMs);
-      }
-      probeTimedOut = outcome.answer === 'timeout';
-      // A server that was slow rather than silent may still answer server/discover while (or
-      // after) initialize is asked: a modern answer ends the initialize and the connection is
-      // modern after all (a modern-only server that booted after the budget, under load).
-      const late = startedTransport(transport, (discover) => {
-        lateDiscover = discover;
-        lateProbe.abort();
-      });
-      lateTransport = late;
-      session = late;
-    }
-    let connection: Connection;
-    try {
-      connection = await openSession(name, session, {
-        timeoutMs: Math.max(1, timeoutMs - Math.round(performance.now() - started)),
-        signal: AbortSignal.any(
-          options.signal === undefined ? [lateProbe.signal] : [options.signal, lateProbe.signal],
-        ),
-        pid,
-        fault,
-        stderrTail,
-        handlers,
-        ...(http === undefined ? {} : { http }),
-      });
-    } catch (error) {
-      if (lateDiscover === undefined || options.signal?.aborted === true) {
-        if (lateDiscover !== undefined) await transport.close();
-        throw error;
-      }
-      const modern = new ModernConnection({
-        name,
-        transport,
-        discover: lateDiscover,
-        // The SDK's initialize took id 0; its late answer is dropped as no pending request.
-        firstId: 1,
-        pid: pid(),
-        stderr: stderrTail,
-        handlers,
-        fault: () => fault()?.(undefined),
-      });
-      modern.listen();
-      remember('modern');
-      return modern;
-    }
-    // A late modern answer that came with a 2025 session that succeeded: the session is kept.
-    lateTransport?.attach();
-    remember('legacy');
-    return connection;
-  } catch (error) {
-    if (!(error instanceof StepbindError) || error.code !== ErrorCode.SERVER_START_FAILED)
-      throw redactor.error(error as Error);
-    // A start error that names its config key (cwd, command) already says what to fix.
-    if (error.detail['configPath'] !== undefined) throw error;
-    const tail = stderrTail.text.trim();
-    const what =
-      config.transport === 'stdio' ? `command "${config.command}"` : `URL ${redactUrl(config.url)}`;
-    const failure = config.transport === 'http' ? httpFailure(error.cause) : {};
-    const advice = probeTimedOut
-      ? slowProbeHint(name, plan.probeMs)
-      : config.transport === 'stdio'
-        ? 'Check the command, its arguments and environment in the configuration.'
-        : failure.httpStatus === 401 || failure.httpStatus === 403
-          ? 'The server refused the credentials: check the values sent in "headers".'
-          : 'Check the URL, the headers and that the server is running.';
-    const why = [
-      failure.httpStatus === undefined ? '' : `HTTP ${failure.httpStatus}: `,
-      error.message,
-      failure.code === undefined ? '' : ` (${failure.code})`,
-    ].join('');
-    throw redactor.error(
-      new RuntimeError(
-        ErrorCode.SERVER_START_FAILED,
-        `Server "${name}" could not be started (${what}): ${why}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\n${advice}`,
-        { detail: { server: name, stderr: tail, ...failure }, cause: error.cause },
+    connection = await initialize(
+      ctx,
+      late,
+      AbortSignal.any(
+        options.signal === undefined ? [lateProbe.signal] : [options.signal, lateProbe.signal],
       ),
     );
+  } catch (error) {
+    if (lateDiscover === undefined || options.signal?.aborted === true) {
+      if (lateDiscover !== undefined) await transport.close();
+      throw error;
+    }
+    ctx.remember('modern');
+    // The SDK's initialize took id 0; its late answer is dropped as no pending request.
+    return modernConnection({ ...stdioModern(ctx, lateDiscover), firstId: 1 });
   }
+  // A late modern answer that came with a 2025 session that succeeded: the session is kept.
+  late.attach();
+  ctx.remember('legacy');
+  return connection;
+}
+
+/** `initialize` with what is left of the start budget. */
+function initialize(
+  ctx: ConnectContext,
+  transport: Transport,
+  signal: AbortSignal | undefined,
+): Promise<Connection> {
+  return openSession(ctx.name, transport, {
+    timeoutMs: Math.max(1, ctx.timeoutMs - Math.round(performance.now() - ctx.started)),
+    ...(signal === undefined ? {} : { signal }),
+    pid: ctx.pid,
+    fault: ctx.fault,
+    stderrTail: ctx.stderrTail,
+    handlers: ctx.handlers,
+    ...(ctx.http === undefined ? {} : { http: ctx.http }),
+  });
+}
+
+/** The options of a modern connection over a stdio process. */
+function stdioModern(
+  ctx: ConnectContext,
+  discover: DiscoverInfo,
+): ConstructorParameters<typeof ModernConnection>[0] {
+  return {
+    name: ctx.name,
+    transport: ctx.transport,
+    discover,
+    pid: ctx.pid(),
+    stderr: ctx.stderrTail,
+    handlers: ctx.handlers,
+    fault: ctx.fault,
+  };
+}
+
+/** The one place a {@link ModernConnection} is made: built, and its listen stream started. */
+function modernConnection(options: ConstructorParameters<typeof ModernConnection>[0]): Connection {
+  const modern = new ModernConnection(options);
+  modern.listen();
+  return modern;
+}
+
+/**
+ * A start failure as the caller sees it: `SERVER_START_FAILED` says what was started, why, the
+ * server's last stderr lines and what to check; other codes pass (redacted).
+ */
+function startError(ctx: ConnectContext, error: unknown): Error {
+  const { name, config, redactor } = ctx;
+  if (!(error instanceof StepbindError) || error.code !== ErrorCode.SERVER_START_FAILED)
+    return redactor.error(error as Error);
+  // A start error that names its config key (cwd, command) already says what to fix.
+  if (error.detail['configPath'] !== undefined) return error;
+  const tail = ctx.stderrTail.text.trim();
+  const what =
+    config.transport === 'stdio' ? `command "${config.command}"` : `URL ${redactUrl(config.url)}`;
+  const failure = config.transport === 'http' ? httpFailure(error.cause) : {};
+  const advice = ctx.state.probeTimedOut
+    ? slowProbeHint(name, ctx.plan.probeMs)
+    : config.transport === 'stdio'
+      ? 'Check the command, its arguments and environment in the configuration.'
+      : failure.httpStatus === 401 || failure.httpStatus === 403
+        ? 'The server refused the credentials: check the values sent in "headers".'
+        : 'Check the URL, the headers and that the server is running.';
+  const why = [
+    failure.httpStatus === undefined ? '' : `HTTP ${failure.httpStatus}: `,
+    error.message,
+    failure.code === undefined ? '' : ` (${failure.code})`,
+  ].join('');
+  return redactor.error(
+    new RuntimeError(
+      ErrorCode.SERVER_START_FAILED,
+      `Server "${name}" could not be started (${what}): ${why}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\n${advice}`,
+      { detail: { server: name, stderr: tail, ...failure }, cause: error.cause },
+    ),
+  );
 }
 
 /** Starts a transport and probes its era; the transport is closed when either fails. */
@@ -289,15 +380,13 @@ export async function connectTransport(
   if (probeMs > 0) {
     const outcome = await startAndProbe(name, transport, probeMs, options.signal);
     if (outcome.era === 'modern') {
-      const modern = new ModernConnection({
+      return modernConnection({
         name,
         transport,
         discover: outcome.discover,
         stderr: new StderrTail('pipe'),
         ...(options.handlers === undefined ? {} : { handlers: options.handlers }),
       });
-      modern.listen();
-      return modern;
     }
     session = startedTransport(transport);
   }
@@ -309,83 +398,4 @@ export async function connectTransport(
     stderrTail: new StderrTail('pipe'),
     ...(options.handlers === undefined ? {} : { handlers: options.handlers }),
   });
-}
-
-/** Codes an `initialize` failure keeps as they are (anything else is `SERVER_START_FAILED`). */
-const START_CODES: ReadonlySet<string> = new Set([
-  ErrorCode.TIMEOUT,
-  ErrorCode.ABORTED,
-  ErrorCode.SERVER_START_FAILED,
-  ErrorCode.MESSAGE_TOO_LARGE,
-  ErrorCode.MALFORMED_MESSAGE,
-]);
-
-async function openSession(
-  name: string,
-  transport: Transport,
-  options: {
-    readonly timeoutMs: number;
-    readonly signal?: AbortSignal;
-    readonly pid: () => number | undefined;
-    readonly fault: () => FaultError | undefined;
-    readonly stderrTail: StderrTail;
-    readonly handlers?: ClientHandlers;
-    readonly http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor };
-  },
-): Promise<SdkConnection> {
-  const client = new Client({ ...CLIENT_INFO }, { capabilities: CLIENT_CAPABILITIES });
-  installClientHandlers(client, name, options.handlers ?? {});
-  // Transport errors are observed from spawn on: those before the session exists explain a start
-  // that fails (the SdkConnection takes over the handler once it succeeds).
-  const early: Error[] = [];
-  client.onerror = (error) => {
-    early.push(error);
-    if (early.length > EARLY_ERRORS) early.shift();
-  };
-  // The client reports the negotiated version only through this optional transport hook.
-  let protocolVersion: string | undefined;
-  const forward = transport.setProtocolVersion?.bind(transport);
-  transport.setProtocolVersion = (version: string) => {
-    protocolVersion = version;
-    forward?.(version);
-  };
-  const link = linkSignal(options.signal);
-  try {
-    await client.connect(transport, {
-      timeout: options.timeoutMs,
-      ...(link === undefined ? {} : { signal: link.signal }),
-    });
-  } catch (error) {
-    try {
-      // Ends a stdio server's whole process group (and waits for it) on every failure path.
-      await client.close();
-    } catch {
-      // The start already failed; the close is best effort and the original error is reported.
-    }
-    const mapped = mapSdkError(error, {
-      server: name,
-      operation: 'initialize',
-      timeoutMs: options.timeoutMs,
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
-      fault: options.fault(),
-    });
-    if (START_CODES.has(mapped.code)) throw mapped;
-    const seen = early.map((e) => `\n  transport: ${e.message}`).join('');
-    throw new RuntimeError(
-      ErrorCode.SERVER_START_FAILED,
-      `${error instanceof Error ? error.message : String(error)}${seen}`,
-      { detail: { server: name }, cause: error },
-    );
-  } finally {
-    link?.dispose();
-  }
-  return new SdkConnection(
-    name,
-    client,
-    options.pid(),
-    options.stderrTail,
-    protocolVersion,
-    options.fault,
-    options.http,
-  );
 }

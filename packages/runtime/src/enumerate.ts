@@ -4,7 +4,7 @@ import {
   type EnumerateOptions,
   type ToolEnumeration,
 } from '@stepbind/binding/internal';
-import { clientListSource, type Client } from './sdk.js';
+import { clientListSource, type Client } from './sdk/sdk-connection.js';
 
 /** Options for {@link discoverTools}: discovery limits plus the server name used in errors. */
 export type DiscoverToolsOptions = Omit<EnumerateOptions, 'changes'> & {

@@ -7,7 +7,7 @@ import type {
 } from '@stepbind/binding/internal';
 import type { DiscoveryProgress } from './catalog-listing.js';
 import { createDebug } from './log.js';
-import type { ServerLogMessage } from './sdk.js';
+import type { ServerLogMessage } from './connection.js';
 import type { SessionLoss } from './transports/http-session.js';
 
 /** Everything the runtime reports as it works. Listeners must not throw. */

@@ -125,7 +125,12 @@ export type { Connection, ProtocolEra } from './connection.js';
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';
 export type { Redactor } from './redact.js';
 export type { SessionLoss } from './transports/http-session.js';
-export type { CallRequestOptions, RawCallResult, ServerHello, ServerLogMessage } from './sdk.js';
+export type {
+  CallRequestOptions,
+  RawCallResult,
+  ServerHello,
+  ServerLogMessage,
+} from './connection.js';
 export type {
   ClientHandlers,
   ClientRoot,

@@ -257,3 +257,43 @@ describe('MRTR rounds are recorded in receipts', () => {
     });
   });
 });
+
+describe('MRTR delivery across rounds', () => {
+  it('a later round lost after round 1 reached the server is OUTCOME_UNKNOWN, delivery sent (never not-sent)', async () => {
+    await using dir = tempDir('mrtr-lost');
+    let closed: () => void = () => undefined;
+    const gone = new Promise<void>((resolve) => (closed = resolve));
+    let runtime: McpRuntime | undefined;
+    runtime = await McpRuntime.open(config(dir.file('requests.jsonl')), {
+      onEvent: (event) => {
+        if (event.type === 'connection-closed' && event.server === 's') closed();
+      },
+      // Round 1 reached the server (it answered input_required); the server dies before round 2.
+      onElicitation: async () => {
+        const pid = runtime?.status().servers.find((s) => s.name === 's')?.pid;
+        if (pid === undefined) throw new Error('no pid');
+        process.kill(pid, 'SIGKILL');
+        await gone;
+        return { action: 'accept', content: { ok: true } };
+      },
+    });
+    let error: unknown;
+    try {
+      await using step = await runtime.captureBinding();
+      error = await step
+        .prepareCall('s__ask')
+        .run({ rounds: 2, kinds: ['elicitation'] })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+    } finally {
+      await runtime.close();
+      runtime = undefined;
+    }
+    expect(isStepbindError(error)).toBe(true);
+    const failure = error as StepbindError;
+    expect([failure.code, failure.detail['delivery']]).toEqual(['OUTCOME_UNKNOWN', 'sent']);
+    expect(failure.message).toContain('may or may not have run');
+  });
+});

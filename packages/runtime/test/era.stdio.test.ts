@@ -8,6 +8,7 @@ import { parseConfig, type ServerConfig } from '../src/config.js';
 import { listCatalog } from '../src/catalog-listing.js';
 import { connectServer } from '../src/connect.js';
 import type { EraMemory } from '../src/connection.js';
+import { ModernConnection } from '../src/era/modern.js';
 import { probeEra } from '../src/era/probe.js';
 import { McpRuntime } from '../src/index.js';
 import { identityOf, openTransport } from '../src/transports/index.js';
@@ -281,7 +282,7 @@ describe('servers on either side of the eras', () => {
     if (raw === undefined) throw new Error('no server');
     const connection = await connectServer('s', raw);
     try {
-      if (connection.era !== 'modern') throw new Error(`spoke ${connection.era}`);
+      if (!(connection instanceof ModernConnection)) throw new Error(`spoke ${connection.era}`);
       expect(connection.hello.serverInfo).toEqual({ name: 'sdk2-era-server', version: '2.4.0' });
       const { enumeration } = await listCatalog(connection, {
         name: 's',

@@ -8,8 +8,7 @@ import {
   type Delivery,
   type StepbindError,
 } from '@stepbind/binding/internal';
-import { CLIENT_CAPABILITIES } from '../client-capabilities.js';
-import { CLIENT_INFO } from '../sdk.js';
+import { CLIENT_CAPABILITIES, CLIENT_INFO } from '../client-capabilities.js';
 
 /** The stateless protocol version stepbind speaks in the modern era. */
 export const MODERN_PROTOCOL_VERSION = '2026-07-28';

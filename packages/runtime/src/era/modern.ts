@@ -1,8 +1,8 @@
 /**
  * A connection in the 2026-07-28 (stateless) era, over any SDK `Transport` that carries raw
- * JSON-RPC messages (stepbind's stdio process transport, or {@link ModernHttpTransport}). It has the
- * same surface the runtime uses on an {@link SdkConnection}, speaks the protocol itself (no SDK
- * client, so no 64-page walk, no TTL or validation cache), and:
+ * JSON-RPC messages (stepbind's stdio process transport, or {@link ModernHttpTransport}). It
+ * implements the {@link Connection} interface, speaks the protocol itself (no SDK client, so no
+ * 64-page walk, no TTL or validation cache), and:
  *
  * - sends the `_meta` envelope on every request (the caller's `_meta` kept);
  * - reads `serverInfo` from each result's `_meta`;
@@ -27,8 +27,15 @@ import {
   type ToolListSource,
 } from '@stepbind/binding/internal';
 import type { ClientHandlers } from '../client-capabilities.js';
-import type { RawCallResult, ServerHello, ServerLogMessage } from '../sdk.js';
-import type { SessionLoss } from '../transports/http-session.js';
+import type {
+  CallRequestOptions,
+  Connection,
+  DeliveryRecord,
+  RawCallResult,
+  ServerHello,
+  ServerLogMessage,
+} from '../connection.js';
+import type { FaultSource } from '../transports/guard.js';
 import {
   cacheHintsOf,
   eraError,
@@ -41,7 +48,7 @@ import {
 import { ModernHttpTransport } from './http.js';
 import { traceRequest } from '../telemetry.js';
 import { ListenStream } from './listen.js';
-import { callWithInput, type InputCallOptions } from './mrtr.js';
+import { callWithInput } from './mrtr.js';
 
 type Listener = () => void;
 
@@ -78,13 +85,14 @@ export interface ModernConnectionOptions {
   readonly pid?: number | undefined;
   readonly stderr: StderrFeed;
   readonly handlers?: ClientHandlers;
-  readonly fault?: () => StepbindError | undefined;
+  /** The transport's fault, as the stdio transport reports it (the same shape the 2025 era takes). */
+  readonly fault?: FaultSource;
   /** Number of the first request id (the probe used the ones before). @default 1 */
   readonly firstId?: number;
 }
 
 /** One modern-era connection; see the module comment. `close()` is idempotent. */
-export class ModernConnection {
+export class ModernConnection implements Connection {
   readonly name: string;
   readonly hello: ServerHello;
   readonly pid: number | undefined;
@@ -96,7 +104,7 @@ export class ModernConnection {
   readonly #pending = new Map<number, Pending>();
   readonly #handlers: ClientHandlers;
   readonly #stderr: StderrFeed;
-  readonly #fault: () => StepbindError | undefined;
+  readonly #fault: FaultSource;
   #nextId: number;
   #closed = false;
   #closing: Promise<void> | undefined;
@@ -156,10 +164,8 @@ export class ModernConnection {
     if (this.hello.listChanged) this.#listen.open();
   }
 
-  /** Never lost: a modern connection has no session to lose. */
-  get lost(): SessionLoss | undefined {
-    return undefined;
-  }
+  /** Always `undefined`: a 2026-07-28 connection is stateless, it has no session to lose. */
+  readonly lost = undefined;
 
   get closed(): boolean {
     return this.#closed;
@@ -176,7 +182,7 @@ export class ModernConnection {
   }
 
   get fault(): StepbindError | undefined {
-    return this.#fault();
+    return this.#fault()?.(undefined);
   }
 
   /** The `serverInfo` of the latest result that carried one. */
@@ -251,9 +257,12 @@ export class ModernConnection {
   callTool(
     tool: string,
     args: Readonly<Record<string, unknown>>,
-    options: InputCallOptions,
+    options: CallRequestOptions,
   ): Promise<RawCallResult> {
     const { signal, timeoutMs } = options;
+    // One record for the whole call: once any round was written, the call may have run, so a later
+    // round that fails (even before it is written) is never reported as not sent.
+    const delivery: DeliveryRecord = { delivery: 'not-sent' };
     // One CLIENT span for the whole call, every MRTR round included (as the 2025 era's).
     return traceRequest(
       {
@@ -274,7 +283,7 @@ export class ModernConnection {
             timeoutMs,
             ...(signal === undefined ? {} : { signal }),
             tool,
-            delivery: { sent: false },
+            delivery,
             ...(span.isRecording()
               ? { onId: (id: number) => span.setAttribute('jsonrpc.request.id', String(id)) }
               : {}),
@@ -297,7 +306,8 @@ export class ModernConnection {
       readonly timeoutMs: number;
       readonly signal?: AbortSignal | undefined;
       readonly tool?: string;
-      readonly delivery?: { sent: boolean };
+      /** Set to `sent` when the request is handed to the transport (a `tools/call` only). */
+      readonly delivery?: DeliveryRecord;
       /** Told the JSON-RPC id the request goes out with. */
       readonly onId?: (id: number) => void;
     },
@@ -307,9 +317,9 @@ export class ModernConnection {
       method,
       ...(options.tool === undefined ? {} : { tool: options.tool }),
     };
-    const deliveryOf = (): Delivery | undefined =>
-      options.delivery === undefined ? undefined : options.delivery.sent ? 'sent' : 'not-sent';
+    const deliveryOf = (): Delivery | undefined => options.delivery?.delivery;
     if (this.#closed) return Promise.reject(this.#closedError(ctx, deliveryOf()));
+    let written = false;
     const id = this.#nextId++;
     options.onId?.(id);
     return new Promise<unknown>((resolve, reject) => {
@@ -321,7 +331,7 @@ export class ModernConnection {
       };
       const cancel = (error: StepbindError): void => {
         settle();
-        if (options.delivery?.sent !== false) {
+        if (options.delivery === undefined || written) {
           this.#transport
             .send({
               jsonrpc: '2.0',
@@ -384,11 +394,13 @@ export class ModernConnection {
         method,
         params: withEnvelope(params),
       } as JSONRPCMessage;
-      if (options.delivery !== undefined) options.delivery.sent = true;
+      // The request's bytes are handed to the transport here: from now on it may have run.
+      written = true;
+      if (options.delivery !== undefined) options.delivery.delivery = 'sent';
       this.#transport.send(message).catch((error: unknown) => {
         if (!this.#pending.has(id)) return;
         settle();
-        reject(this.#fault() ?? this.#lostError(ctx, deliveryOf(), error));
+        reject(this.fault ?? this.#lostError(ctx, deliveryOf(), error));
       });
     });
   }
@@ -457,9 +469,14 @@ export class ModernConnection {
     for (const listener of this.#errorListeners) listener(error);
   }
 
+  /**
+   * The error of a request asked for on a closed connection: `CONNECTION_CLOSED` (nothing ran), or
+   * `OUTCOME_UNKNOWN` when an earlier MRTR round of the same call was written (it may have run).
+   */
   #closedError(ctx: Ctx, delivery: Delivery | undefined): StepbindError {
+    if (delivery === 'sent') return this.fault ?? this.#lostError(ctx, 'sent');
     return (
-      this.#fault() ??
+      this.fault ??
       new RuntimeError(
         ErrorCode.CONNECTION_CLOSED,
         `${where(ctx)} was not sent: the connection to the server is closed. Nothing ran; call again from a new step.`,
@@ -489,7 +506,7 @@ export class ModernConnection {
     this.#listen.stop();
     for (const [id, pending] of [...this.#pending]) {
       this.#pending.delete(id);
-      pending.reject(this.#fault() ?? CLOSED);
+      pending.reject(this.fault ?? CLOSED);
     }
     for (const listener of this.#closeListeners) listener();
     this.#closeListeners.clear();

@@ -11,12 +11,11 @@ import {
   RuntimeError,
   type InputKind,
   type InputRequestRecord,
-  type InputRoundListener,
   type InputStop,
   type StepbindError,
 } from '@stepbind/binding/internal';
 import type { ClientHandlers } from '../client-capabilities.js';
-import type { RawCallResult } from '../sdk.js';
+import type { CallRequestOptions, RawCallResult } from '../connection.js';
 
 /** At most this many `input_required` rounds per `tools/call`. */
 export const MAX_INPUT_ROUNDS = 8;
@@ -27,12 +26,8 @@ const MAX_REQUESTS = 32;
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Options of one call with MRTR. */
-export interface InputCallOptions {
-  readonly signal?: AbortSignal;
-  readonly timeoutMs: number;
-  readonly onInputRound?: InputRoundListener;
-}
+/** Options of one call with MRTR: a {@link CallRequestOptions}, whose `onInputRound` is told of every round. */
+export type InputCallOptions = CallRequestOptions;
 
 /** What {@link callWithInput} needs from the connection. */
 export interface InputCallContext {

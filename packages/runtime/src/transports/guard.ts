@@ -29,6 +29,12 @@ export interface LiveRequest {
 /** Builds the error every request affected by a transport fault fails with. */
 export type FaultError = (request: LiveRequest | undefined) => StepbindError;
 
+/**
+ * Where a connection of either era reads its transport's fault: the {@link FaultError} of the fault
+ * that closed the transport, `undefined` while there is none (the one shape both adapters take).
+ */
+export type FaultSource = () => FaultError | undefined;
+
 /** The result of checking one incoming JSON value. */
 export type MessageVerdict =
   | { readonly ok: true; readonly message: JSONRPCMessage }

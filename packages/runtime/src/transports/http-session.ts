@@ -8,6 +8,7 @@
  * unknown). It declares the session lost on a session answer or on a network failure of an
  * established session, and asks for a probe when a response stream breaks.
  */
+import type { Delivery } from '@stepbind/binding/internal';
 import type { Redactor } from '../redact.js';
 
 /** Why an HTTP session ended, as the watch saw it. Messages are redacted. */
@@ -24,15 +25,21 @@ export interface SessionLoss {
 }
 
 /**
- * How far one tracked request got: `pending` (not handed to `fetch` yet), `sent`, `refused` (the
- * server answered it with a session error: it did not run), `not-sent` (the connection was refused
- * before the request left), `broken` (sent, then the response was lost).
+ * How a tracked request ended, as the watch saw it: `refused` (the server answered it with a
+ * session error, or the connection was refused before it left: it did not run) or `broken` (sent,
+ * then the response was lost).
  */
-export type RequestDelivery = 'pending' | 'sent' | 'refused' | 'not-sent' | 'broken';
+export type TrackedEnd = 'refused' | 'broken';
 
 /** One request a caller asked the watch to follow (see {@link HttpSessionWatch.track}). */
 export interface TrackedRequest {
-  delivery: RequestDelivery;
+  /**
+   * The binding's {@link Delivery}, decided here where the bytes are handed to `fetch`: `sent` from
+   * then on, `not-sent` again when it was refused; `undefined` until the POST that carries it.
+   */
+  delivery: Delivery | undefined;
+  /** How it ended, when the watch saw it end. */
+  end: TrackedEnd | undefined;
   /** The JSON-RPC id, once the SDK handed the request over. */
   id?: string | number;
   /** Aborts the request in the SDK when its response is lost, so the caller learns at once. */
@@ -109,7 +116,7 @@ export class HttpSessionWatch {
     abort: () => void,
     start: () => T,
   ): { readonly tracked: TrackedRequest; readonly result: T } {
-    const tracked: TrackedRequest = { delivery: 'pending', abort };
+    const tracked: TrackedRequest = { delivery: undefined, end: undefined, abort };
     this.#expecting = tracked;
     try {
       return { tracked, result: start() };
@@ -140,14 +147,14 @@ export class HttpSessionWatch {
     const hasSession = new Headers(init?.headers).has('mcp-session-id');
     const ids = method === 'POST' && this.#tracked.size > 0 ? requestIds(init?.body) : [];
     // From here on the request may reach the server: its outcome is unknown until answered.
-    this.#mark(ids, 'sent');
+    this.#mark(ids, 'sent', undefined);
     let response: Response;
     try {
       response = await this.#base(input, init);
     } catch (error) {
       if (!this.#ours(init)) {
         const notSent = NOT_SENT_CODES.has(errorCode(error));
-        this.#mark(ids, notSent ? 'not-sent' : 'broken');
+        this.#mark(ids, notSent ? 'not-sent' : 'sent', notSent ? 'refused' : 'broken');
         if (this.#established) {
           this.#lose({
             reason: 'unreachable',
@@ -164,7 +171,7 @@ export class HttpSessionWatch {
         if (this.#established && this.#lost === undefined) this.#onBreak?.();
         return response;
       }
-      this.#mark(ids, 'refused');
+      this.#mark(ids, 'not-sent', 'refused');
       this.#lose({
         reason: 'session-ended',
         httpStatus: response.status,
@@ -196,7 +203,7 @@ export class HttpSessionWatch {
           chunk = await reader.read();
         } catch (error) {
           if (!this.#ours(init)) {
-            this.#mark(ids, 'broken');
+            this.#mark(ids, 'sent', 'broken');
             if (this.#established && this.#lost === undefined) this.#onBreak?.();
           }
           controller.error(error);
@@ -213,12 +220,13 @@ export class HttpSessionWatch {
     return this.#closing || init?.signal?.aborted === true;
   }
 
-  #mark(ids: readonly RequestId[], delivery: RequestDelivery): void {
+  #mark(ids: readonly RequestId[], delivery: Delivery, end: TrackedEnd | undefined): void {
     for (const id of ids) {
       const tracked = this.#tracked.get(id);
       if (tracked === undefined) continue;
       tracked.delivery = delivery;
-      if (delivery === 'broken') tracked.abort();
+      tracked.end = end;
+      if (end === 'broken') tracked.abort();
     }
   }
 

@@ -26,6 +26,7 @@ import {
   type StdioServerConfig,
 } from './stdio.js';
 
+export type { Transport };
 export type { HttpServerConfig } from './http.js';
 export type { StdioServerConfig } from './stdio.js';
 

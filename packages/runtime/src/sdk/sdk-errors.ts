@@ -4,7 +4,7 @@
  */
 import { ErrorCode as RpcErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { ErrorCode, RuntimeError, StepbindError, type Delivery } from '@stepbind/binding/internal';
-import { guardErrorOf, type FaultError } from './transports/guard.js';
+import { guardErrorOf, type FaultError } from '../transports/guard.js';
 
 /** Error-mapping context: what was being done, to whom. */
 export interface MapContext {

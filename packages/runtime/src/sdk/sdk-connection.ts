@@ -1,7 +1,7 @@
 /**
- * The SDK adapter (with `transports/`, the only code that imports `@modelcontextprotocol/sdk`). It
- * turns an SDK `Client` into the small interfaces `@stepbind/binding` understands and maps every SDK
- * failure to a typed stepbind error.
+ * The 2025-era adapter (with `era/` and `transports/`, the only code that imports
+ * `@modelcontextprotocol/sdk`): an SDK `Client` behind the {@link Connection} interface, every SDK
+ * failure mapped to a typed stepbind error.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
@@ -16,52 +16,30 @@ import {
   StepbindError,
   type ChangeFeed,
   type ListPageRequest,
-  type McpContentBlock,
   type ToolListSource,
   onAbort,
 } from '@stepbind/binding/internal';
-import type { HttpSessionWatch, SessionLoss, TrackedRequest } from './transports/http-session.js';
-import { NO_REDACTION, type Redactor } from './redact.js';
-import { createDebug } from './log.js';
+import type {
+  CallRequestOptions,
+  Connection,
+  DeliveryRecord,
+  RawCallResult,
+  ServerHello,
+  ServerLogMessage,
+} from '../connection.js';
+import { createDebug } from '../log.js';
+import { NO_REDACTION, type Redactor } from '../redact.js';
+import { traceRequest } from '../telemetry.js';
+import type { FaultSource } from '../transports/guard.js';
+import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transports/http-session.js';
+import type { StderrTail } from '../transports/stderr-tail.js';
 import { connectionClosed, mapSdkError } from './sdk-errors.js';
-import { traceRequest } from './telemetry.js';
-import type { FaultError } from './transports/guard.js';
-import type { StderrTail } from './transports/stderr-tail.js';
 
 export { Client };
 export { mapSdkError } from './sdk-errors.js';
-
-/** The name and version stepbind announces in `initialize`. */
-export const CLIENT_INFO = Object.freeze({ name: 'stepbind', version: '0.1.0' });
-
-/** What the remote server said about itself during `initialize`. */
-export interface ServerHello {
-  readonly serverInfo: { readonly name: string; readonly version: string } | undefined;
-  readonly protocolVersion: string | undefined;
-  readonly listChanged: boolean;
-}
-
-/** A raw `tools/call` result as the SDK parsed it (content, structuredContent, isError, _meta). */
-export interface RawCallResult {
-  readonly content?: readonly McpContentBlock[];
-  readonly structuredContent?: Record<string, unknown>;
-  readonly isError?: boolean;
-  readonly [key: string]: unknown;
-}
-
-/** Options for one `tools/call`. */
-export interface CallRequestOptions {
-  readonly signal?: AbortSignal;
-  readonly timeoutMs: number;
-}
+export { CLIENT_INFO } from '../client-capabilities.js';
 
 type Listener = () => void;
-
-/** Delivery of one `tools/call`: whether it was written, and its JSON-RPC id once it is. */
-interface Delivered {
-  sent: boolean;
-  readonly onId?: (id: string | number) => void;
-}
 
 const debugCall = createDebug('stepbind:call');
 
@@ -71,7 +49,7 @@ const debugCall = createDebug('stepbind:call');
  * gone. After a transport fault (an oversized message), every request fails with that fault's code
  * instead of `CONNECTION_CLOSED`.
  */
-export class SdkConnection {
+export class SdkConnection implements Connection {
   /** Always `legacy`: an `initialize` session (a `ModernConnection` speaks 2026-07-28). */
   readonly era = 'legacy' as const;
   readonly name: string;
@@ -88,13 +66,13 @@ export class SdkConnection {
   #stderr: StderrTail;
   #logListeners = new Set<(message: ServerLogMessage) => void>();
   #source: ToolListSource;
-  readonly #fault: () => FaultError | undefined;
+  readonly #fault: FaultSource;
   readonly #http: HttpSessionWatch | undefined;
   readonly #redactor: Redactor;
   #lost: SessionLoss | undefined;
   #probing = false;
   /** Delivery of each `tools/call` in flight, keyed by the identity of its `params` object. */
-  readonly #outgoing = new WeakMap<object, Delivered>();
+  readonly #outgoing = new WeakMap<object, DeliveryRecord>();
 
   /** @internal use `connectServer`. */
   constructor(
@@ -103,7 +81,7 @@ export class SdkConnection {
     pid: number | undefined,
     stderr: StderrTail,
     protocolVersion: string | undefined,
-    fault: () => FaultError | undefined = () => undefined,
+    fault: FaultSource = () => undefined,
     http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor },
   ) {
     this.name = name;
@@ -198,14 +176,15 @@ export class SdkConnection {
           ? message.params
           : undefined;
       const delivery = params === undefined ? undefined : this.#outgoing.get(params);
-      if (delivery !== undefined) delivery.sent = true;
+      // The request's bytes are handed to the transport here: from now on it may have run.
+      if (delivery !== undefined) delivery.delivery = 'sent';
       if (delivery !== undefined && 'id' in message && message.id !== undefined) {
         delivery.onId?.(message.id);
       }
       try {
         return send(message, options);
       } catch (error) {
-        if (delivery !== undefined) delivery.sent = false;
+        if (delivery !== undefined) delivery.delivery = 'not-sent';
         throw error;
       }
     };
@@ -414,7 +393,7 @@ export class SdkConnection {
       arguments: args as Record<string, unknown>,
       ...(Object.keys(meta).length === 0 ? {} : { _meta: { ...meta } }),
     };
-    const delivery: Delivered = { sent: false, onId: onRequestId };
+    const delivery: DeliveryRecord = { delivery: 'not-sent', onId: onRequestId };
     this.#outgoing.set(params, delivery);
     const send = (): Promise<RawCallResult> =>
       this.client.request({ method: 'tools/call', params }, CallToolResultSchema, {
@@ -443,7 +422,7 @@ export class SdkConnection {
           timeoutMs: options.timeoutMs,
           ...(options.signal === undefined ? {} : { signal: options.signal }),
           fault: this.#fault(),
-          delivery: delivery.sent ? 'sent' : 'not-sent',
+          delivery: delivery.delivery,
         }),
       );
     } finally {
@@ -460,10 +439,14 @@ export class SdkConnection {
   #lostCallError(tool: string, tracked: TrackedRequest): StepbindError | undefined {
     const where = `tools/call on server "${this.name}" (tool "${tool}")`;
     const detail = { server: this.name, tool };
-    const delivery = tracked.delivery;
-    if (delivery === 'refused' || delivery === 'not-sent') return this.#closedError(where, detail);
-    if (delivery === 'pending') return this.closed ? this.#closedError(where, detail) : undefined;
-    if (delivery === 'sent' && this.#lost === undefined) return undefined;
+    if (tracked.end === 'refused') return this.#closedError(where, detail);
+    if (tracked.end !== 'broken') {
+      // Not handed to fetch yet: nothing ran.
+      if (tracked.delivery === undefined) {
+        return this.closed ? this.#closedError(where, detail) : undefined;
+      }
+      if (this.#lost === undefined) return undefined;
+    }
     const why = this.#lost?.message ?? 'the response stream broke before the answer arrived';
     return new RuntimeError(
       ErrorCode.OUTCOME_UNKNOWN,
@@ -525,21 +508,13 @@ const PROBE_TIMEOUT_MS = 5_000;
 /** The reason a call is aborted with when the session watch saw its response stream break. */
 const RESPONSE_LOST = 'the response stream broke before the answer arrived';
 
-/** An MCP `notifications/message` from a server (its log), as delivered to `onLog`. */
-export interface ServerLogMessage {
-  /** `debug` | `info` | `notice` | `warning` | `error` | `critical` | `alert` | `emergency`. */
-  readonly level: string;
-  readonly logger?: string;
-  readonly data: unknown;
-}
-
 /**
  * Wraps an already connected SDK `Client` as a {@link ToolListSource}, for `enumerateTools`.
  */
 export function clientListSource(
   client: Client,
   server: string,
-  fault: () => FaultError | undefined = () => undefined,
+  fault: FaultSource = () => undefined,
 ): ToolListSource {
   return {
     async listTools(request: ListPageRequest): Promise<unknown> {
