@@ -13,13 +13,7 @@ import { freshListing } from './listing-reuse.js';
 import type { ListingFreshness } from './era/listing-cache.js';
 import { abortedError, closedError, toStepbindError } from './failures.js';
 import { publishCatalogs, type Publication } from './publish.js';
-import {
-  adoptConnection,
-  emitReconnected,
-  reconnectChanged,
-  reconnectLocked,
-} from './reconnect.js';
-import { ServerSession, type Reconnected } from './session.js';
+import { ManagedServer, type Reconnected } from './server/managed-server.js';
 import { identityKeyOf } from './transports/index.js';
 
 /**
@@ -30,21 +24,21 @@ import { identityKeyOf } from './transports/index.js';
 
 /** One server's contribution to a rebuilt set. */
 interface Candidate {
-  readonly session: ServerSession;
-  /** The configuration the candidate was discovered under; installed on the session at publication. */
+  readonly server: ManagedServer;
+  /** The configuration the candidate was discovered under; installed on the server at publication. */
   readonly config: ServerConfig;
   /** `undefined` when the re-list equals the published catalog (nothing to publish). */
   readonly snapshot: CatalogSnapshot | undefined;
   readonly listingKey: string | undefined;
-  /** The freshness record to install with the listing (modern era), see `ServerSession.freshness`. */
+  /** The freshness record to install with the listing (modern era), see `ManagedServer.freshness`. */
   readonly freshness: ListingFreshness | undefined;
   /** True for a new connection; false for a reused one that was re-listed. */
   readonly fresh: boolean;
   /** The registry generation this candidate was discovered against (its CAS expectation). */
   readonly expectedGeneration: number;
-  /** For a reused session: releases its list mutex, held from the re-list until publication. */
+  /** For a reused server: releases its list mutex, held from the re-list until publication. */
   readonly release: () => void;
-  /** For a reused session whose HTTP session was lost: the new connection to install. */
+  /** For a reused server whose HTTP session was lost: the new connection to install. */
   readonly reconnect?: Reconnected;
 }
 
@@ -115,16 +109,16 @@ async function rebuild(
         const prior = old?.entries.get(name);
         const reusable =
           prior?.kind === 'ready' &&
-          prior.session.identityKey === key &&
+          prior.server.identityKey === key &&
           // A lost HTTP session is reused too: the re-list reconnects it in place.
-          (!prior.session.connection.closed || prior.session.connection.lost !== undefined) &&
+          (!prior.server.connection.closed || prior.server.connection.lost !== undefined) &&
           !core.forceRestart.has(name)
-            ? prior.session
+            ? prior.server
             : undefined;
         const task = (taskSignal: AbortSignal): Promise<Candidate> =>
           queue.add(() =>
             reusable === undefined
-              ? startSession(core, name, cfg, key, taskSignal)
+              ? startServer(core, name, cfg, key, taskSignal)
               : relistReused(core, reusable, cfg, taskSignal),
           );
         if (!cfg.required && reusable === undefined) {
@@ -171,8 +165,8 @@ async function rebuild(
     // Background starts of an unpublished set are never begun.
     startBackground();
     for (const c of candidates) c.release();
-    for (const c of candidates) if (c.fresh) await core.closeSession(c.session);
-    // A reconnect that was not installed leaves the session lost; its new connection goes.
+    for (const c of candidates) if (c.fresh) await core.closeServer(c.server);
+    // A reconnect that was not installed leaves the server lost; its new connection goes.
     for (const c of candidates) if (c.reconnect !== undefined) await c.reconnect.connection.close();
     throw error;
   } finally {
@@ -204,7 +198,8 @@ function requiredFailed(
   );
 }
 
-async function startSession(
+/** Starts a new connection to `name` and discovers it (watched from then on). */
+async function startServer(
   core: RuntimeCore,
   name: string,
   cfg: ServerConfig,
@@ -213,13 +208,13 @@ async function startSession(
 ): Promise<Candidate> {
   const expectedGeneration = core.registry.current(name, cfg.audience)?.generation ?? 0;
   const connection = await core.connect(name, cfg, { signal });
-  const session = new ServerSession(name, cfg, key, connection);
-  core.sessions.add(session);
+  const server = new ManagedServer(core, name, cfg, key, connection);
+  core.servers.add(server);
   try {
-    const { snapshot, listingKey, freshness } = await core.list(session, cfg, signal);
-    core.watch(session);
+    const { snapshot, listingKey, freshness } = await server.discover(cfg, signal);
+    server.watch();
     return {
-      session,
+      server,
       config: cfg,
       snapshot,
       listingKey,
@@ -229,46 +224,47 @@ async function startSession(
       release: () => undefined,
     };
   } catch (error) {
-    await core.closeSession(session);
+    await core.closeServer(server);
     throw error;
   }
 }
 
+/** Re-lists a reused server (or keeps its fresh listing, or reconnects its lost session). */
 async function relistReused(
   core: RuntimeCore,
-  session: ServerSession,
+  server: ManagedServer,
   config: ServerConfig,
   signal: AbortSignal,
 ): Promise<Candidate> {
-  const release = await acquireMutex(session.listMutex, signal);
+  const release = await server.lockListing(signal);
   try {
-    const expectedGeneration = session.catalog.generation;
-    const reused = { session, config, fresh: false, expectedGeneration, release } as const;
-    if (!session.connection.closed) {
+    const expectedGeneration = server.catalog.generation;
+    const reused = { server, config, fresh: false, expectedGeneration, release } as const;
+    if (!server.connection.closed) {
       // A fresh modern listing (within every page's ttlMs, no list_changed since, same audience
       // and, for private, the same principal) stays published without a request.
-      const fresh = freshListing(core, session, config);
+      const fresh = freshListing(core, server, config);
       if (fresh !== undefined) {
         return { ...reused, snapshot: undefined, listingKey: undefined, freshness: fresh };
       }
       try {
-        const { snapshot, listingKey, freshness } = await core.list(session, config, signal);
+        const { snapshot, listingKey, freshness } = await server.discover(config, signal);
         return { ...reused, snapshot, listingKey, freshness };
       } catch (error) {
         // A session that ended during the re-list is reopened below; anything else fails.
-        if (session.connection.lost === undefined || signal.aborted) throw error;
+        if (server.connection.lost === undefined || signal.aborted) throw error;
       }
     }
     let reconnect: Reconnected;
     try {
-      reconnect = await reconnectLocked(core, session, config, signal);
+      reconnect = await server.reconnect(config, signal);
     } catch (error) {
       if (config.required || signal.aborted) throw error;
       // An optional server stays in the set, still reconnecting in the background.
       core.emit({
         type: 'reconnect-failed',
-        server: session.name,
-        attempt: session.recovery.attempts,
+        server: server.name,
+        attempt: server.reconnectAttempts,
         error: toStepbindError(error),
       });
       return { ...reused, snapshot: undefined, listingKey: undefined, freshness: undefined };
@@ -304,12 +300,12 @@ async function publishSet(
     const publish =
       c.fresh ||
       (c.reconnect === undefined
-        ? !core.unchanged(c.session, c.snapshot)
-        : reconnectChanged(core, c.session, c.reconnect));
+        ? !c.server.unchanged(c.snapshot)
+        : c.server.reconnectChanged(c.reconnect));
     if (!publish) continue;
     changed.add(c);
     items.push({
-      session: c.session,
+      server: c.server,
       snapshot: c.snapshot,
       listingKey: c.listingKey,
       expectedGeneration: c.expectedGeneration,
@@ -321,16 +317,17 @@ async function publishSet(
       signal,
       commit: () => {
         for (const c of candidates) {
-          // An unchanged re-list still leaves the key of the listing that stays published.
-          if (c.listingKey !== undefined) c.session.listingKey = c.listingKey;
-          c.session.freshness = c.freshness;
-          set.entries.set(c.session.name, { kind: 'ready', session: c.session });
-          c.session.refs++;
-          // Timeouts and limits are not part of the identity: a reused connection takes the new ones.
-          c.session.config = c.config;
-          if (c.reconnect !== undefined) adoptConnection(core, c.session, c.reconnect);
-          if (c.fresh) core.forceRestart.delete(c.session.name);
-          set.watch(c.session);
+          set.entries.set(c.server.name, { kind: 'ready', server: c.server });
+          // An unchanged re-list still leaves the key of the listing that stays published; timeouts
+          // and limits are not part of the identity: a reused connection takes the new ones.
+          c.server.joinSet({
+            config: c.config,
+            listingKey: c.listingKey,
+            freshness: c.freshness,
+            reconnected: c.reconnect,
+          });
+          if (c.fresh) core.forceRestart.delete(c.server.name);
+          set.watch(c.server);
         }
         const ordered = [...set.config.servers.keys()]
           .filter((name) => set.entries.has(name))
@@ -350,15 +347,15 @@ async function publishSet(
     for (const c of candidates) c.release();
   }
   for (const c of candidates) {
-    if (c.reconnect !== undefined) emitReconnected(core, c.session, changed.has(c));
+    if (c.reconnect !== undefined) c.server.reportReconnected(changed.has(c));
   }
   for (const c of changed) {
     if (c.fresh) {
       core.emit({
         type: 'server-ready',
-        server: c.session.name,
-        generation: c.session.catalog.generation,
-        tools: c.session.catalog.tools.length,
+        server: c.server.name,
+        generation: c.server.catalog.generation,
+        tools: c.server.catalog.tools.length,
       });
     }
   }
@@ -372,12 +369,12 @@ async function publishLate(
   name: string,
   candidate: Candidate,
 ): Promise<void> {
-  const { session, snapshot } = candidate;
+  const { server, snapshot } = candidate;
   // A refresh under way will start (or has started) its own connection for this server.
   const stillCurrent = (): boolean =>
     !(set.retired || core.closed || core.current !== set || core.rebuilding);
   if (!stillCurrent()) {
-    void core.closeSession(session);
+    void core.closeServer(server);
     return;
   }
   let published: boolean;
@@ -389,7 +386,7 @@ async function publishLate(
       core,
       [
         {
-          session,
+          server,
           snapshot,
           listingKey: candidate.listingKey,
           expectedGeneration: candidate.expectedGeneration,
@@ -398,10 +395,13 @@ async function publishLate(
       ],
       {
         commit: () => {
-          session.freshness = candidate.freshness;
-          session.refs++;
-          set.entries.set(name, { kind: 'ready', session });
-          set.watch(session);
+          server.joinSet({
+            config: candidate.config,
+            listingKey: undefined,
+            freshness: candidate.freshness,
+          });
+          set.entries.set(name, { kind: 'ready', server });
+          set.watch(server);
           set.invalidate();
         },
         stillCurrent,
@@ -411,18 +411,18 @@ async function publishLate(
     const mapped = toStepbindError(error);
     set.entries.set(name, { kind: 'failed', error: mapped });
     set.invalidate();
-    void core.closeSession(session);
+    void core.closeServer(server);
     core.emit({ type: 'server-failed', server: name, required: false, error: mapped });
     return;
   }
   if (!published) {
-    void core.closeSession(session);
+    void core.closeServer(server);
     return;
   }
   core.emit({
     type: 'server-ready',
     server: name,
-    generation: session.catalog.generation,
-    tools: session.catalog.tools.length,
+    generation: server.catalog.generation,
+    tools: server.catalog.tools.length,
   });
 }
