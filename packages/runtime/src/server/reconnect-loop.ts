@@ -2,7 +2,7 @@ import type { StepbindError } from '@stepbind/binding/internal';
 import { Backoff, type BackoffPolicy } from '../backoff.js';
 import type { RuntimeClock } from '../clock.js';
 import { toStepbindError } from '../failures.js';
-import type { SessionLoss } from '../transports/http-session.js';
+import type { Connection } from '../connection.js';
 
 /** Options of {@link ReconnectLoop}. */
 export interface ReconnectLoopOptions {
@@ -126,7 +126,7 @@ export class ReconnectLoop {
 }
 
 /** The status message of a lost HTTP session: why, the last attempt, and what happens next. */
-export function lossMessage(loss: SessionLoss, state: ReconnectState): string {
+export function lossMessage(loss: NonNullable<Connection['lost']>, state: ReconnectState): string {
   const last =
     state.lastError === undefined
       ? ''
