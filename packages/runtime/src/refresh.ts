@@ -78,13 +78,31 @@ export async function refreshIfDirty(
   }
 }
 
+/** A server start or re-list, run in the rebuild's bounded queue. */
+type ServerTask = (signal: AbortSignal) => Promise<Candidate>;
+
+/** What the servers of one rebuild gave. */
+interface Found {
+  readonly candidates: Candidate[];
+  readonly failures: { server: string; error: StepbindError }[];
+  /** Optional servers that were not reusable: started in the background of the published set. */
+  readonly background: { name: string; task: ServerTask }[];
+}
+
+/** Opens once the rebuild settled; `published` says whether its set was published. */
+interface BackgroundGate {
+  readonly opened: Promise<void>;
+  readonly open: () => void;
+  published: boolean;
+}
+
+/** Builds the next ConnectionSet from the configuration and publishes it (see `refreshIfDirty`). */
 async function rebuild(
   core: RuntimeCore,
   reasons: readonly string[],
   signal: AbortSignal | undefined,
 ): Promise<void> {
   core.rebuilds++;
-  const config = core.config;
   const old = core.current;
   const controller = new AbortController();
   const closeSignal = core.closeController.signal;
@@ -92,78 +110,23 @@ async function rebuild(
   signal?.addEventListener('abort', abort, { once: true });
   closeSignal.addEventListener('abort', abort, { once: true });
   if (signal?.aborted === true || core.closed) abort();
-  const set = new ConnectionSet(++core.setCounter, config);
-  const queue = new PQueue({ concurrency: config.concurrency });
-  const candidates: Candidate[] = [];
-  const failures: { server: string; error: StepbindError }[] = [];
-  const background: { name: string; task: (signal: AbortSignal) => Promise<Candidate> }[] = [];
-  let published = false;
-  let startBackground: () => void = () => undefined;
-  const backgroundGate = new Promise<void>((resolve) => {
-    startBackground = resolve;
-  });
+  const set = new ConnectionSet(++core.setCounter, core.config);
+  const found: Found = { candidates: [], failures: [], background: [] };
+  const gate = backgroundGate();
+  const { candidates } = found;
   try {
-    await Promise.all(
-      [...config.servers].map(async ([name, cfg]) => {
-        const key = identityKeyOf(cfg);
-        const prior = old?.entries.get(name);
-        const reusable =
-          prior?.kind === 'ready' &&
-          prior.server.identityKey === key &&
-          // A lost HTTP session is reused too: the re-list reconnects it in place.
-          (!prior.server.connection.closed || prior.server.connection.lost !== undefined) &&
-          !core.forceRestart.has(name)
-            ? prior.server
-            : undefined;
-        const task = (taskSignal: AbortSignal): Promise<Candidate> =>
-          queue.add(() =>
-            reusable === undefined
-              ? startServer(core, name, cfg, key, taskSignal)
-              : relistReused(core, reusable, cfg, taskSignal),
-          );
-        if (!cfg.required && reusable === undefined) {
-          background.push({ name, task });
-          return;
-        }
-        try {
-          candidates.push(await task(controller.signal));
-        } catch (error) {
-          const mapped = toStepbindError(error);
-          if (cfg.required) failures.push({ server: name, error: mapped });
-          else set.entries.set(name, { kind: 'failed', error: mapped });
-          core.emit({ type: 'server-failed', server: name, required: cfg.required, error: mapped });
-        }
-      }),
-    );
+    await discoverServers(core, set, old, controller.signal, found);
     if (controller.signal.aborted) throw abortedError(controller.signal.reason);
-    if (failures.length > 0) throw requiredFailed(failures, core.current === undefined);
-    // Optional servers that were not reusable start in the background of the published set; their
-    // entries exist from publication on, so a capture sees them as starting, in config order.
-    for (const { name, task } of background) {
-      const promise = backgroundGate
-        .then(() => {
-          if (!published) throw closedError();
-          return task(closeSignal);
-        })
-        .then(
-          (candidate) => publishLate(core, set, name, candidate),
-          (error: unknown) => {
-            if (!published) return;
-            const mapped = toStepbindError(error);
-            set.entries.set(name, { kind: 'failed', error: mapped });
-            set.invalidate();
-            core.emit({ type: 'server-failed', server: name, required: false, error: mapped });
-          },
-        );
-      set.entries.set(name, { kind: 'starting', promise });
-      core.track(promise);
+    if (found.failures.length > 0) {
+      throw requiredFailed(found.failures, core.current === undefined);
     }
+    deferStarts(core, set, found.background, gate);
     await publishSet(core, set, candidates, reasons, controller.signal);
-    published = true;
+    gate.published = true;
   } catch (error) {
     controller.abort(error);
     // Background starts of an unpublished set are never begun.
-    startBackground();
+    gate.open();
     for (const c of candidates) c.release();
     for (const c of candidates) if (c.fresh) await core.closeServer(c.server);
     // A reconnect that was not installed leaves the server lost; its new connection goes.
@@ -173,7 +136,95 @@ async function rebuild(
     signal?.removeEventListener('abort', abort);
     closeSignal.removeEventListener('abort', abort);
   }
-  startBackground();
+  gate.open();
+}
+
+function backgroundGate(): BackgroundGate {
+  let open: () => void = () => undefined;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { opened, open, published: false };
+}
+
+/**
+ * Starts or re-lists every server of `set`'s configuration (bounded parallelism): a server whose
+ * identity is unchanged and whose connection is alive (or lost, to reconnect) is reused. Fills
+ * `found`; an optional server's failure becomes its `failed` entry.
+ */
+async function discoverServers(
+  core: RuntimeCore,
+  set: ConnectionSet,
+  old: ConnectionSet | undefined,
+  signal: AbortSignal,
+  found: Found,
+): Promise<void> {
+  const queue = new PQueue({ concurrency: set.config.concurrency });
+  await Promise.all(
+    [...set.config.servers].map(async ([name, cfg]) => {
+      const key = identityKeyOf(cfg);
+      const prior = old?.entries.get(name);
+      const reusable =
+        prior?.kind === 'ready' &&
+        prior.server.identityKey === key &&
+        // A lost HTTP session is reused too: the re-list reconnects it in place.
+        (!prior.server.connection.closed || prior.server.connection.lost !== undefined) &&
+        !core.forceRestart.has(name)
+          ? prior.server
+          : undefined;
+      const task: ServerTask = (taskSignal) =>
+        queue.add(() =>
+          reusable === undefined
+            ? startServer(core, name, cfg, key, taskSignal)
+            : relistReused(core, reusable, cfg, taskSignal),
+        );
+      if (!cfg.required && reusable === undefined) {
+        found.background.push({ name, task });
+        return;
+      }
+      try {
+        found.candidates.push(await task(signal));
+      } catch (error) {
+        const mapped = toStepbindError(error);
+        if (cfg.required) found.failures.push({ server: name, error: mapped });
+        else set.entries.set(name, { kind: 'failed', error: mapped });
+        core.emit({ type: 'server-failed', server: name, required: cfg.required, error: mapped });
+      }
+    }),
+  );
+}
+
+/**
+ * Optional servers that were not reusable start in the background of the published set, once the
+ * gate opens; their entries exist from publication on, so a capture sees them as starting, in
+ * config order. Nothing starts for a set that was not published.
+ */
+function deferStarts(
+  core: RuntimeCore,
+  set: ConnectionSet,
+  background: readonly { name: string; task: ServerTask }[],
+  gate: BackgroundGate,
+): void {
+  const closeSignal = core.closeController.signal;
+  for (const { name, task } of background) {
+    const promise = gate.opened
+      .then(() => {
+        if (!gate.published) throw closedError();
+        return task(closeSignal);
+      })
+      .then(
+        (candidate) => publishLate(core, set, name, candidate),
+        (error: unknown) => {
+          if (!gate.published) return;
+          const mapped = toStepbindError(error);
+          set.entries.set(name, { kind: 'failed', error: mapped });
+          set.invalidate();
+          core.emit({ type: 'server-failed', server: name, required: false, error: mapped });
+        },
+      );
+    set.entries.set(name, { kind: 'starting', promise });
+    core.track(promise);
+  }
 }
 
 function requiredFailed(
