@@ -38,8 +38,8 @@ export class RuntimeCore implements ServerHost {
   /** Each server's discovery state (DESIGN §5), for `status()` and `discovery-state` events. */
   readonly discovery: DiscoveryStates;
   readonly emit: Emit;
-  /** The shared fleet store (`store` option), whose CAS every publication passes; set at open. */
-  fleet: FleetStore | undefined;
+  /** The shared fleet store (`store` option), whose CAS every publication passes. */
+  readonly fleet: FleetStore | undefined;
   config: RuntimeConfig;
   current: ConnectionSet | undefined;
   rebuilding = false;
@@ -52,8 +52,14 @@ export class RuntimeCore implements ServerHost {
   /** True once `close()` finished: every connection, the journal and the fleet store closed. */
   closeDone = false;
 
-  constructor(config: RuntimeConfig, options: McpRuntimeOptions, connect: ServerConnector) {
+  constructor(
+    config: RuntimeConfig,
+    options: McpRuntimeOptions,
+    connect: ServerConnector,
+    fleet: FleetStore | undefined,
+  ) {
     this.config = config;
+    this.fleet = fleet;
     this.options = options;
     this.connect = connect;
     this.clock = options.clock ?? systemClock;

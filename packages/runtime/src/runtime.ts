@@ -75,8 +75,7 @@ export class McpRuntime {
     const connect: ServerConnector =
       options.connect ??
       ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal, handlers, eras }));
-    const core = new RuntimeCore(config, options, connect);
-    core.fleet = fleet;
+    const core = new RuntimeCore(config, options, connect, fleet);
     this.#core = core;
     this.#journal = journal;
     // The registry holds the policy epoch; the call policy reads it from there.
