@@ -366,33 +366,7 @@ async function publishSet(
   try {
     await publishCatalogs(core, items, {
       signal,
-      commit: () => {
-        for (const c of candidates) {
-          set.entries.set(c.server.name, { kind: 'ready', server: c.server });
-          // An unchanged re-list still leaves the key of the listing that stays published; timeouts
-          // and limits are not part of the identity: a reused connection takes the new ones.
-          c.server.joinSet({
-            config: c.config,
-            listingKey: c.listingKey,
-            freshness: c.freshness,
-            reconnected: c.reconnect,
-          });
-          if (c.fresh) core.forceRestart.delete(c.server.name);
-          set.watch(c.server);
-        }
-        const ordered = [...set.config.servers.keys()]
-          .filter((name) => set.entries.has(name))
-          .map((name) => [name, set.entries.get(name)] as const);
-        set.entries.clear();
-        for (const [name, entry] of ordered) if (entry !== undefined) set.entries.set(name, entry);
-        const previous = core.current;
-        core.current = set;
-        core.liveSets.add(set);
-        if (previous !== undefined) {
-          previous.retired = true;
-          core.maybeDrain(previous);
-        }
-      },
+      commit: () => commitSet(core, set, candidates),
     });
   } finally {
     for (const c of candidates) c.release();
@@ -411,6 +385,38 @@ async function publishSet(
     }
   }
   core.emit({ type: 'set-published', setId: set.id, reasons });
+}
+
+/**
+ * The set's commit, under the write locks of its publication: every candidate joins the set, the
+ * entries take config order, and the current pointer moves (the previous set retires).
+ */
+function commitSet(core: RuntimeCore, set: ConnectionSet, candidates: readonly Candidate[]): void {
+  for (const c of candidates) {
+    set.entries.set(c.server.name, { kind: 'ready', server: c.server });
+    // An unchanged re-list still leaves the key of the listing that stays published; timeouts
+    // and limits are not part of the identity: a reused connection takes the new ones.
+    c.server.joinSet({
+      config: c.config,
+      listingKey: c.listingKey,
+      freshness: c.freshness,
+      reconnected: c.reconnect,
+    });
+    if (c.fresh) core.forceRestart.delete(c.server.name);
+    set.watch(c.server);
+  }
+  const ordered = [...set.config.servers.keys()]
+    .filter((name) => set.entries.has(name))
+    .map((name) => [name, set.entries.get(name)] as const);
+  set.entries.clear();
+  for (const [name, entry] of ordered) if (entry !== undefined) set.entries.set(name, entry);
+  const previous = core.current;
+  core.current = set;
+  core.liveSets.add(set);
+  if (previous !== undefined) {
+    previous.retired = true;
+    core.maybeDrain(previous);
+  }
 }
 
 /** An optional server finished starting after its set was published: publish and adopt it. */
