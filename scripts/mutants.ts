@@ -240,7 +240,7 @@ const MUTANTS: readonly Mutant[] = [
     project: 'modern-era',
   },
   {
-    // Issue 23: one delivery record per call, not per MRTR round.
+    // one delivery record per call, not per MRTR round.
     name: 'modern era: a later MRTR round starts as not-sent',
     file: 'packages/runtime/src/era/modern.ts',
     find: '            delivery,\n',
@@ -529,6 +529,48 @@ const MUTANTS: readonly Mutant[] = [
     testName:
       'reports what the runtime publishes: the tools filter applies, a failed required server does not hide the others, no journal is written',
     diagnostic: '"ok": false',
+  },
+  {
+    // a steady list_changed stream must not postpone the hard refresh forever.
+    name: 'debounce list_changed without the 10-period cap',
+    file: 'packages/runtime/src/server/list-changed.ts',
+    find: 'Math.min(debounceMs, this.#startedAt + MAX_QUIET_PERIODS * debounceMs - now),',
+    replace: 'debounceMs,',
+    testFile: 'packages/runtime/test/server/list-changed.test.ts',
+    testName: 'never postpones the run past 10 quiet periods under a steady stream',
+    diagnostic: 'expected [] to deeply equal [ 1000 ]',
+  },
+  {
+    // a list_changed during a fired hard refresh must not be lost.
+    name: 'drop the list_changed that arrived during a hard refresh',
+    file: 'packages/runtime/src/server/list-changed.ts',
+    find: 'if (this.#again && this.#options.active()) {',
+    replace: 'if (false as boolean) {',
+    testFile: 'packages/runtime/test/server/list-changed.test.ts',
+    testName:
+      'runs once more after a run that notifications arrived during, however many, and then settles',
+    diagnostic: 'expected undefined to be',
+  },
+  {
+    // one backoff for every retry loop; its delays are bounded.
+    name: 'backoff without its cap',
+    file: 'packages/runtime/src/backoff.ts',
+    find: 'return Math.min(policy.maxMs, policy.initialMs',
+    replace: 'return Math.max(policy.maxMs * 0, policy.initialMs',
+    testFile: 'packages/runtime/test/server/backoff.test.ts',
+    testName: 'doubles from the first delay and never exceeds the cap',
+    diagnostic: 'expected 1600 to be less than or equal to 1000',
+  },
+  {
+    // maxAttempts failed attempts and the loop gives up (no extra attempt).
+    name: 'backoff gives up one attempt late',
+    file: 'packages/runtime/src/backoff.ts',
+    find: 'if (failures >= (policy.maxAttempts ?? Infinity)) return undefined;',
+    replace: 'if (failures > (policy.maxAttempts ?? Infinity)) return undefined;',
+    testFile: 'packages/runtime/test/server/reconnect-loop.test.ts',
+    testName:
+      'gives up after maxAttempts failed attempts: the last failure has no next delay and nothing stays armed',
+    diagnostic: 'to have a length of 3 but got 4',
   },
 ];
 

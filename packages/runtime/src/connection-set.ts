@@ -7,11 +7,11 @@ import {
   type StepbindError,
 } from '@stepbind/binding/internal';
 import type { RuntimeConfig } from './config.js';
-import type { ServerSession } from './session.js';
+import type { ManagedServer } from './server/managed-server.js';
 
 /** One server of a ConnectionSet: bound, still starting (optional servers only) or failed. */
 export type Entry =
-  | { kind: 'ready'; readonly session: ServerSession }
+  | { kind: 'ready'; readonly server: ManagedServer }
   | { kind: 'starting'; readonly promise: Promise<void> }
   | { kind: 'failed'; readonly error: StepbindError };
 
@@ -36,22 +36,26 @@ export class ConnectionSet {
     this.#view = undefined;
   }
 
-  watch(session: ServerSession): void {
-    if (session.slot !== undefined)
-      this.#unsubscribe.push(session.slot.onSwap(() => this.invalidate()));
+  /** Invalidates the view whenever `server`'s catalog is swapped (until {@link detach}). */
+  watch(server: ManagedServer): void {
+    if (server.slot !== undefined)
+      this.#unsubscribe.push(server.slot.onSwap(() => this.invalidate()));
   }
 
+  /** Stops following the catalogs of its servers (the set drained or the runtime closes). */
   detach(): void {
     for (const off of this.#unsubscribe) off();
     this.#unsubscribe = [];
   }
 
-  sessions(): ServerSession[] {
-    const out: ServerSession[] = [];
-    for (const entry of this.entries.values()) if (entry.kind === 'ready') out.push(entry.session);
+  /** The servers bound in this set. */
+  servers(): ManagedServer[] {
+    const out: ManagedServer[] = [];
+    for (const entry of this.entries.values()) if (entry.kind === 'ready') out.push(entry.server);
     return out;
   }
 
+  /** The starts of its optional servers still under way. */
   starting(): Promise<void>[] {
     const out: Promise<void>[] = [];
     for (const entry of this.entries.values())
@@ -72,10 +76,10 @@ function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
   for (const [name, entry] of set.entries) {
     const required = set.config.servers.get(name)?.required ?? false;
     if (entry.kind === 'ready') {
-      const session = entry.session;
-      const slot = session.slot;
+      const server = entry.server;
+      const slot = server.slot;
       if (slot === undefined) continue;
-      if (session.connection.closed) {
+      if (server.connection.closed) {
         leftOut.push({ name, required, reason: 'closed' });
         continue;
       }
@@ -85,15 +89,15 @@ function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
           slot,
           catalog: slot.catalog,
           revision: slot.revision,
-          caller: session.connection,
-          callTimeoutMs: session.config.callTimeoutMs,
-          approval: session.config.approval ?? approval,
-          ...(session.config.autoApprove.length === 0
+          caller: server.connection,
+          callTimeoutMs: server.config.callTimeoutMs,
+          approval: server.config.approval ?? approval,
+          ...(server.config.autoApprove.length === 0
             ? {}
-            : { autoApprove: new Set(session.config.autoApprove) }),
-          callLimits: session.config.limits,
-          retryReads: session.config.retryReads,
-          trustAnnotations: session.config.trustAnnotations,
+            : { autoApprove: new Set(server.config.autoApprove) }),
+          callLimits: server.config.limits,
+          retryReads: server.config.retryReads,
+          trustAnnotations: server.config.trustAnnotations,
         }),
       );
     } else if (entry.kind === 'starting') {

@@ -1,28 +1,25 @@
 import { Mutex } from 'async-mutex';
-import {
-  CatalogRegistry,
-  SchemaValidatorCache,
-  type CatalogSnapshot,
-  type ServerIdentity,
-} from '@stepbind/binding/internal';
-import { listCatalog, type CatalogListing } from './catalog-listing.js';
+import { CatalogRegistry, SchemaValidatorCache } from '@stepbind/binding/internal';
+import { listCatalog } from './catalog-listing.js';
 import { systemClock, type RuntimeClock } from './clock.js';
-import type { RuntimeConfig, ServerConfig } from './config.js';
+import type { RuntimeConfig } from './config.js';
 import type { ConnectionSet } from './connection-set.js';
 import { DiscoveryStates } from './discovery-states.js';
-import { listingContextOf, recordListing, type ListingFreshness } from './era/listing-cache.js';
+import { listingContextOf, recordListing } from './era/listing-cache.js';
 import { createEmitter, type Emit } from './events.js';
 import type { FleetStore } from './fleet/attach.js';
 import type { McpRuntimeOptions, ServerConnector } from './options.js';
-import type { Connection } from './connection.js';
-import { stopRecovery, type ServerSession } from './session.js';
+import { publishCatalogs, type Publication, type PublishOptions } from './publish.js';
+import type { Discovered, DiscoveryRequest, ServerHost } from './server/host.js';
+import type { ManagedServer } from './server/managed-server.js';
 
 /**
- * The state one {@link McpRuntime} shares between its rooms (refresh, publish, hard refresh,
- * reconnect): the registry, the sessions and sets alive, the dirty flag, the clock and the emitter.
- * Internal: the facade in `runtime.ts` owns one and hands it to the functions of those files.
+ * The set-level state of one {@link McpRuntime}: the registry, the servers and sets alive, the
+ * dirty flag, the background work, the clock and the emitter. It is the {@link ServerHost} of
+ * every {@link ManagedServer} (which owns its own state). Internal: the facade in `runtime.ts`
+ * owns one and hands it to the refresh and status functions.
  */
-export class RuntimeCore {
+export class RuntimeCore implements ServerHost {
   readonly registry: CatalogRegistry;
   readonly validatorCache = new SchemaValidatorCache();
   /** The one-permit semaphore of `refreshIfDirty`. */
@@ -31,7 +28,8 @@ export class RuntimeCore {
   readonly clock: RuntimeClock;
   readonly connect: ServerConnector;
   readonly closeController = new AbortController();
-  readonly sessions = new Set<ServerSession>();
+  /** Every server with a connection (in a set, starting, or closing). */
+  readonly servers = new Set<ManagedServer>();
   readonly liveSets = new Set<ConnectionSet>();
   /** Late optional starts and background reconnects, awaited by `close()`. */
   readonly background = new Set<Promise<void>>();
@@ -40,10 +38,8 @@ export class RuntimeCore {
   /** Each server's discovery state (DESIGN §5), for `status()` and `discovery-state` events. */
   readonly discovery: DiscoveryStates;
   readonly emit: Emit;
-  /** The shared fleet store (`store` option), whose CAS every publication passes; set at open. */
-  fleet: FleetStore | undefined;
-  /** Installs a session's listeners (list_changed, close, logs); set by the facade. */
-  watch: (session: ServerSession) => void = () => undefined;
+  /** The shared fleet store (`store` option), whose CAS every publication passes. */
+  readonly fleet: FleetStore | undefined;
   config: RuntimeConfig;
   current: ConnectionSet | undefined;
   rebuilding = false;
@@ -56,8 +52,14 @@ export class RuntimeCore {
   /** True once `close()` finished: every connection, the journal and the fleet store closed. */
   closeDone = false;
 
-  constructor(config: RuntimeConfig, options: McpRuntimeOptions, connect: ServerConnector) {
+  constructor(
+    config: RuntimeConfig,
+    options: McpRuntimeOptions,
+    connect: ServerConnector,
+    fleet: FleetStore | undefined,
+  ) {
     this.config = config;
+    this.fleet = fleet;
     this.options = options;
     this.connect = connect;
     this.clock = options.clock ?? systemClock;
@@ -72,6 +74,28 @@ export class RuntimeCore {
     this.dirtyReasons.push(reason);
   }
 
+  /** Withdraws one dirty reason; the flag clears when none is left. */
+  withdrawDirty(reason: string): void {
+    this.dirtyReasons = this.dirtyReasons.filter((r) => r !== reason);
+    if (this.dirtyReasons.length === 0) this.dirty = false;
+  }
+
+  /** Fires at `close()`. */
+  get closeSignal(): AbortSignal {
+    return this.closeController.signal;
+  }
+
+  /** True when `server` is the one the current set serves under its name. */
+  inService(server: { readonly name: string }): boolean {
+    const entry = this.current?.entries.get(server.name);
+    return entry?.kind === 'ready' && entry.server === server;
+  }
+
+  /** {@inheritDoc ServerHost.publish} */
+  publish(items: readonly Publication[], options?: PublishOptions): Promise<boolean> {
+    return publishCatalogs(this, items, options);
+  }
+
   /** Marks every cached binding view stale, so new steps bind what changed. */
   invalidateViews(): void {
     for (const set of this.liveSets) set.invalidate();
@@ -79,95 +103,54 @@ export class RuntimeCore {
   }
 
   /**
-   * Lists one connection of `session` into a candidate (or nothing, for an unchanged listing). A
-   * modern connection's listing comes with its freshness record (each page timed on the clock),
-   * which the caller installs on the session once the listing is the published one; listing the
-   * session's own connection drops the record it had (it only ever describes the published listing).
+   * Discovers one connection into a candidate (or nothing, for an unchanged listing). A modern
+   * connection's listing comes with its freshness record (each page timed on the clock), which the
+   * server installs once the listing is the published one.
    */
-  list(
-    session: ServerSession,
-    config: ServerConfig,
-    signal: AbortSignal,
-    via?: {
-      readonly connection: Connection;
-      readonly identity: ServerIdentity;
-      /** Whether an unchanged listing may skip validation (not when the identity changed). */
-      readonly compare: boolean;
-    },
-  ): Promise<CatalogListing & { readonly freshness: ListingFreshness | undefined }> {
-    const connection = via?.connection ?? session.connection;
-    if (via === undefined) session.freshness = undefined;
+  discover(request: DiscoveryRequest): Promise<Discovered> {
+    const { name, config, connection, published, signal } = request;
     const recorder =
       connection.era === 'modern'
         ? recordListing(connection.listSource, this.clock, connection.changes)
         : undefined;
     // An unchanged listing may skip validation only while the published catalog's epoch holds.
-    const current = session.slot?.catalog;
     const previousListingKey =
-      current !== undefined &&
-      current.policyEpoch === this.registry.policyEpoch &&
-      via?.compare !== false
-        ? session.listingKey
+      published !== undefined && published.policyEpoch === this.registry.policyEpoch
+        ? request.listingKey
         : undefined;
     const listing = listCatalog(connection, {
       ...(recorder === undefined ? {} : { source: recorder.source }),
       ...(previousListingKey === undefined ? {} : { previousListingKey }),
       // The first listing of a new connection has nothing to compare with; re-lists key theirs.
-      keyListing: current !== undefined,
-      name: session.name,
+      keyListing: published !== undefined,
+      name,
       config,
-      identity: via?.identity ?? session.identity,
+      identity: request.identity,
       policyEpoch: this.registry.policyEpoch,
       ...(this.options.validation === undefined ? {} : { validation: this.options.validation }),
       validatorCache: this.validatorCache,
       signal,
       onPage: (progress) => this.emit({ type: 'discovery-page', ...progress }),
-      onValidating: () => this.discovery.validating(session.name),
+      onValidating: () => this.discovery.validating(name),
     }).then((found) => ({
       ...found,
       freshness: recorder?.finish(found.enumeration.pages.length, listingContextOf(config)),
     }));
-    return this.discovery.track(session.name, listing, session.slot?.catalog);
+    return this.discovery.track(name, listing, published);
   }
 
-  /** True when `candidate` adds nothing over the session's published catalog. */
-  unchanged(session: ServerSession, candidate: CatalogSnapshot | undefined): boolean {
-    if (candidate === undefined) return true;
-    const current = session.slot?.catalog;
-    return (
-      current !== undefined &&
-      current.pageRoot === candidate.pageRoot &&
-      current.sourceRevision === candidate.sourceRevision &&
-      current.policyEpoch === candidate.policyEpoch &&
-      (current.state === 'ELIGIBLE') === (candidate.state === 'SNAPSHOT_PROVEN')
-    );
-  }
-
-  /** Closes a retired set's sessions no other set holds, once no binding holds the set. */
+  /** Closes a retired set's servers no other set holds, once no binding holds the set. */
   maybeDrain(set: ConnectionSet): void {
     if (!set.retired || set.bindings > 0 || !this.liveSets.has(set)) return;
     this.liveSets.delete(set);
     set.detach();
-    for (const session of set.sessions()) {
-      session.refs--;
-      if (session.refs <= 0) void this.closeSession(session);
-    }
+    for (const server of set.servers()) if (server.leaveSet()) void this.closeServer(server);
   }
 
-  /** Stops a session's timers and listeners and closes its connection. Idempotent. */
-  closeSession(session: ServerSession): Promise<void> {
-    session.closing ??= (async () => {
-      if (session.debounce !== undefined) this.clock.clearTimeout(session.debounce);
-      session.debounce = undefined;
-      stopRecovery(session, this.clock);
-      session.idle?.resolve();
-      session.idle = undefined;
-      for (const off of session.unsubscribe) off();
-      session.unsubscribe = [];
-      await session.connection.close();
-      this.sessions.delete(session);
-    })();
-    return session.closing;
+  /** Closes a server (timers, listeners, connection) and forgets it. Idempotent. */
+  async closeServer(server: ManagedServer): Promise<void> {
+    await server.close();
+    this.servers.delete(server);
   }
 
   /** Tracks background work so `close()` can wait for it. */

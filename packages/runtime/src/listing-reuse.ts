@@ -8,25 +8,25 @@ import {
   type ListingReuse,
   type StaleReason,
 } from './era/listing-cache.js';
-import type { ServerSession } from './session.js';
+import type { ManagedServer } from './server/managed-server.js';
 
 /**
  * The runtime side of the listing cache (DESIGN §10.1, "Listing freshness"): whether a reused
- * session's published listing may stand in for a re-list now, and what `status()` shows of it.
+ * server's published listing may stand in for a re-list now, and what `status()` shows of it.
  */
 
-/** Whether the published listing of `session` may be kept under `config` now (see {@link reuseOf}). */
-function reuseNow(core: RuntimeCore, session: ServerSession, config: ServerConfig): ListingReuse {
-  const record = session.freshness;
-  const { connection } = session;
-  const catalog = session.slot?.catalog;
+/** Whether the published listing of `server` may be kept under `config` now (see {@link reuseOf}). */
+function reuseNow(core: RuntimeCore, server: ManagedServer, config: ServerConfig): ListingReuse {
+  const record = server.freshness;
+  const { connection } = server;
+  const catalog = server.slot?.catalog;
   if (record === undefined) return { reuse: false, reason: 'not-cacheable' };
   if (
     connection.era !== 'modern' ||
     connection.closed ||
     connection.lost !== undefined ||
     catalog === undefined ||
-    core.forceRestart.has(session.name)
+    core.forceRestart.has(server.name)
   ) {
     return { reuse: false, reason: 'connection' };
   }
@@ -41,28 +41,28 @@ function reuseNow(core: RuntimeCore, session: ServerSession, config: ServerConfi
 }
 
 /**
- * For a dirty refresh about to re-list a reused session: the freshness record when its published
+ * For a dirty refresh about to re-list a reused server: the freshness record when its published
  * listing is still fresh for `config` (then a `listing-reused` event is emitted and no request is
  * sent), else `undefined` (re-list).
  */
 export function freshListing(
   core: RuntimeCore,
-  session: ServerSession,
+  server: ManagedServer,
   config: ServerConfig,
 ): ListingFreshness | undefined {
-  const decision = reuseNow(core, session, config);
+  const decision = reuseNow(core, server, config);
   if (!decision.reuse) return undefined;
   core.emit({
     type: 'listing-reused',
-    server: session.name,
+    server: server.name,
     ageMs: decision.ageMs,
     remainingMs: decision.remainingMs,
     scope: decision.scope,
   });
-  return session.freshness;
+  return server.freshness;
 }
 
-/** What `status()` shows of a modern session's listing freshness. */
+/** What `status()` shows of a modern server's listing freshness. */
 export interface ListingStatus {
   /** A dirty refresh now would keep the published listing without a request. */
   readonly fresh: boolean;
@@ -74,14 +74,11 @@ export interface ListingStatus {
   readonly reason?: StaleReason;
 }
 
-/** The listing freshness of `session` for `status()`, or `undefined` when it has no record. */
-export function listingStatus(
-  core: RuntimeCore,
-  session: ServerSession,
-): ListingStatus | undefined {
-  const record = session.freshness;
+/** The listing freshness of `server` for `status()`, or `undefined` when it has no record. */
+export function listingStatus(core: RuntimeCore, server: ManagedServer): ListingStatus | undefined {
+  const record = server.freshness;
   if (record === undefined) return undefined;
-  const decision = reuseNow(core, session, session.config);
+  const decision = reuseNow(core, server, server.config);
   return decision.reuse
     ? { fresh: true, expiresInMs: decision.remainingMs, scope: record.scope }
     : { fresh: false, expiresInMs: 0, scope: record.scope, reason: decision.reason };

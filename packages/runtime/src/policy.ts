@@ -18,13 +18,19 @@ export interface SharedPolicy {
  * there is refused here, and a call the fleet approved needs no `prepare` approval.
  */
 export class RuntimePolicy implements CallPolicy {
-  policyEpoch: number;
+  readonly #epochOf: () => number;
   readonly #revoked = new Set<string>();
   /** The fleet's policy, when a store is attached (set once, at open). */
   shared: SharedPolicy | undefined;
 
-  constructor(policyEpoch: number) {
-    this.policyEpoch = policyEpoch;
+  /** @param epochOf reads the policy epoch from its one source (the runtime's registry). */
+  constructor(epochOf: () => number) {
+    this.#epochOf = epochOf;
+  }
+
+  /** The policy epoch in force (not stored here: read from its source at each admission). */
+  get policyEpoch(): number {
+    return this.#epochOf();
   }
 
   /** True when (server, raw tool) was revoked here or fleet-wide. @throws RuntimeError `POLICY_STALE`. */

@@ -1,24 +1,47 @@
 import {
   CatalogError,
-  CatalogSlot,
   ErrorCode,
+  type CatalogRegistry,
+  type CatalogSlot,
   type CatalogSnapshot,
   type StepbindError,
 } from '@stepbind/binding/internal';
-import type { RuntimeCore } from './core.js';
-import { reportUnenforced } from './events.js';
+import type { DiscoveryStates } from './discovery-states.js';
+import { reportUnenforced, type Emit } from './events.js';
 import { abortedError, closedError } from './failures.js';
-import type { ServerSession } from './session.js';
+import type { FleetStore } from './fleet/attach.js';
 
-/** One catalog to publish for one session. */
+/** What the publication path reads of the runtime (`RuntimeCore` is one). */
+export interface PublishContext {
+  readonly closed: boolean;
+  readonly registry: CatalogRegistry;
+  readonly fleet: FleetStore | undefined;
+  readonly discovery: DiscoveryStates;
+  readonly emit: Emit;
+}
+
+/** The server a catalog is published for (a `ManagedServer`): its slot, and how it installs one. */
+export interface PublicationTarget {
+  readonly name: string;
+  /** The slot of the catalog in force; `undefined` before the first publication. */
+  readonly slot: CatalogSlot | undefined;
+  /**
+   * Installs a published catalog and its listing key, under the slot's write lock (held by the
+   * publication): a new slot for a first catalog, a swap otherwise.
+   * @returns the new revision of a swap, `undefined` for a first catalog.
+   */
+  installCatalog(catalog: CatalogSnapshot, listingKey: string | undefined): number | undefined;
+}
+
+/** One catalog to publish for one server. */
 export interface Publication {
-  readonly session: ServerSession;
+  readonly server: PublicationTarget;
   readonly snapshot: CatalogSnapshot;
   /** The listing key of `snapshot` (see `listCatalog`), kept to skip an unchanged re-list. */
   readonly listingKey: string | undefined;
   /** The registry generation the candidate was listed against (its compare-and-set). */
   readonly expectedGeneration: number;
-  /** Why a catalog in force is replaced (`catalog-swapped`); a session's first catalog has none. */
+  /** Why a catalog in force is replaced (`catalog-swapped`); a server's first catalog has none. */
   readonly cause: 'refresh' | 'hard-refresh' | 'reconnect';
 }
 
@@ -41,7 +64,7 @@ export interface PublishOptions {
 /**
  * THE publication path (refresh, late optional start, hard refresh, reconnect all come here).
  *
- * Takes the revision write lock of every session that has a catalog in force (calls in flight
+ * Takes the revision write lock of every server that has a catalog in force (calls in flight
  * finish first), refuses a closed runtime or a cancelled publication, checks every candidate
  * against the registry before any is published (all or nothing). With a fleet store, the
  * candidates then pass the fleet's compare-and-set as one unit (DESIGN §15): each either moves the
@@ -57,7 +80,7 @@ export interface PublishOptions {
  *   RuntimeError `RUNTIME_CLOSED`, `ABORTED`, `STORE_UNAVAILABLE`.
  */
 export async function publishCatalogs(
-  core: RuntimeCore,
+  core: PublishContext,
   items: readonly Publication[],
   options: PublishOptions = {},
 ): Promise<boolean> {
@@ -67,7 +90,7 @@ export async function publishCatalogs(
     [];
   try {
     for (const item of items) {
-      const slot = item.session.slot;
+      const slot = item.server.slot;
       if (slot !== undefined)
         releases.push(await slot.lock.acquireWrite(signal === undefined ? {} : { signal }));
     }
@@ -84,15 +107,11 @@ export async function publishCatalogs(
       for (const item of items) checkPublishable(core, item, generations.get(item));
     }
     for (const item of items) {
-      const { session, snapshot } = item;
       const catalog = core.registry.publish(
-        snapshot,
+        item.snapshot,
         publishOptions(core, item, generations?.get(item)),
       );
-      let revision: number | undefined;
-      if (session.slot === undefined) session.slot = new CatalogSlot(session.name, catalog);
-      else revision = session.slot.installLocked(catalog);
-      session.listingKey = item.listingKey;
+      const revision = item.server.installCatalog(catalog, item.listingKey);
       swapped.push({ item, catalog, revision });
     }
     options.commit?.();
@@ -100,7 +119,7 @@ export async function publishCatalogs(
     for (const release of releases) release();
   }
   for (const { item, catalog, revision } of swapped) {
-    const server = item.session.name;
+    const server = item.server.name;
     core.discovery.published(server, catalog);
     reportUnenforced(core.emit, server, catalog);
     if (revision !== undefined) {
@@ -121,7 +140,7 @@ export async function publishCatalogs(
  * without a fleet store. @returns the fleet generation of each item.
  */
 async function fleetGenerations(
-  core: RuntimeCore,
+  core: PublishContext,
   items: readonly Publication[],
 ): Promise<Map<Publication, number> | undefined> {
   const fleet = core.fleet;
@@ -131,9 +150,9 @@ async function fleetGenerations(
     decided = await fleet.publish(items.map((item) => item.snapshot));
   } catch (error) {
     const refused = items.find(
-      (item) => error instanceof CatalogError && error.detail['server'] === item.session.name,
+      (item) => error instanceof CatalogError && error.detail['server'] === item.server.name,
     );
-    if (refused !== undefined) core.discovery.refused(refused.session.name, error as CatalogError);
+    if (refused !== undefined) core.discovery.refused(refused.server.name, error as CatalogError);
     throw error;
   }
   const generations = new Map<Publication, number>();
@@ -145,7 +164,7 @@ async function fleetGenerations(
 }
 
 /** Throws what the registry would refuse for `item` (nothing changes), so a set publishes whole. */
-function checkPublishable(core: RuntimeCore, item: Publication, generation?: number): void {
+function checkPublishable(core: PublishContext, item: Publication, generation?: number): void {
   const conflict = core.registry.check(item.snapshot, publishOptions(core, item, generation));
   if (conflict === undefined) return;
   const error: StepbindError =
@@ -153,19 +172,19 @@ function checkPublishable(core: RuntimeCore, item: Publication, generation?: num
       ? conflict
       : new CatalogError(
           ErrorCode.PUBLISH_CONFLICT,
-          `${conflict.message} If the new identity is expected, call acceptIdentityChange("${item.session.name}").`,
+          `${conflict.message} If the new identity is expected, call acceptIdentityChange("${item.server.name}").`,
           { detail: conflict.detail, cause: conflict },
         );
-  core.discovery.refused(item.session.name, error);
+  core.discovery.refused(item.server.name, error);
   throw error;
 }
 
 function publishOptions(
-  core: RuntimeCore,
+  core: PublishContext,
   item: Publication,
   generation: number | undefined,
 ): { expectedGeneration: number; expectIdentityChange: boolean; generation?: number } {
-  const registered = core.registry.identityOf(item.session.name);
+  const registered = core.registry.identityOf(item.server.name);
   return {
     expectedGeneration: item.expectedGeneration,
     ...(generation === undefined ? {} : { generation }),

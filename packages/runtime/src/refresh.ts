@@ -13,13 +13,7 @@ import { freshListing } from './listing-reuse.js';
 import type { ListingFreshness } from './era/listing-cache.js';
 import { abortedError, closedError, toStepbindError } from './failures.js';
 import { publishCatalogs, type Publication } from './publish.js';
-import {
-  adoptConnection,
-  emitReconnected,
-  reconnectChanged,
-  reconnectLocked,
-} from './reconnect.js';
-import { ServerSession, type Reconnected } from './session.js';
+import { ManagedServer, type Reconnected } from './server/managed-server.js';
 import { identityKeyOf } from './transports/index.js';
 
 /**
@@ -30,21 +24,21 @@ import { identityKeyOf } from './transports/index.js';
 
 /** One server's contribution to a rebuilt set. */
 interface Candidate {
-  readonly session: ServerSession;
-  /** The configuration the candidate was discovered under; installed on the session at publication. */
+  readonly server: ManagedServer;
+  /** The configuration the candidate was discovered under; installed on the server at publication. */
   readonly config: ServerConfig;
   /** `undefined` when the re-list equals the published catalog (nothing to publish). */
   readonly snapshot: CatalogSnapshot | undefined;
   readonly listingKey: string | undefined;
-  /** The freshness record to install with the listing (modern era), see `ServerSession.freshness`. */
+  /** The freshness record to install with the listing (modern era), see `ManagedServer.freshness`. */
   readonly freshness: ListingFreshness | undefined;
   /** True for a new connection; false for a reused one that was re-listed. */
   readonly fresh: boolean;
   /** The registry generation this candidate was discovered against (its CAS expectation). */
   readonly expectedGeneration: number;
-  /** For a reused session: releases its list mutex, held from the re-list until publication. */
+  /** For a reused server: releases its list mutex, held from the re-list until publication. */
   readonly release: () => void;
-  /** For a reused session whose HTTP session was lost: the new connection to install. */
+  /** For a reused server whose HTTP session was lost: the new connection to install. */
   readonly reconnect?: Reconnected;
 }
 
@@ -84,13 +78,31 @@ export async function refreshIfDirty(
   }
 }
 
+/** A server start or re-list, run in the rebuild's bounded queue. */
+type ServerTask = (signal: AbortSignal) => Promise<Candidate>;
+
+/** What the servers of one rebuild gave. */
+interface Found {
+  readonly candidates: Candidate[];
+  readonly failures: { server: string; error: StepbindError }[];
+  /** Optional servers that were not reusable: started in the background of the published set. */
+  readonly background: { name: string; task: ServerTask }[];
+}
+
+/** Opens once the rebuild settled; `published` says whether its set was published. */
+interface BackgroundGate {
+  readonly opened: Promise<void>;
+  readonly open: () => void;
+  published: boolean;
+}
+
+/** Builds the next ConnectionSet from the configuration and publishes it (see `refreshIfDirty`). */
 async function rebuild(
   core: RuntimeCore,
   reasons: readonly string[],
   signal: AbortSignal | undefined,
 ): Promise<void> {
   core.rebuilds++;
-  const config = core.config;
   const old = core.current;
   const controller = new AbortController();
   const closeSignal = core.closeController.signal;
@@ -98,88 +110,121 @@ async function rebuild(
   signal?.addEventListener('abort', abort, { once: true });
   closeSignal.addEventListener('abort', abort, { once: true });
   if (signal?.aborted === true || core.closed) abort();
-  const set = new ConnectionSet(++core.setCounter, config);
-  const queue = new PQueue({ concurrency: config.concurrency });
-  const candidates: Candidate[] = [];
-  const failures: { server: string; error: StepbindError }[] = [];
-  const background: { name: string; task: (signal: AbortSignal) => Promise<Candidate> }[] = [];
-  let published = false;
-  let startBackground: () => void = () => undefined;
-  const backgroundGate = new Promise<void>((resolve) => {
-    startBackground = resolve;
-  });
+  const set = new ConnectionSet(++core.setCounter, core.config);
+  const found: Found = { candidates: [], failures: [], background: [] };
+  const gate = backgroundGate();
+  const { candidates } = found;
   try {
-    await Promise.all(
-      [...config.servers].map(async ([name, cfg]) => {
-        const key = identityKeyOf(cfg);
-        const prior = old?.entries.get(name);
-        const reusable =
-          prior?.kind === 'ready' &&
-          prior.session.identityKey === key &&
-          // A lost HTTP session is reused too: the re-list reconnects it in place.
-          (!prior.session.connection.closed || prior.session.connection.lost !== undefined) &&
-          !core.forceRestart.has(name)
-            ? prior.session
-            : undefined;
-        const task = (taskSignal: AbortSignal): Promise<Candidate> =>
-          queue.add(() =>
-            reusable === undefined
-              ? startSession(core, name, cfg, key, taskSignal)
-              : relistReused(core, reusable, cfg, taskSignal),
-          );
-        if (!cfg.required && reusable === undefined) {
-          background.push({ name, task });
-          return;
-        }
-        try {
-          candidates.push(await task(controller.signal));
-        } catch (error) {
-          const mapped = toStepbindError(error);
-          if (cfg.required) failures.push({ server: name, error: mapped });
-          else set.entries.set(name, { kind: 'failed', error: mapped });
-          core.emit({ type: 'server-failed', server: name, required: cfg.required, error: mapped });
-        }
-      }),
-    );
+    await discoverServers(core, set, old, controller.signal, found);
     if (controller.signal.aborted) throw abortedError(controller.signal.reason);
-    if (failures.length > 0) throw requiredFailed(failures, core.current === undefined);
-    // Optional servers that were not reusable start in the background of the published set; their
-    // entries exist from publication on, so a capture sees them as starting, in config order.
-    for (const { name, task } of background) {
-      const promise = backgroundGate
-        .then(() => {
-          if (!published) throw closedError();
-          return task(closeSignal);
-        })
-        .then(
-          (candidate) => publishLate(core, set, name, candidate),
-          (error: unknown) => {
-            if (!published) return;
-            const mapped = toStepbindError(error);
-            set.entries.set(name, { kind: 'failed', error: mapped });
-            set.invalidate();
-            core.emit({ type: 'server-failed', server: name, required: false, error: mapped });
-          },
-        );
-      set.entries.set(name, { kind: 'starting', promise });
-      core.track(promise);
+    if (found.failures.length > 0) {
+      throw requiredFailed(found.failures, core.current === undefined);
     }
+    deferStarts(core, set, found.background, gate);
     await publishSet(core, set, candidates, reasons, controller.signal);
-    published = true;
+    gate.published = true;
   } catch (error) {
     controller.abort(error);
     // Background starts of an unpublished set are never begun.
-    startBackground();
+    gate.open();
     for (const c of candidates) c.release();
-    for (const c of candidates) if (c.fresh) await core.closeSession(c.session);
-    // A reconnect that was not installed leaves the session lost; its new connection goes.
+    for (const c of candidates) if (c.fresh) await core.closeServer(c.server);
+    // A reconnect that was not installed leaves the server lost; its new connection goes.
     for (const c of candidates) if (c.reconnect !== undefined) await c.reconnect.connection.close();
     throw error;
   } finally {
     signal?.removeEventListener('abort', abort);
     closeSignal.removeEventListener('abort', abort);
   }
-  startBackground();
+  gate.open();
+}
+
+function backgroundGate(): BackgroundGate {
+  let open: () => void = () => undefined;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { opened, open, published: false };
+}
+
+/**
+ * Starts or re-lists every server of `set`'s configuration (bounded parallelism): a server whose
+ * identity is unchanged and whose connection is alive (or lost, to reconnect) is reused. Fills
+ * `found`; an optional server's failure becomes its `failed` entry.
+ */
+async function discoverServers(
+  core: RuntimeCore,
+  set: ConnectionSet,
+  old: ConnectionSet | undefined,
+  signal: AbortSignal,
+  found: Found,
+): Promise<void> {
+  const queue = new PQueue({ concurrency: set.config.concurrency });
+  await Promise.all(
+    [...set.config.servers].map(async ([name, cfg]) => {
+      const key = identityKeyOf(cfg);
+      const prior = old?.entries.get(name);
+      const reusable =
+        prior?.kind === 'ready' &&
+        prior.server.identityKey === key &&
+        // A lost HTTP session is reused too: the re-list reconnects it in place.
+        (!prior.server.connection.closed || prior.server.connection.lost !== undefined) &&
+        !core.forceRestart.has(name)
+          ? prior.server
+          : undefined;
+      const task: ServerTask = (taskSignal) =>
+        queue.add(() =>
+          reusable === undefined
+            ? startServer(core, name, cfg, key, taskSignal)
+            : relistReused(core, reusable, cfg, taskSignal),
+        );
+      if (!cfg.required && reusable === undefined) {
+        found.background.push({ name, task });
+        return;
+      }
+      try {
+        found.candidates.push(await task(signal));
+      } catch (error) {
+        const mapped = toStepbindError(error);
+        if (cfg.required) found.failures.push({ server: name, error: mapped });
+        else set.entries.set(name, { kind: 'failed', error: mapped });
+        core.emit({ type: 'server-failed', server: name, required: cfg.required, error: mapped });
+      }
+    }),
+  );
+}
+
+/**
+ * Optional servers that were not reusable start in the background of the published set, once the
+ * gate opens; their entries exist from publication on, so a capture sees them as starting, in
+ * config order. Nothing starts for a set that was not published.
+ */
+function deferStarts(
+  core: RuntimeCore,
+  set: ConnectionSet,
+  background: readonly { name: string; task: ServerTask }[],
+  gate: BackgroundGate,
+): void {
+  const closeSignal = core.closeController.signal;
+  for (const { name, task } of background) {
+    const promise = gate.opened
+      .then(() => {
+        if (!gate.published) throw closedError();
+        return task(closeSignal);
+      })
+      .then(
+        (candidate) => publishLate(core, set, name, candidate),
+        (error: unknown) => {
+          if (!gate.published) return;
+          const mapped = toStepbindError(error);
+          set.entries.set(name, { kind: 'failed', error: mapped });
+          set.invalidate();
+          core.emit({ type: 'server-failed', server: name, required: false, error: mapped });
+        },
+      );
+    set.entries.set(name, { kind: 'starting', promise });
+    core.track(promise);
+  }
 }
 
 function requiredFailed(
@@ -204,7 +249,8 @@ function requiredFailed(
   );
 }
 
-async function startSession(
+/** Starts a new connection to `name` and discovers it (watched from then on). */
+async function startServer(
   core: RuntimeCore,
   name: string,
   cfg: ServerConfig,
@@ -213,13 +259,13 @@ async function startSession(
 ): Promise<Candidate> {
   const expectedGeneration = core.registry.current(name, cfg.audience)?.generation ?? 0;
   const connection = await core.connect(name, cfg, { signal });
-  const session = new ServerSession(name, cfg, key, connection);
-  core.sessions.add(session);
+  const server = new ManagedServer(core, name, cfg, key, connection);
+  core.servers.add(server);
   try {
-    const { snapshot, listingKey, freshness } = await core.list(session, cfg, signal);
-    core.watch(session);
+    const { snapshot, listingKey, freshness } = await server.discover(cfg, signal);
+    server.watch();
     return {
-      session,
+      server,
       config: cfg,
       snapshot,
       listingKey,
@@ -229,46 +275,47 @@ async function startSession(
       release: () => undefined,
     };
   } catch (error) {
-    await core.closeSession(session);
+    await core.closeServer(server);
     throw error;
   }
 }
 
+/** Re-lists a reused server (or keeps its fresh listing, or reconnects its lost session). */
 async function relistReused(
   core: RuntimeCore,
-  session: ServerSession,
+  server: ManagedServer,
   config: ServerConfig,
   signal: AbortSignal,
 ): Promise<Candidate> {
-  const release = await acquireMutex(session.listMutex, signal);
+  const release = await server.lockListing(signal);
   try {
-    const expectedGeneration = session.catalog.generation;
-    const reused = { session, config, fresh: false, expectedGeneration, release } as const;
-    if (!session.connection.closed) {
+    const expectedGeneration = server.catalog.generation;
+    const reused = { server, config, fresh: false, expectedGeneration, release } as const;
+    if (!server.connection.closed) {
       // A fresh modern listing (within every page's ttlMs, no list_changed since, same audience
       // and, for private, the same principal) stays published without a request.
-      const fresh = freshListing(core, session, config);
+      const fresh = freshListing(core, server, config);
       if (fresh !== undefined) {
         return { ...reused, snapshot: undefined, listingKey: undefined, freshness: fresh };
       }
       try {
-        const { snapshot, listingKey, freshness } = await core.list(session, config, signal);
+        const { snapshot, listingKey, freshness } = await server.discover(config, signal);
         return { ...reused, snapshot, listingKey, freshness };
       } catch (error) {
         // A session that ended during the re-list is reopened below; anything else fails.
-        if (session.connection.lost === undefined || signal.aborted) throw error;
+        if (server.connection.lost === undefined || signal.aborted) throw error;
       }
     }
     let reconnect: Reconnected;
     try {
-      reconnect = await reconnectLocked(core, session, config, signal);
+      reconnect = await server.reconnect(config, signal);
     } catch (error) {
       if (config.required || signal.aborted) throw error;
       // An optional server stays in the set, still reconnecting in the background.
       core.emit({
         type: 'reconnect-failed',
-        server: session.name,
-        attempt: session.recovery.attempts,
+        server: server.name,
+        attempt: server.reconnectAttempts,
         error: toStepbindError(error),
       });
       return { ...reused, snapshot: undefined, listingKey: undefined, freshness: undefined };
@@ -304,12 +351,12 @@ async function publishSet(
     const publish =
       c.fresh ||
       (c.reconnect === undefined
-        ? !core.unchanged(c.session, c.snapshot)
-        : reconnectChanged(core, c.session, c.reconnect));
+        ? !c.server.unchanged(c.snapshot)
+        : c.server.reconnectChanged(c.reconnect));
     if (!publish) continue;
     changed.add(c);
     items.push({
-      session: c.session,
+      server: c.server,
       snapshot: c.snapshot,
       listingKey: c.listingKey,
       expectedGeneration: c.expectedGeneration,
@@ -319,50 +366,57 @@ async function publishSet(
   try {
     await publishCatalogs(core, items, {
       signal,
-      commit: () => {
-        for (const c of candidates) {
-          // An unchanged re-list still leaves the key of the listing that stays published.
-          if (c.listingKey !== undefined) c.session.listingKey = c.listingKey;
-          c.session.freshness = c.freshness;
-          set.entries.set(c.session.name, { kind: 'ready', session: c.session });
-          c.session.refs++;
-          // Timeouts and limits are not part of the identity: a reused connection takes the new ones.
-          c.session.config = c.config;
-          if (c.reconnect !== undefined) adoptConnection(core, c.session, c.reconnect);
-          if (c.fresh) core.forceRestart.delete(c.session.name);
-          set.watch(c.session);
-        }
-        const ordered = [...set.config.servers.keys()]
-          .filter((name) => set.entries.has(name))
-          .map((name) => [name, set.entries.get(name)] as const);
-        set.entries.clear();
-        for (const [name, entry] of ordered) if (entry !== undefined) set.entries.set(name, entry);
-        const previous = core.current;
-        core.current = set;
-        core.liveSets.add(set);
-        if (previous !== undefined) {
-          previous.retired = true;
-          core.maybeDrain(previous);
-        }
-      },
+      commit: () => commitSet(core, set, candidates),
     });
   } finally {
     for (const c of candidates) c.release();
   }
   for (const c of candidates) {
-    if (c.reconnect !== undefined) emitReconnected(core, c.session, changed.has(c));
+    if (c.reconnect !== undefined) c.server.reportReconnected(changed.has(c));
   }
   for (const c of changed) {
     if (c.fresh) {
       core.emit({
         type: 'server-ready',
-        server: c.session.name,
-        generation: c.session.catalog.generation,
-        tools: c.session.catalog.tools.length,
+        server: c.server.name,
+        generation: c.server.catalog.generation,
+        tools: c.server.catalog.tools.length,
       });
     }
   }
   core.emit({ type: 'set-published', setId: set.id, reasons });
+}
+
+/**
+ * The set's commit, under the write locks of its publication: every candidate joins the set, the
+ * entries take config order, and the current pointer moves (the previous set retires).
+ */
+function commitSet(core: RuntimeCore, set: ConnectionSet, candidates: readonly Candidate[]): void {
+  for (const c of candidates) {
+    set.entries.set(c.server.name, { kind: 'ready', server: c.server });
+    // An unchanged re-list still leaves the key of the listing that stays published; timeouts
+    // and limits are not part of the identity: a reused connection takes the new ones.
+    c.server.joinSet({
+      config: c.config,
+      listingKey: c.listingKey,
+      freshness: c.freshness,
+      reconnected: c.reconnect,
+    });
+    if (c.fresh) core.forceRestart.delete(c.server.name);
+    set.watch(c.server);
+  }
+  const ordered = [...set.config.servers.keys()]
+    .filter((name) => set.entries.has(name))
+    .map((name) => [name, set.entries.get(name)] as const);
+  set.entries.clear();
+  for (const [name, entry] of ordered) if (entry !== undefined) set.entries.set(name, entry);
+  const previous = core.current;
+  core.current = set;
+  core.liveSets.add(set);
+  if (previous !== undefined) {
+    previous.retired = true;
+    core.maybeDrain(previous);
+  }
 }
 
 /** An optional server finished starting after its set was published: publish and adopt it. */
@@ -372,12 +426,12 @@ async function publishLate(
   name: string,
   candidate: Candidate,
 ): Promise<void> {
-  const { session, snapshot } = candidate;
+  const { server, snapshot } = candidate;
   // A refresh under way will start (or has started) its own connection for this server.
   const stillCurrent = (): boolean =>
     !(set.retired || core.closed || core.current !== set || core.rebuilding);
   if (!stillCurrent()) {
-    void core.closeSession(session);
+    void core.closeServer(server);
     return;
   }
   let published: boolean;
@@ -389,7 +443,7 @@ async function publishLate(
       core,
       [
         {
-          session,
+          server,
           snapshot,
           listingKey: candidate.listingKey,
           expectedGeneration: candidate.expectedGeneration,
@@ -398,10 +452,13 @@ async function publishLate(
       ],
       {
         commit: () => {
-          session.freshness = candidate.freshness;
-          session.refs++;
-          set.entries.set(name, { kind: 'ready', session });
-          set.watch(session);
+          server.joinSet({
+            config: candidate.config,
+            listingKey: undefined,
+            freshness: candidate.freshness,
+          });
+          set.entries.set(name, { kind: 'ready', server });
+          set.watch(server);
           set.invalidate();
         },
         stillCurrent,
@@ -411,18 +468,18 @@ async function publishLate(
     const mapped = toStepbindError(error);
     set.entries.set(name, { kind: 'failed', error: mapped });
     set.invalidate();
-    void core.closeSession(session);
+    void core.closeServer(server);
     core.emit({ type: 'server-failed', server: name, required: false, error: mapped });
     return;
   }
   if (!published) {
-    void core.closeSession(session);
+    void core.closeServer(server);
     return;
   }
   core.emit({
     type: 'server-ready',
     server: name,
-    generation: session.catalog.generation,
-    tools: session.catalog.tools.length,
+    generation: server.catalog.generation,
+    tools: server.catalog.tools.length,
   });
 }

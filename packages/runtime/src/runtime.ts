@@ -15,7 +15,6 @@ import { RuntimeCore } from './core.js';
 import { abortedError, closedError, toStepbindError } from './failures.js';
 import type { FleetStore } from './fleet/attach.js';
 import { attachFleetFor } from './fleet/hooks.js';
-import { hardRefreshSession } from './hard-refresh.js';
 import { closeJournal, openJournal } from './journal/open.js';
 import { journalView, type JournalView } from './journal/view.js';
 import type {
@@ -28,9 +27,7 @@ import { RuntimePolicy } from './policy.js';
 import { refreshIfDirty } from './refresh.js';
 import { connectServer } from './connect.js';
 import type { EraMemory } from './connection.js';
-import { stopRecovery } from './session.js';
 import { runtimeStatus } from './status.js';
-import { watchSession } from './watch.js';
 
 export type {
   CaptureOptions,
@@ -80,13 +77,13 @@ export class McpRuntime {
     const connect: ServerConnector =
       options.connect ??
       ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal, handlers, eras }));
-    const core = new RuntimeCore(config, options, connect);
-    core.watch = (session) => watchSession(core, session);
-    core.fleet = fleet;
+    const core = new RuntimeCore(config, options, connect, fleet);
     this.#core = core;
     this.#journal = journal;
     this.#journalView = journalView(journal);
-    this.#policy = new RuntimePolicy(options.policyEpoch ?? 0);
+    // The registry holds the policy epoch; the call policy reads it from there.
+    const registry = core.registry;
+    this.#policy = new RuntimePolicy(() => registry.policyEpoch);
     this.#policy.shared = fleet?.policy;
     this.#registryView = registryView(core.registry);
   }
@@ -202,7 +199,6 @@ export class McpRuntime {
    */
   setPolicyEpoch(epoch: number): void {
     this.#core.registry.setPolicyEpoch(epoch);
-    this.#policy.policyEpoch = epoch;
     this.markDirty('policy-epoch');
   }
 
@@ -327,7 +323,7 @@ export class McpRuntime {
     const entry = this.#core.current?.entries.get(server);
     if (
       entry?.kind !== 'ready' ||
-      (entry.session.connection.closed && entry.session.connection.lost === undefined)
+      (entry.server.connection.closed && entry.server.connection.lost === undefined)
     ) {
       throw new RuntimeError(
         ErrorCode.SERVER_NOT_READY,
@@ -337,7 +333,7 @@ export class McpRuntime {
         },
       );
     }
-    return hardRefreshSession(this.#core, entry.session, options.signal);
+    return entry.server.hardRefresh(options.signal);
   }
 
   /**
@@ -345,8 +341,8 @@ export class McpRuntime {
    */
   async whenIdle(): Promise<void> {
     for (;;) {
-      const pending = [...this.#core.sessions]
-        .map((s) => s.idle?.promise)
+      const pending = [...this.#core.servers]
+        .map((s) => s.idle)
         .filter((p): p is Promise<void> => p !== undefined);
       if (pending.length === 0) return;
       await Promise.all(pending);
@@ -360,7 +356,7 @@ export class McpRuntime {
 
   /** Pids of every child process the runtime currently owns (stdio servers). */
   pids(): number[] {
-    return [...this.#core.sessions]
+    return [...this.#core.servers]
       .map((s) => s.connection.pid)
       .filter((p): p is number => p !== undefined);
   }
@@ -389,10 +385,10 @@ export class McpRuntime {
     for (const set of core.liveSets) set.detach();
     core.liveSets.clear();
     core.current = undefined;
-    for (const session of core.sessions) stopRecovery(session, core.clock);
+    for (const server of core.servers) server.stopReconnecting();
     await core.refreshMutex.waitForUnlock();
     await Promise.allSettled([...core.background]);
-    await Promise.all([...core.sessions].map((s) => core.closeSession(s)));
+    await Promise.all([...core.servers].map((s) => core.closeServer(s)));
     try {
       await closeJournal(this.#journal);
       await core.fleet?.close();

@@ -1,8 +1,6 @@
-import { ErrorCode } from '@stepbind/binding/internal';
 import type { RuntimeCore } from './core.js';
 import { listingStatus } from './listing-reuse.js';
 import type { DiscoveryStatus, RuntimeStatus, ServerStatus } from './options.js';
-import { lossMessage } from './session.js';
 
 /** The runtime's state for `McpRuntime.status()`: every configured server, in config order. */
 export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
@@ -24,35 +22,11 @@ export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
     } else if (entry === undefined || entry.kind === 'starting') {
       servers.push({ name, required: cfg.required, state: 'starting', ...discovery });
     } else if (entry.kind === 'ready') {
-      const s = entry.session;
-      const loss = s.connection.lost;
-      const listing = listingStatus(core, s);
+      const listing = listingStatus(core, entry.server);
       servers.push({
         name,
         required: cfg.required,
-        state:
-          loss !== undefined
-            ? s.recovery.gaveUp
-              ? 'failed'
-              : 'reconnecting'
-            : s.connection.closed
-              ? 'closed'
-              : 'ready',
-        generation: s.slot?.catalog.generation ?? 0,
-        revision: s.slot?.revision ?? 0,
-        catalogState: s.slot?.catalog.state ?? 'DISCOVERING',
-        tools: s.slot?.catalog.tools.length ?? 0,
-        ...(s.connection.pid === undefined ? {} : { pid: s.connection.pid }),
-        era: s.connection.era,
-        ...(s.connection.hello.protocolVersion === undefined
-          ? {}
-          : { protocolVersion: s.connection.hello.protocolVersion }),
-        ...(loss === undefined
-          ? {}
-          : {
-              error: { code: ErrorCode.CONNECTION_CLOSED, message: lossMessage(loss, s.recovery) },
-              reconnectAttempts: s.recovery.attempts,
-            }),
+        ...entry.server.status(),
         ...(listing === undefined ? {} : { listing }),
         ...discovery,
       });
@@ -72,7 +46,7 @@ export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
     dirty: core.dirty,
     setId: set?.id ?? 0,
     liveSets: core.liveSets.size,
-    liveConnections: [...core.sessions].filter((s) => !s.connection.closed).length,
+    liveConnections: [...core.servers].filter((s) => !s.connection.closed).length,
     servers: Object.freeze(servers),
   });
 }

@@ -1,47 +1,8 @@
 import fc from 'fast-check';
-import { McpRuntime, type RuntimeClock, type RuntimeEvent } from '@stepbind/runtime';
+import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
 import { createInMemoryFleet, propertyRun, scriptedTool } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
-
-/** A clock that only moves when told: timers run in due order as `advance` passes them. */
-class FakeClock implements RuntimeClock {
-  #now = 0;
-  #next = 1;
-  readonly #timers = new Map<number, { due: number; callback: () => void }>();
-
-  setTimeout(callback: () => void, ms: number): unknown {
-    const id = this.#next++;
-    this.#timers.set(id, { due: this.#now + ms, callback });
-    return id;
-  }
-
-  clearTimeout(handle: unknown): void {
-    this.#timers.delete(handle as number);
-  }
-
-  now(): number {
-    return this.#now;
-  }
-
-  /** Timers armed and not run yet. */
-  get pending(): number {
-    return this.#timers.size;
-  }
-
-  advance(ms: number): void {
-    const until = this.#now + ms;
-    for (;;) {
-      let first: [number, { due: number; callback: () => void }] | undefined;
-      for (const entry of this.#timers)
-        if (first === undefined || entry[1].due < first[1].due) first = entry;
-      if (first === undefined || first[1].due > until) break;
-      this.#timers.delete(first[0]);
-      this.#now = first[1].due;
-      first[1].callback();
-    }
-    this.#now = until;
-  }
-}
+import { FakeClock } from './server/fake-clock.js';
 
 const DEBOUNCE = 100;
 

@@ -9,10 +9,13 @@
  * notification, which such a server can send as cheaply. A JSON-RPC error answer from the server
  * (other than an HTTP 5xx) is final: it is reported and the stream stays closed until the next
  * connection. Only the first failure of a run (the streams since the last healthy one) is reported,
- * so a server that stays down does not flood the event stream.
+ * so a server that stays down does not flood the event stream. The delays come from the runtime's
+ * one backoff (`backoff.ts`) and run on the host's clock.
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { StepbindError } from '@stepbind/binding/internal';
+import { Backoff } from '../backoff.js';
+import { systemClock, type RuntimeClock } from '../clock.js';
 import { eraError, withEnvelope, type RpcErrorObject } from './envelope.js';
 
 /** First re-listen delay; it doubles per failed attempt up to {@link RELISTEN_MAX_MS}. */
@@ -37,16 +40,20 @@ export interface ListenHost {
   ): void;
   send(message: JSONRPCMessage): Promise<void>;
   report(error: Error): void;
-  /** Milliseconds since the epoch, for how long a stream stayed open. @default Date.now */
-  readonly now?: () => number;
+  /**
+   * The timers of the re-listen backoff and the time a stream stayed open (the runtime's clock).
+   * @default systemClock
+   */
+  readonly clock?: RuntimeClock;
 }
 
 /** One connection's listen stream; see the module comment. */
 export class ListenStream {
   readonly #host: ListenHost;
   #id: number | undefined;
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #failures = 0;
+  readonly #clock: RuntimeClock;
+  /** Re-listen delays: doubling from the base to the cap, reset once a stream proved healthy. */
+  readonly #backoff: Backoff;
   /** Whether a failure of the current run was reported. */
   #told = false;
   /** When the open stream was acknowledged (`now`), if it was. */
@@ -55,6 +62,11 @@ export class ListenStream {
 
   constructor(host: ListenHost) {
     this.#host = host;
+    this.#clock = host.clock ?? systemClock;
+    this.#backoff = new Backoff(
+      { initialMs: RELISTEN_BASE_MS, maxMs: RELISTEN_MAX_MS },
+      this.#clock,
+    );
   }
 
   /** The request id of the open stream, if one is open. */
@@ -64,7 +76,7 @@ export class ListenStream {
 
   /** Opens the stream unless one is open, a re-open is scheduled, or the stream was stopped. */
   open(): void {
-    if (this.#id !== undefined || this.#timer !== undefined || this.#stopped) return;
+    if (this.#id !== undefined || this.#backoff.scheduled || this.#stopped) return;
     if (this.#host.isClosed()) return;
     const id = this.#host.nextId();
     this.#id = id;
@@ -76,7 +88,7 @@ export class ListenStream {
       this.#ackedAt = undefined;
       if (this.#stopped || this.#host.isClosed()) return;
       if (ackedAt !== undefined && this.#now() - ackedAt >= RELISTEN_HEALTHY_MS) {
-        this.#failures = 0;
+        this.#backoff.reset();
         this.#told = false;
       }
       // A StepbindError (the stream broke) or a send failure is an Error; an answer is not.
@@ -112,31 +124,26 @@ export class ListenStream {
   }
 
   #now(): number {
-    return this.#host.now?.() ?? Date.now();
+    return this.#clock.now();
   }
 
   /** Stops for good (the connection closes). @returns the id of the open stream, to cancel it. */
   stop(): number | undefined {
     this.#stopped = true;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#backoff.cancel();
     const id = this.#id;
     this.#id = undefined;
     return id;
   }
 
   #schedule(): void {
-    const delay = Math.min(RELISTEN_MAX_MS, RELISTEN_BASE_MS * 2 ** Math.min(this.#failures, 16));
-    this.#failures++;
+    // No attempt limit: the delay is always defined.
+    const delay = this.#backoff.fail() ?? RELISTEN_MAX_MS;
     // Jitter (half to full delay), so a fleet of clients does not re-listen in step.
-    this.#timer = setTimeout(
-      () => {
-        this.#timer = undefined;
-        this.open();
-      },
-      Math.round(delay * (0.5 + Math.random() / 2)),
-    );
-    this.#timer.unref();
+    this.#backoff.schedule(Math.round(delay * (0.5 + Math.random() / 2)), () => this.open(), {
+      // The connection's close stops it; an app that never closes may still exit.
+      unref: true,
+    });
   }
 }
 

@@ -11,10 +11,14 @@ import {
   RuntimeError,
   StepbindError,
 } from '@stepbind/binding/internal';
+import { Backoff } from '../backoff.js';
 import { createRedactor, redactUrl, type Redactor } from '../redact.js';
 import { DEFAULT_FLEET_SCHEMA, parseStoreTarget, type FleetStoreTarget } from './target.js';
 
 export { DEFAULT_FLEET_SCHEMA, parseStoreTarget, type FleetStoreTarget };
+
+/** Upper bound of one retry delay of a store operation. */
+const RETRY_MAX_DELAY_MS = 2000;
 
 /** Connection tuning of the fleet store. */
 export interface PgTuning {
@@ -301,8 +305,12 @@ export class PgHandle {
       callerSignal === undefined
         ? this.#closing.signal
         : AbortSignal.any([callerSignal, this.#closing.signal]);
-    let delay = this.#retryDelayMs;
-    for (let i = 1; ; i++) {
+    const backoff = new Backoff({
+      initialMs: this.#retryDelayMs,
+      maxMs: RETRY_MAX_DELAY_MS,
+      maxAttempts: this.#maxAttempts,
+    });
+    for (;;) {
       try {
         return await attempt(signal);
       } catch (error) {
@@ -316,10 +324,10 @@ export class PgHandle {
             ? this.failure(what, 'unreachable', error)
             : this.failure(what, 'query', error);
         }
-        if (i >= this.#maxAttempts) throw this.failure(what, 'unreachable', error);
+        const delay = backoff.fail();
+        if (delay === undefined) throw this.failure(what, 'unreachable', error);
         await pause(delay, signal);
         if (signal.aborted) throw this.#abandoned(what, signal.reason);
-        delay = Math.min(2000, delay * 2);
       }
     }
   }

@@ -8,6 +8,7 @@
  */
 import type pg from 'pg';
 import { ErrorCode, RuntimeError } from '@stepbind/binding/internal';
+import { Backoff } from '../backoff.js';
 import { destroyClient, isConnectionError, PgHandle, settlesWithin } from './pg.js';
 
 /** The policy as committed: what every worker converges to. */
@@ -175,7 +176,8 @@ export class PolicyView {
   readonly #pg: PgHandle;
   readonly #maxStalenessMs: number;
   readonly #heartbeatMs: number;
-  readonly #backoff: { readonly initialMs: number; readonly maxMs: number };
+  /** Reconnect backoff of the listener (after each loss it starts again from its first delay). */
+  readonly #backoff: Backoff;
   readonly #now: () => number;
   readonly #options: PolicyViewOptions;
   #policy: PolicySnapshot = Object.freeze({ version: -1, epoch: 0, revoked: [], approved: [] });
@@ -185,7 +187,6 @@ export class PolicyView {
   #confirmedAt = 0;
   #client: pg.Client | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
-  #retry: NodeJS.Timeout | undefined;
   #closed = false;
   #connecting: Promise<void> | undefined;
   /** The client of the connection attempt in progress, if any. */
@@ -198,10 +199,10 @@ export class PolicyView {
     this.#options = options;
     this.#maxStalenessMs = Math.max(1, options.maxStalenessMs ?? 10_000);
     this.#heartbeatMs = Math.max(1, options.heartbeatMs ?? Math.floor(this.#maxStalenessMs / 4));
-    this.#backoff = {
+    this.#backoff = new Backoff({
       initialMs: Math.max(1, options.reconnect?.initialMs ?? 50),
       maxMs: Math.max(1, options.reconnect?.maxMs ?? 2000),
-    };
+    });
     this.#now = options.now ?? Date.now;
   }
 
@@ -267,7 +268,7 @@ export class PolicyView {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#heartbeat);
-    clearTimeout(this.#retry);
+    this.#backoff.cancel();
     // A frozen database answers neither a connection in progress nor the goodbye: both are
     // bounded by the handle's close grace, then the connection is destroyed.
     const connecting = this.#connecting?.catch(() => undefined);
@@ -332,18 +333,25 @@ export class PolicyView {
     clearInterval(this.#heartbeat);
     void client.end().catch(() => undefined);
     this.#options.onConnection?.({ connected: false, error: this.#pg.redactor.error(error) });
-    this.#scheduleReconnect(this.#backoff.initialMs);
+    this.#backoff.reset();
+    this.#scheduleReconnect();
   }
 
-  #scheduleReconnect(delay: number): void {
+  /** Arms the next reconnect: the loss counts as the first failure, each failed attempt as one more. */
+  #scheduleReconnect(): void {
     if (this.#closed) return;
-    this.#retry = setTimeout(() => {
-      this.#connect('reconnect').catch(() => {
-        this.#scheduleReconnect(Math.min(this.#backoff.maxMs, delay * 2));
-      });
-    }, delay);
-    // The runtime's close() clears it; an app that never closes may still exit.
-    this.#retry.unref();
+    // No attempt limit: the delay is always defined.
+    const delay = this.#backoff.fail() ?? 0;
+    this.#backoff.schedule(
+      delay,
+      () => {
+        this.#connect('reconnect').catch(() => {
+          this.#scheduleReconnect();
+        });
+      },
+      // The runtime's close() clears it; an app that never closes may still exit.
+      { unref: true },
+    );
   }
 
   /** Reads and applies the policy over `client`; coalesces reads that overlap. */
