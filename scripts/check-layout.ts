@@ -151,22 +151,16 @@ export const SDK_HOMES: Readonly<Record<string, readonly string[]>> = {
 };
 
 /**
- * Files that import the SDK outside {@link SDK_HOMES} today, while the adapters move into
- * `src/sdk/` (issue 23). Emptied when that lands; a file added here is a decision, not a fix.
+ * Files allowed to import the SDK outside {@link SDK_HOMES}: none. A file added here is a
+ * decision to write down in DESIGN §1, not a fix.
  */
-export const SDK_ALLOWLIST: readonly string[] = [
-  'packages/runtime/src/client-capabilities.ts',
-  'packages/runtime/src/connect.ts',
-  'packages/runtime/src/sdk-errors.ts',
-  'packages/runtime/src/sdk.ts',
-];
+export const SDK_ALLOWLIST: readonly string[] = [];
 
 /**
- * Writes to members of the per-server owner class allowed outside `packages/runtime/src/server/`
- * (43 on the tree before the owner moved there). Set to 0 when it lands: the owner's state is then
- * written only through its methods.
+ * Writes to members of the per-server owner class allowed outside `packages/runtime/src/server/`:
+ * none. Its state is written only through its methods.
  */
-export const OWNER_WRITES_ALLOWED = 43;
+export const OWNER_WRITES_ALLOWED = 0;
 
 /** Files importing the SDK outside their package's {@link SDK_HOMES} and not in `allowlist`. */
 export function sdkOffenders(
