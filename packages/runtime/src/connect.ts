@@ -26,6 +26,7 @@ import {
   type Transport,
 } from './transports/index.js';
 import { StderrTail } from './transports/stderr-tail.js';
+import type { RuntimeClock } from './clock.js';
 
 /** Options for {@link connectServer}. */
 export interface ConnectOptions {
@@ -57,6 +58,11 @@ export interface ConnectOptions {
    * reads nor writes it (and its pin is part of its identity key). @default a fresh map (no memory)
    */
   readonly eras?: EraMemory;
+  /**
+   * The runtime's clock: a modern connection's listen stream arms its re-listen backoff on it.
+   * @default the real clock
+   */
+  readonly clock?: RuntimeClock;
 }
 
 /** Everything a connect strategy needs about the one server being started (of config `C`). */
@@ -194,6 +200,7 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
       discover: outcome.discover,
       stderr: ctx.stderrTail,
       handlers: ctx.handlers,
+      ...(ctx.options.clock === undefined ? {} : { clock: ctx.options.clock }),
     });
   }
   await modernHttp.close();
@@ -281,6 +288,7 @@ function stdioModern(
     stderr: ctx.stderrTail,
     handlers: ctx.handlers,
     fault: ctx.fault,
+    ...(ctx.options.clock === undefined ? {} : { clock: ctx.options.clock }),
   };
 }
 

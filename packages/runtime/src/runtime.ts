@@ -76,7 +76,13 @@ export class McpRuntime {
     const eras: EraMemory = new Map(); // era: remembered per server for this runtime
     const connect: ServerConnector =
       options.connect ??
-      ((name, cfg, o) => connectServer(name, cfg, { signal: o.signal, handlers, eras }));
+      ((name, cfg, o) =>
+        connectServer(name, cfg, {
+          signal: o.signal,
+          handlers,
+          eras,
+          ...(options.clock === undefined ? {} : { clock: options.clock }),
+        }));
     const core = new RuntimeCore(config, options, connect, fleet);
     this.#core = core;
     this.#journal = journal;

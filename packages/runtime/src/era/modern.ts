@@ -14,6 +14,7 @@
  * - answers `input_required` results of `tools/call` (MRTR) through the application's elicitation
  *   and sampling handlers, retrying with a new request id, for at most `MAX_INPUT_ROUNDS` (8, `era/mrtr.ts`).
  */
+import type { RuntimeClock } from '../clock.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import {
@@ -89,6 +90,8 @@ export interface ModernConnectionOptions {
   readonly fault?: FaultSource;
   /** Number of the first request id (the probe used the ones before). @default 1 */
   readonly firstId?: number;
+  /** The clock of the listen stream's re-listen backoff. @default the real clock */
+  readonly clock?: RuntimeClock;
 }
 
 /** One modern-era connection; see the module comment. `close()` is idempotent. */
@@ -147,6 +150,7 @@ export class ModernConnection implements Connection {
       expect: (id, handlers) => this.#pending.set(id, handlers),
       send: (message) => this.#transport.send(message),
       report: (error) => this.#report(error),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
     });
     if (options.transport instanceof ModernHttpTransport) {
       // A typed failure of one request (oversized or malformed answer) reaches it as is.
