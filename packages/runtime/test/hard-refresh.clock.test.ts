@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { McpRuntime, type RuntimeClock, type RuntimeEvent } from '@stepbind/runtime';
 import { createInMemoryFleet, propertyRun, scriptedTool } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
+import { whenArmed } from './support/clock.js';
 
 /** A clock that only moves when told: timers run in due order as `advance` passes them. */
 class FakeClock implements RuntimeClock {
@@ -133,7 +134,8 @@ describe('list_changed debounce on an injected clock', () => {
         captured = true;
         return binding;
       });
-      await expect.poll(() => clock.pending).toBe(1);
+      await whenArmed(clock, 1);
+      expect(clock.pending).toBe(1);
       clock.advance(499);
       await Promise.resolve();
       expect(captured).toBe(false);

@@ -27,6 +27,7 @@ import {
 } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
 import { waitUntilGone } from '../helpers.js';
+import { auditEntry } from '../support/audit.js';
 import { expectTestEra } from '../support/era.js';
 import { context, record, tempDir } from './support.js';
 import { trackRuntimes, failure } from '../support/runtimes.js';
@@ -69,6 +70,8 @@ interface Opened {
   readonly runtime: McpRuntime;
   readonly events: RuntimeEvent[];
   readonly audit: () => Promise<AuditEntry[]>;
+  /** The server's audit trail file (see {@link auditEntry}). */
+  readonly auditPath: string;
 }
 
 async function open(
@@ -95,7 +98,7 @@ async function open(
   );
   runtimes.push(runtime);
   expectTestEra(runtime, ['s']);
-  return { runtime, events, audit: () => readAuditTrail(auditPath) };
+  return { runtime, events, audit: () => readAuditTrail(auditPath), auditPath };
 }
 
 const callsOf = (audit: readonly AuditEntry[], name: string): AuditEntry[] =>
@@ -268,7 +271,8 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
     const running = stepA
       .prepareCall('s__slow_send')
       .run({}, { idempotencyKey: 'k', signal: controller.signal });
-    await expect.poll(async () => callsOf(await a.audit(), 'slow_send').length).toBe(1);
+    await auditEntry(a.auditPath, (e) => e.method === 'tools/call' && e.tool === 'slow_send');
+    expect(callsOf(await a.audit(), 'slow_send')).toHaveLength(1);
     const here = await failure(stepA.prepareCall('s__slow_send').run({}, { idempotencyKey: 'k' }));
     expect(here.code).toBe('IDEMPOTENCY_IN_PROGRESS');
     const there = await failure(stepB.prepareCall('s__slow_send').run({}, { idempotencyKey: 'k' }));
