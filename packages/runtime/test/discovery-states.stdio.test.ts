@@ -1,6 +1,5 @@
 import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
 import {
-  isProcessAlive,
   scriptedTool,
   stdioServerParams,
   tempAuditPath,
@@ -8,7 +7,7 @@ import {
 } from '@stepbind/testkit';
 import { rm } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { waitUntilGone } from './helpers.js';
+import { expectGone } from './support/processes.js';
 import { expectTestEra } from './support/era.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -36,8 +35,7 @@ async function open(bad: ServerFixture): Promise<{ runtime: McpRuntime; events: 
   cleanups.push(async () => {
     const pids = runtime.pids();
     await runtime.close();
-    for (const pid of pids) await waitUntilGone(pid);
-    expect(pids.filter((pid) => isProcessAlive(pid))).toEqual([]);
+    expectGone(pids);
     for (const path of paths) await rm(path, { force: true });
   });
   expectTestEra(runtime, ['ok']);

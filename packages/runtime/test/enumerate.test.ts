@@ -3,7 +3,7 @@ import { CatalogError, type ToolEnumeration } from '@stepbind/binding/internal';
 import { enumerateTools, type EnumerateToolsOptions } from '@stepbind/runtime';
 import { isProcessAlive, type ServerFixture } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { listCursors, livePids, startStdio, type StdioHarness } from './helpers.js';
+import { listCursors, livePids, startStdio, type StdioHarness } from './support/stdio.js';
 
 const open: StdioHarness[] = [];
 

@@ -7,11 +7,11 @@ import {
   type ScriptedServerOptions,
 } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
+import { failure } from './support/errors.js';
 import { FakeClock } from './support/clock.js';
 import { expectTestEra } from './support/era.js';
 import { eventLog, firstEvents, nextEvent, type EventLog } from './support/events.js';
 import { callsOf as calls, listsOf as lists, received, serverClosed } from './support/fleet.js';
-import { failure } from './support/runtimes.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {

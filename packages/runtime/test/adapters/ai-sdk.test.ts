@@ -4,7 +4,6 @@ import { isStepbindError } from '@stepbind/binding';
 import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
 import { stepToAiSdkTools, toAiSdkOutput, type AiSdkCallEvent } from '@stepbind/runtime/ai-sdk';
 import {
-  isProcessAlive,
   readAuditTrail,
   stdioServerParams,
   tempAuditPath,
@@ -12,7 +11,7 @@ import {
 } from '@stepbind/testkit';
 import { rm } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { waitUntilGone } from '../helpers.js';
+import { expectGone } from '../support/processes.js';
 import { expectTestEra } from '../support/era.js';
 
 type DoGenerate = Extract<
@@ -80,8 +79,7 @@ async function openOps(): Promise<{
   const pids = runtime.pids();
   cleanups.push(async () => {
     await runtime.close();
-    for (const pid of pids) await waitUntilGone(pid);
-    expect(pids.filter((pid) => isProcessAlive(pid))).toEqual([]);
+    expectGone(pids);
     await rm(auditPath, { force: true });
   });
   expectTestEra(runtime, ['ops']);

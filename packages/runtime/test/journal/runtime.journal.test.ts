@@ -1,4 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -24,13 +25,14 @@ import {
   tempAuditPath,
   type AuditEntry,
   type ServerFixture,
+  tempDir,
 } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
-import { waitUntilGone } from '../helpers.js';
+import { failure } from '../support/errors.js';
+import { context, record } from '../support/journal.js';
+import { trackRuntimes } from '../support/runtimes.js';
 import { auditEntry } from '../support/audit.js';
 import { expectTestEra } from '../support/era.js';
-import { context, record, tempDir } from './support.js';
-import { trackRuntimes, failure } from '../support/runtimes.js';
 
 const { runtimes, auditFiles } = trackRuntimes();
 
@@ -390,8 +392,10 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
       expect((await runtime.journal.get('live'))?.state).toBe('SENT');
       expect((await runtime.journal.get('remote'))?.state).toBe('SENT');
     } finally {
+      const exited =
+        live.exitCode === null && live.signalCode === null ? once(live, 'exit') : undefined;
       live.kill('SIGKILL');
-      if (live.pid !== undefined) await waitUntilGone(live.pid);
+      await exited;
     }
   });
 
