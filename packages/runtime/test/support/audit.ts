@@ -29,7 +29,7 @@ export function fileState<T>(
           if (value !== undefined) return resolve(value);
         }
       } catch (error) {
-        reject(error);
+        reject(error instanceof Error ? error : new Error(String(error)));
       } finally {
         reading = false;
       }
