@@ -19,7 +19,7 @@ import {
   type ToolCaller,
 } from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
-import { ErrorCode } from './support.js';
+import { ErrorCode } from '../support/journal.js';
 
 const catalog = createCatalogSnapshot({
   identity: { name: 's', transportDigest: 'sha256:t' },
