@@ -10,6 +10,7 @@ import { isProcessAlive } from '@stepbind/testkit';
 export async function waitUntilGone(pid: number): Promise<void> {
   for (let i = 0; i < 250; i++) {
     if (!isProcessAlive(pid)) return;
+    // eslint-disable-next-line no-restricted-syntax -- no exit event exists for a non-child pid
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   throw new Error(`process ${pid} is still alive`);
