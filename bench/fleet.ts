@@ -25,7 +25,7 @@ import {
   PolicyView,
 } from '@stepbind/runtime/fleet';
 import { createInMemoryFleet } from '@stepbind/testkit';
-import { usePostgres } from '../packages/runtime/test/fleet/support.js';
+import { usePostgres } from '../packages/runtime/test/support/postgres.js';
 import { isMain, row, runStandalone, spread, type BenchRow } from './support.js';
 
 const SUITE = 'fleet';

@@ -13,17 +13,17 @@ import {
   type McpRuntimeOptions,
 } from '@stepbind/runtime';
 import {
-  isProcessAlive,
   readAuditTrail,
   stdioServerParams,
   tempAuditPath,
   type AuditEntry,
   type ServerFixture,
+  tempDir,
 } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
-import { waitUntilGone } from './helpers.js';
-import { tempDir } from './journal/support.js';
-import { trackRuntimes, failure } from './support/runtimes.js';
+import { failure } from './support/errors.js';
+import { expectGone } from './support/processes.js';
+import { trackRuntimes } from './support/runtimes.js';
 
 const { runtimes, auditFiles } = trackRuntimes();
 
@@ -302,8 +302,7 @@ describe('close() is bounded while a prepare hook is pending', () => {
       expect(isStepbindError(seen?.reason) && seen.reason.code).toBe('RUNTIME_CLOSED');
       release.resolve();
       step.release();
-      for (const pid of serverPids) await waitUntilGone(pid);
-      expect(serverPids.filter((pid) => isProcessAlive(pid))).toEqual([]);
+      expectGone(serverPids);
       expect(calls(await audit())).toEqual([]);
       expect(await stateOf(path, 'k')).toBe('NOT_SENT');
     });

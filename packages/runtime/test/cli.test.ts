@@ -17,6 +17,7 @@ import {
 } from '@stepbind/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitUntilGone } from './helpers.js';
+import { auditEntry, fileState } from './support/audit.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
 let dir: string;
@@ -188,14 +189,12 @@ describe('stepbind catalog', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const exited = new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
-    await expect
-      .poll(async () => (await readAuditTrail(auditPath)).some((e) => e.method === 'tools/list'), {
-        timeout: 10_000,
-      })
-      .toBe(true);
-    await expect
-      .poll(async () => (await readHostilePids(pidFile)).length, { timeout: 10_000 })
-      .toBe(2);
+    await auditEntry(auditPath, (e) => e.method === 'tools/list');
+    const pids = async (): Promise<number | undefined> => {
+      const { length } = await readHostilePids(pidFile);
+      return length >= 2 ? length : undefined;
+    };
+    expect(await fileState(pidFile, pids, 'both hostile pids')).toBe(2);
     const serverPid = (await readAuditTrail(auditPath))[0]?.pid;
     expect(serverPid).toBeGreaterThan(0);
     const hostile = await readHostilePids(pidFile);

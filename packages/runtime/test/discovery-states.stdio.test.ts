@@ -1,6 +1,5 @@
 import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
 import {
-  isProcessAlive,
   scriptedTool,
   stdioServerParams,
   tempAuditPath,
@@ -8,8 +7,9 @@ import {
 } from '@stepbind/testkit';
 import { rm } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { waitUntilGone } from './helpers.js';
+import { expectGone } from './support/processes.js';
 import { expectTestEra } from './support/era.js';
+import { eventLog, firstEvents, type EventLog } from './support/events.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -17,10 +17,12 @@ afterEach(async () => {
 });
 
 /** Opens a runtime over real stdio testkit servers: "ok" (required) and "bad" (optional). */
-async function open(bad: ServerFixture): Promise<{ runtime: McpRuntime; events: RuntimeEvent[] }> {
+async function open(
+  bad: ServerFixture,
+): Promise<{ runtime: McpRuntime; events: RuntimeEvent[]; log: EventLog }> {
   const paths = [tempAuditPath('ok'), tempAuditPath('bad')];
   const [okPath = '', badPath = ''] = paths;
-  const events: RuntimeEvent[] = [];
+  const log = eventLog();
   const runtime = await McpRuntime.open(
     {
       mcpServers: {
@@ -31,17 +33,16 @@ async function open(bad: ServerFixture): Promise<{ runtime: McpRuntime; events: 
         },
       },
     },
-    { approval: 'none', onEvent: (e) => events.push(e) },
+    { approval: 'none', onEvent: log.onEvent },
   );
   cleanups.push(async () => {
     const pids = runtime.pids();
     await runtime.close();
-    for (const pid of pids) await waitUntilGone(pid);
-    expect(pids.filter((pid) => isProcessAlive(pid))).toEqual([]);
+    expectGone(pids);
     for (const path of paths) await rm(path, { force: true });
   });
   expectTestEra(runtime, ['ok']);
-  return { runtime, events };
+  return { runtime, events: log.events, log };
 }
 
 /** Resolves once the optional server's start settled (its entry left `starting`). */
@@ -55,16 +56,15 @@ const states = (events: RuntimeEvent[], server: string): string[] =>
 
 describe('discovery states driven by the runtime (DESIGN §5), over real stdio servers', () => {
   it('shows a server that died mid-pagination as INCOMPLETE with the reason, in status and events', async () => {
-    const { runtime, events } = await open({
+    const { runtime, events, log } = await open({
       generations: [
         { pages: [{ tools: [scriptedTool('one')] }, { tools: [scriptedTool('two')] }] },
       ],
       triggers: [{ on: { method: 'tools/list', nth: 2 }, exit: 3 }],
     });
     await settled(runtime);
-    await expect
-      .poll(() => runtime.status().servers.find((s) => s.name === 'bad')?.state)
-      .toBe('failed');
+    await firstEvents(log, 'server-failed', 1, (e) => e.server === 'bad');
+    expect(runtime.status().servers.find((s) => s.name === 'bad')?.state).toBe('failed');
     const bad = runtime.status().servers.find((s) => s.name === 'bad');
     expect(bad?.discovery?.state).toBe('INCOMPLETE');
     expect(bad?.discovery?.reason?.code).toBe('CONNECTION_CLOSED');
@@ -82,15 +82,14 @@ describe('discovery states driven by the runtime (DESIGN §5), over real stdio s
   });
 
   it('shows a server with an invalid catalog (a duplicate tool name) as QUARANTINED with the reason', async () => {
-    const { runtime, events } = await open({
+    const { runtime, events, log } = await open({
       generations: [
         { pages: [{ tools: [scriptedTool('same')] }, { tools: [scriptedTool('same')] }] },
       ],
     });
     await settled(runtime);
-    await expect
-      .poll(() => runtime.status().servers.find((s) => s.name === 'bad')?.state)
-      .toBe('failed');
+    await firstEvents(log, 'server-failed', 1, (e) => e.server === 'bad');
+    expect(runtime.status().servers.find((s) => s.name === 'bad')?.state).toBe('failed');
     const bad = runtime.status().servers.find((s) => s.name === 'bad');
     expect(bad?.discovery).toMatchObject({
       state: 'QUARANTINED',
@@ -100,13 +99,12 @@ describe('discovery states driven by the runtime (DESIGN §5), over real stdio s
   });
 
   it('moves a proven catalog to ELIGIBLE once it is published', async () => {
-    const { runtime, events } = await open({
+    const { runtime, events, log } = await open({
       generations: [{ revision: 'r1', pages: [{ tools: [scriptedTool('one')] }] }],
     });
     await settled(runtime);
-    await expect
-      .poll(() => runtime.status().servers.find((s) => s.name === 'bad')?.state)
-      .toBe('ready');
+    await firstEvents(log, 'server-ready', 1, (e) => e.server === 'bad');
+    expect(runtime.status().servers.find((s) => s.name === 'bad')?.state).toBe('ready');
     expect(runtime.status().servers.find((s) => s.name === 'bad')?.discovery).toEqual({
       state: 'ELIGIBLE',
     });

@@ -3,7 +3,8 @@ import { CatalogError, type ToolEnumeration } from '@stepbind/binding/internal';
 import { enumerateTools, type EnumerateToolsOptions } from '@stepbind/runtime';
 import { isProcessAlive, type ServerFixture } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { listCursors, livePids, startStdio, type StdioHarness } from './helpers.js';
+import { listCursors, livePids, startStdio, type StdioHarness } from './support/stdio.js';
+import { auditEntry } from './support/audit.js';
 
 const open: StdioHarness[] = [];
 
@@ -195,9 +196,7 @@ describe('enumerateTools over a real stdio child', () => {
     const error = await rejection(enumerateTools(h.client, { requestTimeoutMs: 100 }));
     expect(error.code).toBe('TIMEOUT');
     expect(error.detail['scope']).toBe('request');
-    await expect
-      .poll(async () => (await h.audit()).map((e) => e.method))
-      .toContain('notifications/cancelled');
+    await auditEntry(h.auditPath, (e) => e.method === 'notifications/cancelled');
   });
 
   it('rejects with ABORTED when the caller aborts', async () => {

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
 import { createInMemoryFleet, propertyRun, scriptedTool } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
-import { FakeClock } from './server/fake-clock.js';
+import { FakeClock, whenArmed } from './support/clock.js';
+
 
 const DEBOUNCE = 100;
 
@@ -94,7 +95,8 @@ describe('list_changed debounce on an injected clock', () => {
         captured = true;
         return binding;
       });
-      await expect.poll(() => clock.pending).toBe(1);
+      await whenArmed(clock, 1);
+      expect(clock.pending).toBe(1);
       clock.advance(499);
       await Promise.resolve();
       expect(captured).toBe(false);

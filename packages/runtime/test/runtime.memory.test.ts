@@ -1,6 +1,5 @@
-import type { CallError, RuntimeError } from '@stepbind/binding';
-import { isStepbindError, toToolResult, type McpBinding } from '@stepbind/binding';
-import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
+import { toToolResult, type McpBinding } from '@stepbind/binding';
+import { McpRuntime } from '@stepbind/runtime';
 import {
   createInMemoryFleet,
   scriptedTool,
@@ -8,7 +7,11 @@ import {
   type ScriptedServerOptions,
 } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
+import { failure } from './support/errors.js';
+import { FakeClock } from './support/clock.js';
 import { expectTestEra } from './support/era.js';
+import { eventLog, firstEvents, nextEvent, type EventLog } from './support/events.js';
+import { callsOf as calls, listsOf as lists, received, serverClosed } from './support/fleet.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -19,40 +22,23 @@ async function setup(
   servers: Record<string, ScriptedServerOptions>,
   overrides: Record<string, Record<string, unknown>> = {},
   options: Parameters<typeof McpRuntime.open>[1] = {},
-): Promise<{ fleet: InMemoryFleet; runtime: McpRuntime; events: RuntimeEvent[] }> {
+): Promise<{ fleet: InMemoryFleet; runtime: McpRuntime; log: EventLog }> {
   const fleet = createInMemoryFleet(servers);
-  const events: RuntimeEvent[] = [];
+  const log = eventLog();
   cleanups.push(() => fleet.close());
   const runtime = await McpRuntime.open(fleet.config(overrides), {
     connect: fleet.connect,
     approval: 'none',
-    onEvent: (e) => events.push(e),
+    onEvent: log.onEvent,
     ...options,
   });
   cleanups.push(() => runtime.close());
   expectTestEra(runtime);
-  return { fleet, runtime, events };
+  return { fleet, runtime, log };
 }
 
-const calls = (fleet: InMemoryFleet, name: string): (string | undefined)[] =>
-  fleet
-    .audit(name)
-    .filter((e) => e.method === 'tools/call')
-    .map((e) => e.tool);
-
-const lists = (fleet: InMemoryFleet, name: string): number =>
-  fleet.audit(name).filter((e) => e.method === 'tools/list').length;
-
-async function failure(promise: Promise<unknown>): Promise<CallError | RuntimeError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  expect(isStepbindError(error)).toBe(true);
-  return error as CallError;
-}
+const isCall = (e: { method: string }): boolean => e.method === 'tools/call';
+const isCancel = (e: { method: string }): boolean => e.method === 'notifications/cancelled';
 
 function names(binding: McpBinding): string[] {
   return binding.tools.map((t) => t.name);
@@ -106,7 +92,7 @@ describe('McpRuntime bindings (in-memory servers)', () => {
   });
 
   it('makes a hard refresh wait for prepare to finish, even when prepare throws', async () => {
-    const { fleet, runtime } = await setup({ a: { scenario: 'single' } });
+    const { fleet, runtime, log } = await setup({ a: { scenario: 'single' } });
     await using binding = await runtime.captureBinding();
     const call = binding.prepareCall('a__alpha');
     let enter!: () => void;
@@ -125,13 +111,15 @@ describe('McpRuntime bindings (in-memory servers)', () => {
     await entered;
     fleet.server('a').replaceCatalog([[scriptedTool('alpha')]]);
     const listsBefore = lists(fleet, 'a');
+    const relisted = nextEvent(log, 'discovery-page', (e) => e.server === 'a');
     let refreshed = false;
     const refresh = runtime.hardRefresh('a').then((changed) => {
       refreshed = true;
       return changed;
     });
     // The re-list runs outside the lock; the swap must then wait for the read hold of prepare.
-    await expect.poll(() => lists(fleet, 'a')).toBeGreaterThan(listsBefore);
+    await relisted;
+    expect(lists(fleet, 'a')).toBeGreaterThan(listsBefore);
     for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
     expect(refreshed).toBe(false);
     fail(new Error('approval denied'));
@@ -142,7 +130,7 @@ describe('McpRuntime bindings (in-memory servers)', () => {
   });
 
   it('makes a hard refresh wait for a tools/call in flight (the read lock spans the call)', async () => {
-    const { fleet, runtime } = await setup({ a: { scenario: 'single', callDelayMs: 150 } });
+    const { fleet, runtime, log } = await setup({ a: { scenario: 'single', callDelayMs: 150 } });
     await using binding = await runtime.captureBinding();
     let called = false;
     const running = binding
@@ -152,15 +140,18 @@ describe('McpRuntime bindings (in-memory servers)', () => {
         called = true;
         return r;
       });
-    await expect.poll(() => calls(fleet, 'a')).toEqual(['alpha']);
+    await received(fleet, 'a', isCall);
+    expect(calls(fleet, 'a')).toEqual(['alpha']);
     fleet.server('a').replaceCatalog([[scriptedTool('alpha')]]);
     const listsBefore = lists(fleet, 'a');
+    const relisted = nextEvent(log, 'discovery-page', (e) => e.server === 'a');
     let refreshedWhileCalling: boolean | undefined;
     const refresh = runtime.hardRefresh('a').then((changed) => {
       refreshedWhileCalling = !called;
       return changed;
     });
-    await expect.poll(() => lists(fleet, 'a')).toBeGreaterThan(listsBefore);
+    await relisted;
+    expect(lists(fleet, 'a')).toBeGreaterThan(listsBefore);
     const { receipt } = await running;
     expect(await refresh).toBe(true);
     expect(refreshedWhileCalling).toBe(false);
@@ -264,7 +255,7 @@ describe('McpRuntime bindings (in-memory servers)', () => {
   });
 
   it('reports an optional server failure in status and events, never silently', async () => {
-    const { runtime, events } = await setup(
+    const { runtime, log } = await setup(
       { a: { scenario: 'single' }, flaky: { scenario: 'repeat' } },
       { flaky: { required: false } },
     );
@@ -275,7 +266,7 @@ describe('McpRuntime bindings (in-memory servers)', () => {
       error: { code: 'CURSOR_REPEATED' },
     });
     expect(runtime.status().servers.find((s) => s.name === 'flaky')?.state).toBe('failed');
-    expect(events.some((e) => e.type === 'server-failed' && e.server === 'flaky')).toBe(true);
+    expect(log.events.some((e) => e.type === 'server-failed' && e.server === 'flaky')).toBe(true);
   });
 
   it('fails capture with SERVER_NOT_READY when a server the step requires is left out', async () => {
@@ -288,18 +279,24 @@ describe('McpRuntime bindings (in-memory servers)', () => {
   });
 
   it('makes the next capture see list_changed tools while an old prepared call is refused unsent', async () => {
-    const { fleet, runtime } = await setup(
+    const clock = new FakeClock();
+    const { fleet, runtime, log } = await setup(
       { a: { scenario: 'single' } },
       {},
-      { listChangedDebounceMs: 20 },
+      { listChangedDebounceMs: 20, clock },
     );
     await using old = await runtime.captureBinding();
     const call = old.prepareCall('a__beta');
     const server = fleet.server('a');
     server.replaceCatalog([[scriptedTool('alpha'), scriptedTool('beta'), scriptedTool('delta')]]);
+    const noticed = nextEvent(log, 'list-changed', (e) => e.server === 'a');
     await server.notifyListChanged();
-    await expect.poll(() => runtime.status().servers[0]?.revision).toBe(2);
+    await noticed;
+    const swapped = nextEvent(log, 'catalog-swapped', (e) => e.server === 'a');
+    clock.advance(20);
+    await swapped;
     await runtime.whenIdle();
+    expect(runtime.status().servers[0]?.revision).toBe(2);
     expect((await failure(call.run({}))).code).toBe('STALE_CATALOG');
     await using next = await runtime.captureBinding();
     expect(names(next)).toContain('a__delta');
@@ -307,19 +304,27 @@ describe('McpRuntime bindings (in-memory servers)', () => {
   });
 
   it('coalesces a burst of list_changed notifications into one hard refresh', async () => {
-    const { fleet, runtime, events } = await setup(
+    const clock = new FakeClock();
+    const { fleet, runtime, log } = await setup(
       { a: { scenario: 'single' } },
       {},
-      { listChangedDebounceMs: 50 },
+      { listChangedDebounceMs: 50, clock },
     );
     const server = fleet.server('a');
     const before = lists(fleet, 'a');
     server.replaceCatalog([[scriptedTool('alpha')]]);
     await Promise.all(Array.from({ length: 10 }, () => server.notifyListChanged()));
-    await expect.poll(() => events.filter((e) => e.type === 'list-changed').length).toBe(10);
+    await firstEvents(log, 'list-changed', 10);
+    // Every notification arrived inside the quiet period: one debounce timer, nothing re-listed.
+    expect(clock.pending).toBe(1);
+    expect(lists(fleet, 'a')).toBe(before);
+    const swapped = nextEvent(log, 'catalog-swapped', (e) => e.server === 'a');
+    clock.advance(50);
+    await swapped;
     await runtime.whenIdle();
     expect(lists(fleet, 'a') - before).toBe(1);
-    expect(events.filter((e) => e.type === 'catalog-swapped')).toHaveLength(1);
+    expect(log.count('catalog-swapped')).toBe(1);
+    expect(clock.pending).toBe(0);
   });
 
   it('validates arguments against the frozen input schema before sending anything', async () => {
@@ -416,8 +421,12 @@ describe('McpRuntime bindings (in-memory servers)', () => {
     await using fresh = await runtime.captureBinding();
     expect(fresh.servers).toHaveLength(1);
     expect(runtime.status().liveConnections).toBe(2);
+    const [first] = fleet.instances('a');
+    if (first === undefined) throw new Error('server "a" never started');
+    const retired = serverClosed(first);
     old.release();
-    await expect.poll(() => runtime.status().liveConnections).toBe(1);
+    await retired;
+    expect(runtime.status().liveConnections).toBe(1);
   });
 
   it('times out a slow call, sends notifications/cancelled and names server and tool', async () => {
@@ -426,9 +435,7 @@ describe('McpRuntime bindings (in-memory servers)', () => {
     const error = await failure(binding.prepareCall('a__alpha').run({}, { timeoutMs: 50 }));
     expect(error.code).toBe('TIMEOUT');
     expect(error.detail).toMatchObject({ server: 'a', tool: 'alpha' });
-    await expect
-      .poll(() => fleet.audit('a').map((e) => e.method))
-      .toContain('notifications/cancelled');
+    await received(fleet, 'a', isCancel);
   });
 
   it('cancels a call with its signal and sends notifications/cancelled', async () => {
@@ -436,19 +443,19 @@ describe('McpRuntime bindings (in-memory servers)', () => {
     await using binding = await runtime.captureBinding();
     const controller = new AbortController();
     const running = binding.prepareCall('a__alpha').run({}, { signal: controller.signal });
-    await expect.poll(() => calls(fleet, 'a')).toEqual(['alpha']);
+    await received(fleet, 'a', isCall);
+    expect(calls(fleet, 'a')).toEqual(['alpha']);
     controller.abort();
     expect((await failure(running)).code).toBe('ABORTED');
-    await expect
-      .poll(() => fleet.audit('a').map((e) => e.method))
-      .toContain('notifications/cancelled');
+    await received(fleet, 'a', isCancel);
   });
 
   it('rejects a call in flight with OUTCOME_UNKNOWN (delivery sent) when the runtime closes', async () => {
     const { fleet, runtime } = await setup({ a: { scenario: 'single', callDelayMs: 5_000 } });
     const binding = await runtime.captureBinding();
     const running = binding.prepareCall('a__alpha').run({});
-    await expect.poll(() => calls(fleet, 'a')).toEqual(['alpha']);
+    await received(fleet, 'a', isCall);
+    expect(calls(fleet, 'a')).toEqual(['alpha']);
     await runtime.close();
     const error = await failure(running);
     expect(error.code).toBe('OUTCOME_UNKNOWN');

@@ -1,5 +1,5 @@
-import { isStepbindError, type McpBinding, type StepbindError } from '@stepbind/binding';
-import { McpRuntime, type McpRuntimeOptions, type RuntimeEvent } from '@stepbind/runtime';
+import type { McpBinding, StepbindError } from '@stepbind/binding';
+import { McpRuntime, type McpRuntimeOptions } from '@stepbind/runtime';
 import {
   isProcessAlive,
   readAuditTrail,
@@ -14,8 +14,10 @@ import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { waitUntilGone } from './helpers.js';
+import { expectGone } from './support/processes.js';
+import { failure } from './support/errors.js';
 import { expectTestEra, itInEra } from './support/era.js';
+import { eventLog, nextEvent, type EventLog } from './support/events.js';
 
 const runtimes: McpRuntime[] = [];
 const pids = new Set<number>();
@@ -26,10 +28,10 @@ afterEach(async () => {
     for (const pid of r.pids()) pids.add(pid);
     await r.close();
   }
-  for (const pid of pids) await waitUntilGone(pid);
-  await Promise.all(trails.splice(0).map((trail) => trail.dispose()));
-  expect([...pids].filter((pid) => isProcessAlive(pid))).toEqual([]);
+  // close() resolves once the servers are gone: nothing to wait for.
+  expectGone(pids);
   pids.clear();
+  await Promise.all(trails.splice(0).map((trail) => trail.dispose()));
 });
 
 interface Server {
@@ -43,7 +45,7 @@ async function open(
 ): Promise<{
   runtime: McpRuntime;
   audit: (name: string) => Promise<AuditEntry[]>;
-  events: RuntimeEvent[];
+  log: EventLog;
 }> {
   const paths: Record<string, string> = {};
   const mcpServers: Record<string, unknown> = {};
@@ -56,36 +58,14 @@ async function open(
       ...server.extra,
     };
   }
-  const events: RuntimeEvent[] = [];
+  const log = eventLog();
   const runtime = await McpRuntime.open(
     { mcpServers },
-    { approval: 'none', onEvent: (e) => events.push(e), ...options },
+    { approval: 'none', onEvent: log.onEvent, ...options },
   );
   runtimes.push(runtime);
   expectTestEra(runtime);
-  return { runtime, audit: (name) => readAuditTrail(paths[name] ?? ''), events };
-}
-
-async function failure(promise: Promise<unknown>): Promise<StepbindError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  expect(isStepbindError(error)).toBe(true);
-  return error as StepbindError;
-}
-
-function nextEvent(
-  events: RuntimeEvent[],
-  type: RuntimeEvent['type'],
-  after = events.length,
-): Promise<RuntimeEvent> {
-  return expect
-    .poll(() => events.slice(after).find((e) => e.type === type), { timeout: 10_000 })
-    .toBeDefined()
-    .then(() => events.slice(after).find((e) => e.type === type) as RuntimeEvent);
+  return { runtime, audit: (name) => readAuditTrail(paths[name] ?? ''), log };
 }
 
 const listsAndCalls = (audit: readonly AuditEntry[]): string[] =>
@@ -160,13 +140,13 @@ describe('McpRuntime over real stdio servers', () => {
       ],
       triggers: [{ on: { method: 'tools/call', tool: 'plan' }, setGeneration: 1, notify: 'after' }],
     };
-    const { runtime, audit, events } = await open(
+    const { runtime, audit, log } = await open(
       { ops: { options: { scenario: 'fixture', fixture } } },
       { listChangedDebounceMs: 20 },
     );
     await using step1 = await runtime.captureBinding();
     const deploy = step1.prepareCall('ops__deploy');
-    const swapped = nextEvent(events, 'catalog-swapped');
+    const swapped = nextEvent(log, 'catalog-swapped');
     await step1.prepareCall('ops__plan').run({});
     await swapped;
     const error = await failure(deploy.run({}));

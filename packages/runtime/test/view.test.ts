@@ -1,7 +1,7 @@
 import { McpRuntime, toOpenAIResponsesTools } from '@stepbind/runtime';
-import { isProcessAlive, stdioServerParams } from '@stepbind/testkit';
+import { stdioServerParams } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
-import { waitUntilGone } from './helpers.js';
+import { expectGone } from './support/processes.js';
 
 describe('the step view', () => {
   it('gives the model the same tool as toModelTools: a non-string description becomes ""', async () => {
@@ -24,8 +24,7 @@ describe('the step view', () => {
       expect(toOpenAIResponsesTools(step.tools).tools[0]).not.toHaveProperty('description');
     } finally {
       await runtime.close();
-      for (const pid of pids) await waitUntilGone(pid);
     }
-    expect(pids.filter((pid) => isProcessAlive(pid))).toEqual([]);
+    expectGone(pids);
   });
 });

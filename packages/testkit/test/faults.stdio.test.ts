@@ -21,7 +21,7 @@ import {
   RESTARTED_AFTER_PAGE_2,
   toolNames,
   withoutStalePage3,
-} from './faults/support.js';
+} from './support/faults.js';
 
 // The fault scenarios that need real processes: the same runtime against scripted stdio servers.
 

@@ -29,7 +29,7 @@ import {
   RESTARTED_AFTER_PAGE_2,
   toolNames,
   withoutStalePage3,
-} from './faults/support.js';
+} from './support/faults.js';
 
 // One deterministic scenario per fault the design names (issue 5, part 4). Each drives a whole
 // McpRuntime against scripted servers and asserts the server's audit trail: what was listed, with

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Tally } from './support.js';
+import { Tally } from './support/tally.js';
 import {
   createCatalogSnapshot,
   enumerateCatalog,

@@ -3,7 +3,6 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isStepbindError, type StepbindError } from '@stepbind/binding';
 import { McpRuntime, parseConfig } from '@stepbind/runtime';
 import { connectServer } from '@stepbind/runtime/internal';
 import { discoverCatalogs } from '../../runtime/src/cli/catalog.js';
@@ -16,6 +15,7 @@ import {
   type HostileServerOptions,
 } from '@stepbind/testkit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { failure } from './support/errors.js';
 
 // Issue 8, "Safe at the boundary": one scenario per item, each through real child processes that
 // misbehave in ways the SDK's own server would prevent (testkit's raw JSON-RPC hostile servers),
@@ -65,17 +65,6 @@ async function groupLeftovers(path: string): Promise<string[]> {
     }
   }
   return found.map((p) => `${p.pid} ${p.stat} ${p.args.slice(0, 60)}`);
-}
-
-async function failure(promise: Promise<unknown>): Promise<StepbindError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  if (!isStepbindError(error)) throw error;
-  return error;
 }
 
 /**

@@ -1,8 +1,8 @@
 import { fileURLToPath } from 'node:url';
-import { isStepbindError, type StepbindError } from '@stepbind/binding';
 import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
 import { isProcessAlive } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
+import { failure } from './support/errors.js';
 
 // A raw JSON-RPC child (no SDK on its side) whose tools carry `^(a+)+$` in both schemas, answer
 // with output built to trigger it, and return structured content nested 100,000 levels deep. A
@@ -32,15 +32,6 @@ async function openHostile(
   );
   runtimes.push(runtime);
   return runtime;
-}
-
-async function failure(promise: Promise<unknown>): Promise<StepbindError> {
-  const error: unknown = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (!isStepbindError(error)) throw new Error(`expected a stepbind error, got ${String(error)}`);
-  return error;
 }
 
 describe('a hostile stdio server cannot stall the event loop', () => {

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { connectInMemory, scriptedTool } from '@stepbind/testkit';
 import type { InMemoryConnection } from '@stepbind/testkit';
-import { errorCode, listAll, listPage, names } from './support.js';
+import { errorCode, listAll, listPage, names } from './support/stdio.js';
 
 const open: InMemoryConnection[] = [];
 afterEach(async () => {

@@ -34,6 +34,8 @@ interface RawChild {
   readonly trail: TempAudit;
   /** Every notification received so far, in order. */
   readonly notes: Message[];
+  /** Resolves with notification number `index` (0-based), already received or still to come. */
+  note(index: number): Promise<Message>;
   /** Sends a request (with the envelope unless `params._meta` is given) and awaits its answer. */
   request(method: string, params?: Record<string, unknown>): Promise<Message>;
   notify(method: string, params: Record<string, unknown>): void;
@@ -59,16 +61,26 @@ function start(options: Omit<ScriptedServerOptions, 'auditPath'>): RawChild {
   const child = spawn(params.command, params.args, { stdio: ['pipe', 'pipe', 'pipe'] });
   const waiting = new Map<unknown, (m: Message) => void>();
   const notes: Message[] = [];
+  const noteWaiters = new Map<number, (m: Message) => void>();
   createInterface({ input: child.stdout }).on('line', (line) => {
     const m = JSON.parse(line) as Message;
-    if (m.method !== undefined) notes.push(m);
-    else waiting.get(m.id)?.(m);
+    if (m.method === undefined) waiting.get(m.id)?.(m);
+    else {
+      noteWaiters.get(notes.length)?.(m);
+      noteWaiters.delete(notes.length);
+      notes.push(m);
+    }
   });
   let id = 1;
   const raw: RawChild = {
     child,
     trail,
     notes,
+    note: (index) => {
+      const seen = notes[index];
+      if (seen !== undefined) return Promise.resolve(seen);
+      return new Promise((resolve) => noteWaiters.set(index, resolve));
+    },
     get nextId() {
       return id;
     },
@@ -187,14 +199,12 @@ describe('the modern-era front of the scripted stdio server', () => {
     await c.request('tools/call', { name: 'plan', arguments: {} });
     const listenId = c.nextId;
     void c.request('subscriptions/listen', { notifications: { toolsListChanged: true } });
-    await expect.poll(() => c.notes.length).toBe(1);
-    expect(c.notes[0]).toMatchObject({
+    expect(await c.note(0)).toMatchObject({
       method: 'notifications/subscriptions/acknowledged',
       params: { notifications: { toolsListChanged: true }, _meta: { [SUB]: listenId } },
     });
     await c.request('tools/call', { name: 'plan', arguments: {} });
-    await expect.poll(() => c.notes.length).toBe(2);
-    expect(c.notes[1]).toEqual({
+    expect(await c.note(1)).toEqual({
       jsonrpc: '2.0',
       method: 'notifications/tools/list_changed',
       params: { _meta: { [SUB]: listenId } },

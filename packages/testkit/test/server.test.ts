@@ -14,7 +14,7 @@ import {
   tempDir,
 } from '@stepbind/testkit';
 import type { ServerFixture } from '@stepbind/testkit';
-import { closeAll, errorCode, listAll, listPage, names, spawnScripted } from './support.js';
+import { closeAll, errorCode, listAll, listPage, names, spawnScripted } from './support/stdio.js';
 
 afterEach(closeAll);
 

@@ -6,7 +6,7 @@ import {
   type JournalRecord,
 } from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
-import { callReceipt, context, ErrorCode, failure } from './support.js';
+import { callReceipt, context, ErrorCode, failure } from '../support/journal.js';
 
 const intent = (key: string): CallIntent => ({
   key,

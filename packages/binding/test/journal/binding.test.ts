@@ -19,7 +19,7 @@ import {
   type ToolCaller,
 } from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
-import { ErrorCode } from './support.js';
+import { ErrorCode } from '../support/journal.js';
 
 const catalog = createCatalogSnapshot({
   identity: { name: 's', transportDigest: 'sha256:t' },
@@ -139,14 +139,15 @@ describe('PreparedCall.run with a journal', () => {
   it('refuses a second run of a key still running in this process', async () => {
     let release: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));
-    let sending = false;
+    let sending!: () => void;
+    const sent = new Promise<void>((resolve) => (sending = resolve));
     const { binding, sends } = setup(async () => {
-      sending = true;
+      sending();
       await gate;
       return ok('slow');
     });
     const first = binding.prepareCall('s__send').run({}, { idempotencyKey: 'k' });
-    await expect.poll(() => sending).toBe(true);
+    await sent;
     const second = await failure(binding.prepareCall('s__send').run({}, { idempotencyKey: 'k' }));
     expect(second.code).toBe('IDEMPOTENCY_IN_PROGRESS');
     expect(toToolResult(second).content[0].text).toMatch(/already running/);

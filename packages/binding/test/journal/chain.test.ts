@@ -8,7 +8,7 @@ import {
   type StoredReceipt,
 } from '@stepbind/binding';
 import { describe, expect, it } from 'vitest';
-import { body } from './support.js';
+import { body } from '../support/journal.js';
 
 function chain(n: number): StoredReceipt[] {
   const out: StoredReceipt[] = [];

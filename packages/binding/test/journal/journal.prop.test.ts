@@ -19,7 +19,7 @@ import {
   toToolResult,
 } from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
-import { callReceipt, context, ErrorCode, failure } from './support.js';
+import { callReceipt, context, ErrorCode, failure } from '../support/journal.js';
 
 const seed = Number(process.env['STEPBIND_SEED'] ?? Date.now() % 2_147_483_647);
 const numRuns = Number(process.env['STEPBIND_RUNS'] ?? 150);

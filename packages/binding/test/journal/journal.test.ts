@@ -14,7 +14,7 @@ import {
   type JournalState,
 } from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
-import { callReceipt, context, ErrorCode, failure } from './support.js';
+import { callReceipt, context, ErrorCode, failure } from '../support/journal.js';
 
 const T0 = 1_000_000;
 

@@ -1,10 +1,9 @@
 import { generateText, stepCountIs } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { isStepbindError } from '@stepbind/binding';
-import { McpRuntime, type RuntimeEvent } from '@stepbind/runtime';
+import { McpRuntime } from '@stepbind/runtime';
 import { stepToAiSdkTools, toAiSdkOutput, type AiSdkCallEvent } from '@stepbind/runtime/ai-sdk';
 import {
-  isProcessAlive,
   readAuditTrail,
   stdioServerParams,
   tempAuditPath,
@@ -12,8 +11,9 @@ import {
 } from '@stepbind/testkit';
 import { rm } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { waitUntilGone } from '../helpers.js';
+import { expectGone } from '../support/processes.js';
 import { expectTestEra } from '../support/era.js';
+import { eventLog, nextEvent, type EventLog } from '../support/events.js';
 
 type DoGenerate = Extract<
   NonNullable<ConstructorParameters<typeof MockLanguageModelV3>[0]>['doGenerate'],
@@ -66,28 +66,27 @@ const approveAll = (ctx: { approve(): void }): void => ctx.approve();
 
 async function openOps(): Promise<{
   runtime: McpRuntime;
-  events: RuntimeEvent[];
+  log: EventLog;
   calls: () => Promise<(string | undefined)[]>;
 }> {
   const auditPath = tempAuditPath('ai-sdk');
-  const events: RuntimeEvent[] = [];
+  const log = eventLog();
   const runtime = await McpRuntime.open(
     {
       mcpServers: { ops: stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath }) },
     },
-    { onEvent: (e) => events.push(e), listChangedDebounceMs: 10 },
+    { onEvent: log.onEvent, listChangedDebounceMs: 10 },
   );
   const pids = runtime.pids();
   cleanups.push(async () => {
     await runtime.close();
-    for (const pid of pids) await waitUntilGone(pid);
-    expect(pids.filter((pid) => isProcessAlive(pid))).toEqual([]);
+    expectGone(pids);
     await rm(auditPath, { force: true });
   });
   expectTestEra(runtime, ['ops']);
   return {
     runtime,
-    events,
+    log,
     calls: async () =>
       (await readAuditTrail(auditPath)).filter((e) => e.method === 'tools/call').map((e) => e.tool),
   };
@@ -124,17 +123,9 @@ function toolOutputs(options: LanguageModelV3CallOptions): Map<string, unknown> 
   return out;
 }
 
-function nextEvent(events: RuntimeEvent[], type: RuntimeEvent['type']): Promise<void> {
-  const start = events.length;
-  return expect
-    .poll(() => events.slice(start).some((e) => e.type === type), { timeout: 10_000 })
-    .toBe(true)
-    .then(() => undefined);
-}
-
 describe('stepToAiSdkTools with a real generateText loop over a real stdio server', () => {
   it('runs calls through stepbind and shows the model a STALE_CATALOG error for a call across a catalog change', async () => {
-    const { runtime, events, calls } = await openOps();
+    const { runtime, log, calls } = await openOps();
     await using step = await runtime.captureBinding();
     let swapped: Promise<void> | undefined;
     const seen: AiSdkCallEvent[] = [];
@@ -149,7 +140,7 @@ describe('stepToAiSdkTools with a real generateText loop over a real stdio serve
               'ops__deploy',
               'ops__report',
             ]);
-            swapped = nextEvent(events, 'catalog-swapped');
+            swapped = nextEvent(log, 'catalog-swapped').then(() => undefined);
             return callTool('c1', 'ops__plan', {});
           case 2:
             // The plan call changed the catalog; wait until stepbind swapped it in.

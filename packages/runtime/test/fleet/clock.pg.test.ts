@@ -14,8 +14,8 @@ import {
   type ServerFixture,
 } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { context, receipt, record } from '../journal/support.js';
-import { usePostgres } from './support.js';
+import { context, receipt, record } from '../support/journal.js';
+import { usePostgres } from '../support/postgres.js';
 
 const server = await usePostgres('clock.pg.test.ts');
 afterAll(() => server?.stop());

@@ -11,8 +11,9 @@ import {
   PostgresJournalStore,
 } from '@stepbind/runtime/fleet';
 import { afterAll, describe, expect, it } from 'vitest';
-import { receipt, record } from '../journal/support.js';
-import { usePostgres } from './support.js';
+import { receipt, record } from '../support/journal.js';
+import { usePostgres } from '../support/postgres.js';
+import { within } from '../support/wait.js';
 
 // Its own throwaway cluster: this file restarts the server.
 const server = await usePostgres('faults.pg.test.ts', { local: true });
@@ -65,10 +66,26 @@ describe.skipIf(server === undefined)('fleet store faults', () => {
     const store = new PostgresJournalStore(handle);
     const admin = new PgHandle({ url: server!.url, schema }, { maxAttempts: 10, retryDelayMs: 50 });
     const connections: boolean[] = [];
+    // Resolved from onApplied: the test waits for the view to apply a version, it never polls.
+    const appliedWaiters = new Set<{ readonly version: number; readonly resolve: () => void }>();
     const view = new PolicyView(handle, {
       reconnect: { initialMs: 50, maxMs: 200 },
       onConnection: (e) => connections.push(e.connected),
+      onApplied: (policy) => {
+        for (const waiter of [...appliedWaiters])
+          if (policy.version >= waiter.version) {
+            appliedWaiters.delete(waiter);
+            waiter.resolve();
+          }
+      },
     });
+    const applied = (version: number): Promise<void> =>
+      view.policy.version >= version
+        ? Promise.resolve()
+        : within(
+            new Promise<void>((resolve) => appliedWaiters.add({ version, resolve })),
+            `policy version ${version} in the view`,
+          );
     await view.open();
     try {
       let stop = false;
@@ -95,13 +112,7 @@ describe.skipIf(server === undefined)('fleet store faults', () => {
       expect(outcomes.untyped).toBe(0);
       expect(outcomes.ok).toBeGreaterThan(0);
       expect((await store.get('after'))?.key).toBe('after');
-      await new Promise<void>((resolve) => {
-        const check = (): void => {
-          if (view.policy.version >= committed.version) resolve();
-          else setTimeout(check, 20);
-        };
-        check();
-      });
+      await applied(committed.version);
       expect(view.isRevoked('s', 't')).toBe(true);
       // It lost its connection with the restart and listened again (then re-read) after it.
       expect(connections.slice(0, 2)).toEqual([true, false]);

@@ -24,7 +24,7 @@ import {
 } from '@stepbind/testkit';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { usePostgres } from './support.js';
+import { usePostgres } from '../support/postgres.js';
 
 const server = await usePostgres('fleet.process.pg.test.ts');
 afterAll(() => server?.stop());

@@ -15,7 +15,7 @@ import {
   type ServerFixture,
 } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { usePostgres } from './support.js';
+import { usePostgres } from '../support/postgres.js';
 
 // Its own throwaway cluster: this file freezes the server.
 const server = await usePostgres('frozen.pg.test.ts', { local: true });

@@ -12,8 +12,8 @@ import {
 } from '@stepbind/runtime/fleet';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { context, receipt, record } from '../journal/support.js';
-import { usePostgres } from './support.js';
+import { context, receipt, record } from '../support/journal.js';
+import { usePostgres } from '../support/postgres.js';
 
 const server = await usePostgres('journal-store.pg.test.ts');
 afterAll(() => server?.stop());

@@ -8,8 +8,8 @@ import {
   type PolicyViewOptions,
 } from '@stepbind/runtime/fleet';
 import { afterAll, describe, expect, it } from 'vitest';
+import { usePostgres } from '../support/postgres.js';
 import { EventEmitter } from 'node:events';
-import { usePostgres } from './support.js';
 
 const server = await usePostgres('policy.pg.test.ts');
 afterAll(() => server?.stop());

@@ -12,7 +12,7 @@ import {
 } from '@stepbind/runtime/fleet';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { usePostgres } from './support.js';
+import { usePostgres } from '../support/postgres.js';
 
 const server = await usePostgres('registry.pg.test.ts');
 afterAll(() => server?.stop());

@@ -10,7 +10,7 @@ import {
   type ServerFixture,
 } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { usePostgres } from './support.js';
+import { usePostgres } from '../support/postgres.js';
 
 const server = await usePostgres('runtime.pg.test.ts');
 afterAll(() => server?.stop());

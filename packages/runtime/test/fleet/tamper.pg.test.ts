@@ -15,8 +15,8 @@ import {
   type ServerFixture,
 } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { usePostgres } from '../support/postgres.js';
 import { runCli } from '../../src/cli/run.js';
-import { usePostgres } from './support.js';
 
 const server = await usePostgres('tamper.pg.test.ts');
 afterAll(() => server?.stop());

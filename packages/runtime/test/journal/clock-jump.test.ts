@@ -12,9 +12,9 @@ import {
   stdioServerParams,
   tempAuditPath,
   type ServerFixture,
+  tempDir,
 } from '@stepbind/testkit';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { tempDir } from './support.js';
 
 const WRITE = { readOnlyHint: false, destructiveHint: false };
 const FIXTURE: ServerFixture = {

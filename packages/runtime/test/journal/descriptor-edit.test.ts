@@ -15,11 +15,11 @@ import {
   tempAuditPath,
   type AuditEntry,
   type ServerFixture,
+  tempDir,
 } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
-
-import { tempDir } from './support.js';
-import { trackRuntimes, failure } from '../support/runtimes.js';
+import { failure } from '../support/errors.js';
+import { trackRuntimes } from '../support/runtimes.js';
 
 const { runtimes, auditFiles } = trackRuntimes();
 

@@ -5,7 +5,8 @@ import type { ReceiptBody } from '@stepbind/binding';
 import { openSqliteJournal } from '@stepbind/runtime';
 import { runCli } from '../../src/cli/run.js';
 import { describe, expect, it } from 'vitest';
-import { receipt, tempDir } from './support.js';
+import { tempDir } from '@stepbind/testkit';
+import { receipt } from '../support/journal.js';
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';

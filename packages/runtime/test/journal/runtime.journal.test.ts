@@ -1,4 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -24,12 +25,14 @@ import {
   tempAuditPath,
   type AuditEntry,
   type ServerFixture,
+  tempDir,
 } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
-import { waitUntilGone } from '../helpers.js';
+import { failure } from '../support/errors.js';
+import { context, record } from '../support/journal.js';
+import { trackRuntimes } from '../support/runtimes.js';
+import { auditEntry } from '../support/audit.js';
 import { expectTestEra } from '../support/era.js';
-import { context, record, tempDir } from './support.js';
-import { trackRuntimes, failure } from '../support/runtimes.js';
 
 const { runtimes, auditFiles } = trackRuntimes();
 
@@ -69,6 +72,8 @@ interface Opened {
   readonly runtime: McpRuntime;
   readonly events: RuntimeEvent[];
   readonly audit: () => Promise<AuditEntry[]>;
+  /** The server's audit trail file (see {@link auditEntry}). */
+  readonly auditPath: string;
 }
 
 async function open(
@@ -95,7 +100,7 @@ async function open(
   );
   runtimes.push(runtime);
   expectTestEra(runtime, ['s']);
-  return { runtime, events, audit: () => readAuditTrail(auditPath) };
+  return { runtime, events, audit: () => readAuditTrail(auditPath), auditPath };
 }
 
 const callsOf = (audit: readonly AuditEntry[], name: string): AuditEntry[] =>
@@ -268,7 +273,8 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
     const running = stepA
       .prepareCall('s__slow_send')
       .run({}, { idempotencyKey: 'k', signal: controller.signal });
-    await expect.poll(async () => callsOf(await a.audit(), 'slow_send').length).toBe(1);
+    await auditEntry(a.auditPath, (e) => e.method === 'tools/call' && e.tool === 'slow_send');
+    expect(callsOf(await a.audit(), 'slow_send')).toHaveLength(1);
     const here = await failure(stepA.prepareCall('s__slow_send').run({}, { idempotencyKey: 'k' }));
     expect(here.code).toBe('IDEMPOTENCY_IN_PROGRESS');
     const there = await failure(stepB.prepareCall('s__slow_send').run({}, { idempotencyKey: 'k' }));
@@ -386,8 +392,10 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
       expect((await runtime.journal.get('live'))?.state).toBe('SENT');
       expect((await runtime.journal.get('remote'))?.state).toBe('SENT');
     } finally {
+      const exited =
+        live.exitCode === null && live.signalCode === null ? once(live, 'exit') : undefined;
       live.kill('SIGKILL');
-      if (live.pid !== undefined) await waitUntilGone(live.pid);
+      await exited;
     }
   });
 

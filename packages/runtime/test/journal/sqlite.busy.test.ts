@@ -17,11 +17,12 @@ import {
   tempAuditPath,
   type AuditEntry,
   type ServerFixture,
+  tempDir,
 } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
-
-import { receipt, record, tempDir } from './support.js';
-import { trackRuntimes, failure } from '../support/runtimes.js';
+import { failure } from '../support/errors.js';
+import { receipt, record } from '../support/journal.js';
+import { trackRuntimes } from '../support/runtimes.js';
 
 const HOLDER = fileURLToPath(new URL('./busy/lock-holder.mjs', import.meta.url));
 

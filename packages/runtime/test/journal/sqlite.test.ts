@@ -8,7 +8,9 @@ import {
   openSqliteJournal,
 } from '@stepbind/runtime';
 import { describe, expect, it } from 'vitest';
-import { canMount, receipt, record, smallDisk, tempDir } from './support.js';
+import { tempDir } from '@stepbind/testkit';
+import { canMount, smallDisk } from '../support/disk.js';
+import { receipt, record } from '../support/journal.js';
 
 function openError(path: string, options: { readOnly?: boolean } = {}): JournalError {
   try {

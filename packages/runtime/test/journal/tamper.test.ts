@@ -15,12 +15,12 @@ import {
   tempAuditPath,
   type AuditEntry,
   type ServerFixture,
+  tempDir,
 } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../../src/cli/run.js';
-
-import { canMount, smallDisk, tempDir } from './support.js';
+import { canMount, smallDisk } from '../support/disk.js';
 import { trackRuntimes } from '../support/runtimes.js';
+import { runCli } from '../../src/cli/run.js';
 
 const WRITE = { readOnlyHint: false, destructiveHint: false };
 const FIXTURE: ServerFixture = {

@@ -2,7 +2,7 @@ import { MemoryJournalStore } from '@stepbind/binding';
 import { McpRuntime, isStepbindError } from '@stepbind/runtime';
 import { describe, expect, it } from 'vitest';
 import { trackRuntimes } from '../support/runtimes.js';
-import { record } from './support.js';
+import { record } from '../support/journal.js';
 
 const { runtimes } = trackRuntimes();
 

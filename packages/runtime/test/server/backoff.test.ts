@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Backoff, backoffDelay } from '../../src/backoff.js';
-import { FakeClock } from './fake-clock.js';
+import { FakeClock } from '../support/clock.js';
 
 describe('the runtime backoff (backoff.ts)', () => {
   it('doubles from the first delay and never exceeds the cap', () => {

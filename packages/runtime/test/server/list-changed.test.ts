@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ListChangedDebouncer, MAX_QUIET_PERIODS } from '../../src/server/list-changed.js';
-import { FakeClock, flush } from './fake-clock.js';
+import { FakeClock, flush } from '../support/clock.js';
 
 const DEBOUNCE = 100;
 

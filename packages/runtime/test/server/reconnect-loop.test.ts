@@ -1,7 +1,7 @@
 import { CatalogError, ErrorCode, RuntimeError } from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
 import { ReconnectLoop } from '../../src/server/reconnect-loop.js';
-import { FakeClock, flush } from './fake-clock.js';
+import { FakeClock, flush } from '../support/clock.js';
 
 interface Failure {
   readonly at: number;

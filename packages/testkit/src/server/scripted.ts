@@ -36,6 +36,12 @@ export interface ScriptedServer {
   readonly server: Server;
   /** Every request and notification received so far, in order (live view, not a copy). */
   readonly audit: readonly AuditEntry[];
+  /**
+   * Resolves with the first audit entry, already recorded or still to come, that `test` accepts,
+   * so a test waits for what the server received instead of polling {@link ScriptedServer.audit}.
+   * @throws Error when the server closes first.
+   */
+  waitFor(test: (entry: AuditEntry) => boolean): Promise<AuditEntry>;
   /** The current catalog generation (0-based). */
   readonly generation: number;
   /**
@@ -188,6 +194,11 @@ export function createScriptedServer(
   const cursors = new Map<string, CursorTarget>();
   const issued = new Map<string, string>();
   const audit: AuditEntry[] = [];
+  const waiters = new Set<{
+    readonly test: (entry: AuditEntry) => boolean;
+    readonly resolve: (entry: AuditEntry) => void;
+    readonly reject: (error: Error) => void;
+  }>();
   const afterResponse = new Map<RequestId, () => Promise<void>>();
   let generation = fixture.initialGeneration ?? 0;
   let closed = false;
@@ -197,6 +208,17 @@ export function createScriptedServer(
     audit.push(full);
     // Synchronous so the trail survives a crash or kill right after this message.
     if (auditPath !== undefined) appendFileSync(auditPath, `${JSON.stringify(full)}\n`);
+    for (const waiter of [...waiters]) {
+      if (!waiter.test(full)) continue;
+      waiters.delete(waiter);
+      waiter.resolve(full);
+    }
+  };
+  const waitFor = (test: (entry: AuditEntry) => boolean): Promise<AuditEntry> => {
+    const seen = audit.find(test);
+    if (seen !== undefined) return Promise.resolve(seen);
+    if (closed) return Promise.reject(new Error('scripted server closed before the awaited entry'));
+    return new Promise((resolve, reject) => waiters.add({ test, resolve, reject }));
   };
 
   const onMessage = (message: unknown): void => {
@@ -409,12 +431,16 @@ export function createScriptedServer(
     if (closed) return;
     closed = true;
     afterResponse.clear();
+    for (const waiter of waiters)
+      waiter.reject(new Error('scripted server closed before the awaited entry'));
+    waiters.clear();
     await server.close();
   };
 
   return {
     server,
     audit,
+    waitFor,
     get generation() {
       return generation;
     },

@@ -17,9 +17,9 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { CallReceipt, ToolCallResult } from '@stepbind/binding';
 import { openSqliteJournal } from '@stepbind/runtime';
 import { runCli } from '../../../src/cli/run.js';
+import { waitUntilGone } from '../../support/processes.js';
 import {
   createScriptedServer,
-  isProcessAlive,
   readAuditTrail,
   stdioServerParams,
   type AuditEntry,
@@ -183,7 +183,8 @@ function warmAgent(): WarmAgent {
         throw new Error(`agent child failed (code ${code}, signal ${signal}):\n${err}\n${out}`);
       }
       // A stdio server outlives its agent briefly: it reads what was written, then sees EOF.
-      for (const e of events) if (e.event === 'open') for (const pid of e.pids) await gone(pid);
+      for (const e of events)
+        if (e.event === 'open') for (const pid of e.pids) await waitUntilGone(pid);
       return { events, killed };
     },
     async discard() {
@@ -204,13 +205,6 @@ class AgentLane {
   close(): Promise<void> {
     return this.#next.discard();
   }
-}
-
-async function gone(pid: number): Promise<void> {
-  for (let i = 0; i < 500 && isProcessAlive(pid); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  if (isProcessAlive(pid)) throw new Error(`server process ${pid} outlived its agent`);
 }
 
 /** A scripted server per MCP session behind one loopback Streamable HTTP endpoint. */

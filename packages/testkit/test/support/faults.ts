@@ -1,4 +1,4 @@
-import { isStepbindError, type McpBinding, type StepbindError } from '@stepbind/binding';
+import type { McpBinding } from '@stepbind/binding';
 import {
   scriptedTool,
   type AuditEntry,
@@ -7,17 +7,7 @@ import {
 } from '@stepbind/testkit';
 
 // Helpers of the fault suites (faults.test.ts in memory, faults.stdio.test.ts over stdio).
-
-export async function failure(promise: Promise<unknown>): Promise<StepbindError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  if (!isStepbindError(error)) throw error;
-  return error;
-}
+export { failure } from './errors.js';
 
 /** `tools/list` requests as `list(<cursor>)@<generation>`, with cursors renamed c1, c2… in order. */
 export function listings(audit: readonly AuditEntry[]): string[] {
