@@ -4,7 +4,6 @@ import { createInMemoryFleet, propertyRun, scriptedTool } from '@stepbind/testki
 import { describe, expect, it } from 'vitest';
 import { FakeClock, whenArmed } from './support/clock.js';
 
-
 const DEBOUNCE = 100;
 
 describe('list_changed debounce on an injected clock', () => {
