@@ -4,7 +4,7 @@
  * (`client.listTools({ cursor })` until `nextCursor` is undefined), interleaved in one run.
  *
  * - Warm: one long-lived child per side; each round enumerates once per side (ABBA). stepbind runs
- *   exactly what a refresh runs: `listCatalog` on the connection (enumeration, with each page
+ *   exactly what a refresh runs: `discoverCatalog` on the connection (enumeration, with each page
  *   validated, digested and named while the next one is in flight) with a fresh validator cache
  *   (target ≤ 1.15× wall).
  * - Cold: fresh children each round; `connect` (spawn + initialize) is timed on its own, then the
@@ -24,7 +24,7 @@ import {
   type StdioServerConfig,
 } from '@stepbind/runtime';
 import { connectServer } from '@stepbind/runtime/internal';
-import { listCatalog } from '../packages/runtime/src/catalog-listing.js';
+import { discoverCatalog } from '../packages/runtime/src/discover-catalog.js';
 import { readAuditTrail, stdioServerParams } from '@stepbind/testkit';
 import { Client, StdioClientTransport } from './sdk.js';
 import {
@@ -88,7 +88,7 @@ function stdioConfig(json: unknown): StdioServerConfig {
 
 /** What a runtime refresh does for one connection: enumerate, then validate into a snapshot. */
 async function stepbindEnumerate(conn: Connection, cfg: StdioServerConfig) {
-  const { snapshot } = await listCatalog(conn, {
+  const { snapshot } = await discoverCatalog(conn, {
     // What the first listing of a connection runs (open, a new server, a reconnect).
     keyListing: false,
     name: 'big',

@@ -9,7 +9,7 @@
  *
  * - Enumeration of 1,000 tools in 10 pages (every page `ttlMs: 0`, so the SDK's response cache
  *   never answers in its place; it runs with `cacheMode: 'bypass'` too): stepbind's complete
- *   discovery (`listCatalog`: walk, validation, snapshot) and its bare walk (`listPage` only),
+ *   discovery (`discoverCatalog`: walk, validation, snapshot) and its bare walk (`listPage` only),
  *   each as a ratio to the SDK's auto-aggregating `listTools()`.
  * - Calls: sequential `tools/call` latency and client CPU per call, ModernConnection.callTool
  *   against `Client.callTool`.
@@ -27,7 +27,7 @@ import { SchemaValidatorCache, type ListPageRequest } from '@stepbind/binding/in
 import { parseConfig, type Connection, type ServerConfig } from '@stepbind/runtime';
 import { connectServer } from '@stepbind/runtime/internal';
 import { spawnSdk2HttpServer, type Sdk2HttpServerProcess } from '@stepbind/testkit';
-import { listCatalog } from '../packages/runtime/src/catalog-listing.js';
+import { discoverCatalog } from '../packages/runtime/src/discover-catalog.js';
 import { identityOf } from '../packages/runtime/src/transports/index.js';
 import {
   cpuMicros,
@@ -135,7 +135,7 @@ async function httpPair(): Promise<Pair> {
 }
 
 async function discover(connection: Connection, config: ServerConfig): Promise<void> {
-  const { snapshot } = await listCatalog(connection, {
+  const { snapshot } = await discoverCatalog(connection, {
     name: 's',
     config,
     identity: identityOf('s', config, connection),

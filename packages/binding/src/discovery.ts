@@ -4,7 +4,7 @@ import { classifyRevisions } from './states.js';
 /** The `_meta` key under which a server or gateway may publish its catalog revision token. */
 export const CATALOG_REVISION_META_KEY = 'io.stepbind/catalogRevision';
 
-/** One `tools/list` request, as the enumeration loop asks a {@link ToolListSource} to send it. */
+/** One `tools/list` request, as the discovery loop asks a {@link ToolListSource} to send it. */
 export interface ListPageRequest {
   /** The cursor to send, exactly as received; `undefined` means "no cursor" (the first page). */
   readonly cursor: string | undefined;
@@ -15,7 +15,7 @@ export interface ListPageRequest {
 }
 
 /**
- * The one thing enumeration needs from a server: send `tools/list` and return the raw result.
+ * The one thing discovery needs from a server: send `tools/list` and return the raw result.
  * Implementations map transport and protocol failures to {@link StepbindError}s (`TIMEOUT`,
  * `CONNECTION_CLOSED`, `ABORTED`, `SERVER_ERROR` with `detail.rpcCode`).
  */
@@ -25,16 +25,16 @@ export interface ToolListSource {
 }
 
 /**
- * A counter of `notifications/tools/list_changed` received from one server. Enumeration reads it
- * before the first page and after every page; a change means the enumeration is stale.
+ * A counter of `notifications/tools/list_changed` received from one server. Discovery reads it
+ * before the first page and after every page; a change means the discovery is stale.
  */
 export interface ChangeFeed {
   /** Incremented once per `list_changed` notification. */
   readonly version: number;
 }
 
-/** Limits and hooks for one enumeration. All limits are validated before any request is sent. */
-export interface EnumerateOptions {
+/** Limits and hooks for one discovery. All limits are validated before any request is sent. */
+export interface DiscoverOptions {
   /** Most pages to request in one traversal. @default 100 */
   readonly maxPages?: number;
   /** Most tools to accept in one traversal (exactly `maxTools` is allowed). @default 10000 */
@@ -43,7 +43,7 @@ export interface EnumerateOptions {
   readonly maxCursorBytes?: number;
   /** Budget for each `tools/list` request. @default 30000 */
   readonly requestTimeoutMs?: number;
-  /** Wall-clock deadline for the whole enumeration, restarts included. @default 60000 */
+  /** Wall-clock deadline for the whole discovery, restarts included. @default 60000 */
   readonly totalTimeoutMs?: number;
   /** How often a stale traversal (list_changed, changed revision) may restart. @default 3 */
   readonly maxRestarts?: number;
@@ -56,18 +56,18 @@ export interface EnumerateOptions {
   readonly server?: string;
   /** `list_changed` counter for this server; a change during a traversal restarts it. */
   readonly changes?: ChangeFeed;
-  /** Cancels the enumeration; it then rejects with `ABORTED`. */
+  /** Cancels the discovery; it then rejects with `ABORTED`. */
   readonly signal?: AbortSignal;
   /** Clock, for tests. @default Date.now */
   readonly now?: () => number;
   /**
-   * Called once per page that passed the enumeration's own checks, in order, with the page's tools
-   * as they will appear in {@link ToolEnumeration.pages}. It runs synchronously after the request
+   * Called once per page that passed the discovery's own checks, in order, with the page's tools
+   * as they will appear in {@link ToolDiscovery.pages}. It runs synchronously after the request
    * for the next page (or the revision re-read) was sent, so CPU work on page k overlaps the
    * server's work on page k+1.
    *
-   * An error it throws is held, no later page is handed to it, and the enumeration rejects with
-   * that error once the traversal ends without a restart or an error of its own: enumeration
+   * An error it throws is held, no later page is handed to it, and the discovery rejects with
+   * that error once the traversal ends without a restart or an error of its own: discovery
    * errors and restarts keep the precedence they have when the pages are judged afterwards.
    */
   readonly onPage?: (tools: readonly RawTool[], pageIndex: number) => void;
@@ -81,8 +81,8 @@ export type RevisionProof =
   | { readonly kind: 'unversioned' }
   | { readonly kind: 'unverified'; readonly revision: string };
 
-/** A complete, frozen enumeration: every page was read and every check passed. */
-export interface ToolEnumeration {
+/** A complete, frozen discovery: every page was read and every check passed. */
+export interface ToolDiscovery {
   /** Every tool, in server order, as raw (structurally checked) MCP tool objects. */
   readonly tools: readonly RawTool[];
   /** The pages as served, in order (empty pages included). */
@@ -115,7 +115,7 @@ interface ResolvedLimits {
 }
 
 /** Default discovery limits (DESIGN §4). */
-export const DEFAULT_ENUMERATE_LIMITS: ResolvedLimits = Object.freeze({
+export const DEFAULT_DISCOVERY_LIMITS: ResolvedLimits = Object.freeze({
   maxPages: 100,
   maxTools: 10_000,
   maxCursorBytes: 65_536,
@@ -134,7 +134,7 @@ export const MAX_TIMER_MS = 2_147_483_647;
  * @internal The smallest value each discovery limit accepts (0 is meaningful for `maxTools` and
  * `maxRestarts`). The one home of these minimums: configuration parsing imports them.
  */
-export const ENUMERATE_LIMIT_MINIMUMS: Readonly<Record<keyof ResolvedLimits, number>> =
+export const DISCOVERY_LIMIT_MINIMUMS: Readonly<Record<keyof ResolvedLimits, number>> =
   Object.freeze({
     maxPages: 1,
     maxTools: 0,
@@ -145,22 +145,22 @@ export const ENUMERATE_LIMIT_MINIMUMS: Readonly<Record<keyof ResolvedLimits, num
   });
 
 /**
- * Checks the numeric limits of an {@link EnumerateOptions} bag and returns them with defaults
+ * Checks the numeric limits of an {@link DiscoverOptions} bag and returns them with defaults
  * applied. Rejects 0 (except `maxTools` and `maxRestarts`, where 0 is meaningful), negative,
  * fractional, non-number (booleans, strings) and non-finite values.
  *
  * @throws CatalogError `INVALID_OPTIONS` naming the option and the value.
  */
-export function resolveEnumerateLimits(options: EnumerateOptions = {}): ResolvedLimits {
+export function resolveDiscoveryLimits(options: DiscoverOptions = {}): ResolvedLimits {
   const server = options.server ?? 'server';
   const pick = (key: keyof ResolvedLimits, max = Number.MAX_SAFE_INTEGER): number => {
-    const min = ENUMERATE_LIMIT_MINIMUMS[key];
+    const min = DISCOVERY_LIMIT_MINIMUMS[key];
     const value: unknown = options[key];
-    if (value === undefined) return DEFAULT_ENUMERATE_LIMITS[key];
+    if (value === undefined) return DEFAULT_DISCOVERY_LIMITS[key];
     if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
       throw new CatalogError(
         ErrorCode.INVALID_OPTIONS,
-        `Invalid enumeration option ${key}=${JSON.stringify(describe(value))} for server "${server}": expected an integer from ${min} to ${max}. Fix the option; no request was sent.`,
+        `Invalid discovery option ${key}=${JSON.stringify(describe(value))} for server "${server}": expected an integer from ${min} to ${max}. Fix the option; no request was sent.`,
         { detail: { server, option: key, value: describe(value) } },
       );
     }
@@ -177,7 +177,7 @@ export function resolveEnumerateLimits(options: EnumerateOptions = {}): Resolved
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
     throw new CatalogError(
       ErrorCode.INVALID_OPTIONS,
-      `Invalid enumeration option signal for server "${server}": expected an AbortSignal.`,
+      `Invalid discovery option signal for server "${server}": expected an AbortSignal.`,
       { detail: { server, option: 'signal' } },
     );
   }
@@ -201,7 +201,7 @@ class StaleTraversal extends Error {
 }
 
 /**
- * Enumerates every tool of one server by following `nextCursor` until it is absent. The empty
+ * Discovers every tool of one server by following `nextCursor` until it is absent. The empty
  * string is a cursor and is sent. Resolves only when the last page was read and every check passed;
  * otherwise rejects with a {@link CatalogError} and returns nothing partial.
  *
@@ -209,17 +209,17 @@ class StaleTraversal extends Error {
  * duplicate names across all pages (`DUPLICATE_TOOL_NAME`), the tool budget (`TOOL_LIMIT`); then the
  * next cursor's size (`CURSOR_TOO_LARGE`), whether it was seen before in this traversal
  * (`CURSOR_REPEATED`, catching A→A and A→B→A) and the page budget (`PAGE_LIMIT`). Each request has
- * its own timeout and the whole enumeration a wall-clock deadline (`TIMEOUT`, `detail.scope`).
+ * its own timeout and the whole discovery a wall-clock deadline (`TIMEOUT`, `detail.scope`).
  * A `list_changed` observed through `options.changes`, or a revision token that changes between
  * pages, discards the traversal and restarts from the first page, at most `maxRestarts` times
  * (`CATALOG_CHANGED` / `REVISION_CHANGED` after that). Server errors keep their JSON-RPC code
  * (`SERVER_ERROR`, `detail.rpcCode`) and are not retried.
  */
-export async function enumerateCatalog(
+export async function discoverToolPages(
   source: ToolListSource,
-  options: EnumerateOptions = {},
-): Promise<ToolEnumeration> {
-  const limits = resolveEnumerateLimits(options);
+  options: DiscoverOptions = {},
+): Promise<ToolDiscovery> {
+  const limits = resolveDiscoveryLimits(options);
   const server = options.server ?? 'server';
   const now = options.now ?? Date.now;
   const deadline = now() + limits.totalTimeoutMs;
@@ -270,7 +270,7 @@ async function traverse(
   ctx: TraversalContext,
   changes: ChangeFeed | undefined,
   changeVersion: number | undefined,
-): Promise<Omit<ToolEnumeration, 'restarts' | 'startedAt' | 'requests'>> {
+): Promise<Omit<ToolDiscovery, 'restarts' | 'startedAt' | 'requests'>> {
   const { server, limits } = ctx;
   const names = new Set<string>();
   const seenCursors = new Set<string>();

@@ -196,7 +196,7 @@ export interface ErrorDetailMap {
   };
   BINDING_RELEASED: CallErrorDetail;
   TIMEOUT: CallErrorDetail & {
-    /** `request` (one request) or `total` (a whole enumeration). */
+    /** `request` (one request) or `total` (a whole discovery). */
     readonly scope?: string;
     readonly timeoutMs?: number;
     readonly page?: number;

@@ -12,19 +12,19 @@ export { abortedError } from './errors.js';
 export { sha256Hex } from './canonical.js';
 export {
   CATALOG_REVISION_META_KEY,
-  DEFAULT_ENUMERATE_LIMITS,
-  ENUMERATE_LIMIT_MINIMUMS,
+  DEFAULT_DISCOVERY_LIMITS,
+  DISCOVERY_LIMIT_MINIMUMS,
   MAX_TIMER_MS,
-  enumerateCatalog,
-  resolveEnumerateLimits,
+  discoverToolPages,
+  resolveDiscoveryLimits,
 } from './discovery.js';
 export type {
   ChangeFeed,
-  EnumerateOptions,
+  DiscoverOptions,
   ListPageRequest,
   RawTool,
   RevisionProof,
-  ToolEnumeration,
+  ToolDiscovery,
   ToolListSource,
 } from './discovery.js';
 export { DEFAULT_SCHEMA_DIALECTS, SCHEMA_DIALECT_URIS, dialectOf } from './schema/dialects.js';

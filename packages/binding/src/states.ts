@@ -5,7 +5,7 @@
  * DISCOVERING ─► VALIDATING ─► SNAPSHOT_PROVEN ─────────► ELIGIBLE ─► RETIRED
  *    │   ▲           │    └──► UNVERSIONED_OBSERVATION ───────────────► RETIRED
  *    ▼   │           └───────► QUARANTINED
- * INCOMPLETE     (DISCOVERING ─► QUARANTINED on a fatal enumeration error)
+ * INCOMPLETE     (DISCOVERING ─► QUARANTINED on a fatal discovery error)
  * ```
  *
  * An unversioned catalog is published as it is and keeps the state `UNVERSIONED_OBSERVATION`

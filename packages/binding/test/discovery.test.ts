@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   CatalogError,
-  enumerateCatalog,
+  discoverToolPages,
   type ListPageRequest,
   type RawTool,
   type ToolListSource,
@@ -25,7 +25,7 @@ describe('enumerateCatalog onPage', () => {
   it('hands each page over after the request for the next page was sent', async () => {
     const log: string[] = [];
     const source = pagedSource([[tool('a')], [], [tool('b'), tool('c')]], log);
-    const result = await enumerateCatalog(source, {
+    const result = await discoverToolPages(source, {
       onPage: (tools, i) => log.push(`page ${i}: ${tools.map((t) => t.name).join(',')}`),
     });
     expect(log).toEqual(['send 0', 'send 1', 'page 0: a', 'send 2', 'page 1: ', 'page 2: b,c']);
@@ -34,7 +34,7 @@ describe('enumerateCatalog onPage', () => {
 
   it('hands over exactly the frozen page arrays of the enumeration', async () => {
     const seen: (readonly RawTool[])[] = [];
-    const result = await enumerateCatalog(pagedSource([[tool('a')], [tool('b')]], []), {
+    const result = await discoverToolPages(pagedSource([[tool('a')], [tool('b')]], []), {
       onPage: (tools) => seen.push(tools),
     });
     expect(seen).toHaveLength(2);
@@ -46,7 +46,7 @@ describe('enumerateCatalog onPage', () => {
     const boom = new CatalogError('INVALID_TOOL_NAME', 'page 1 is bad', { detail: {} });
     const source = pagedSource([[tool('a')], [tool('b')], [tool('c')]], log);
     const pages: number[] = [];
-    const outcome = enumerateCatalog(source, {
+    const outcome = discoverToolPages(source, {
       onPage: (_, i) => {
         pages.push(i);
         if (i === 0) throw boom;
@@ -58,7 +58,7 @@ describe('enumerateCatalog onPage', () => {
   });
 
   it('gives an enumeration error on a later page precedence over an onPage error', async () => {
-    const outcome = enumerateCatalog(pagedSource([[tool('a')], [tool('a')]], []), {
+    const outcome = discoverToolPages(pagedSource([[tool('a')], [tool('a')]], []), {
       onPage: () => {
         throw new Error('validation failed');
       },
@@ -78,7 +78,7 @@ describe('enumerateCatalog onPage', () => {
         return inner.listTools(request);
       },
     };
-    const result = await enumerateCatalog(source, {
+    const result = await discoverToolPages(source, {
       changes,
       onPage: (_, i) => {
         log.push(`page ${i}`);

@@ -1,4 +1,4 @@
-import { DEFAULT_ENUMERATE_LIMITS } from '@stepbind/binding/internal';
+import { DEFAULT_DISCOVERY_LIMITS } from '@stepbind/binding/internal';
 import {
   checkKeys,
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -55,7 +55,7 @@ export interface JournalConfig {
 export interface RuntimeConfig {
   /** Servers by configured name, in file order. */
   readonly servers: ReadonlyMap<string, ServerConfig>;
-  /** How many servers may be starting or enumerating at once. @default 4 */
+  /** How many servers may be starting or discovering at once. @default 4 */
   readonly concurrency: number;
   /** Servers present in the file with `"disabled": true` (validated, never started). */
   readonly disabled: readonly string[];
@@ -286,7 +286,7 @@ function parseServer(obj: Record<string, unknown>, path: string, read: ConfigTex
     requestTimeoutMs: optInt(
       obj['requestTimeoutMs'],
       `${path}.requestTimeoutMs`,
-      DEFAULT_ENUMERATE_LIMITS.requestTimeoutMs,
+      DEFAULT_DISCOVERY_LIMITS.requestTimeoutMs,
     ),
     callTimeoutMs,
     limits: parseLimits(obj['limits'], `${path}.limits`),
@@ -337,7 +337,7 @@ function parseLimits(value: unknown, path: string): ServerLimits {
   checkKeys(obj, path, LIMIT_KEYS);
   const out: Record<string, number> = {};
   for (const [key, v] of Object.entries(obj)) {
-    // The minimums of binding's `ENUMERATE_LIMIT_MINIMUMS` (0 means "none" for these two),
+    // The minimums of binding's `DISCOVERY_LIMIT_MINIMUMS` (0 means "none" for these two),
     // repeated here: the two must stay equal.
     const min = key === 'maxTools' || key === 'maxRestarts' ? 0 : 1;
     out[key] = expectInt(v, `${path}.${key}`, min, 2_147_483_647);

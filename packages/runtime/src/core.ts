@@ -1,6 +1,6 @@
 import { Mutex } from 'async-mutex';
 import { CatalogRegistry, SchemaValidatorCache } from '@stepbind/binding/internal';
-import { listCatalog } from './catalog-listing.js';
+import { discoverCatalog } from './discover-catalog.js';
 import { systemClock, type RuntimeClock } from './clock.js';
 import type { RuntimeConfig } from './config.js';
 import type { ConnectionSet } from './connection-set.js';
@@ -118,7 +118,7 @@ export class RuntimeCore implements ServerHost {
       published !== undefined && published.policyEpoch === this.registry.policyEpoch
         ? request.listingKey
         : undefined;
-    const listing = listCatalog(connection, {
+    const listing = discoverCatalog(connection, {
       ...(recorder === undefined ? {} : { source: recorder.source }),
       ...(previousListingKey === undefined ? {} : { previousListingKey }),
       // The first listing of a new connection has nothing to compare with; re-lists key theirs.
@@ -134,7 +134,7 @@ export class RuntimeCore implements ServerHost {
       onValidating: () => this.discovery.validating(name),
     }).then((found) => ({
       ...found,
-      freshness: recorder?.finish(found.enumeration.pages.length, listingContextOf(config)),
+      freshness: recorder?.finish(found.discovered.pages.length, listingContextOf(config)),
     }));
     return this.discovery.track(name, listing, published);
   }

@@ -5,7 +5,7 @@ import type {
   StepbindError,
   UnenforcedPattern,
 } from '@stepbind/binding/internal';
-import type { DiscoveryProgress } from './catalog-listing.js';
+import type { DiscoveryProgress } from './discover-catalog.js';
 import { createDebug } from './log.js';
 import type { ServerLogMessage } from './connection.js';
 import type { SessionLoss } from './transports/http-session.js';

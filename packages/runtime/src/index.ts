@@ -52,7 +52,7 @@ export type {
   ServerInfo,
   ToolAnnotations,
   ToolDescriptor,
-  ToolEnumeration,
+  ToolDiscovery,
   UnenforcedPattern,
   ValidationOptions,
   ValidationResult,
@@ -108,8 +108,8 @@ export type {
   ToolResultLike,
   ToolResultPart,
 } from '@stepbind/binding/internal';
-export { discoverTools, enumerateTools } from './enumerate.js';
-export type { DiscoverToolsOptions, EnumerateToolsOptions } from './enumerate.js';
+export { discoverTools, enumerateTools } from './discover-tools.js';
+export type { DiscoverToolsOptions, EnumerateToolsOptions } from './discover-tools.js';
 export { parseConfig, SERVER_NAME_PATTERN } from './config.js';
 export type {
   HttpServerConfig,

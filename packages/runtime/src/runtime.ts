@@ -95,7 +95,7 @@ export class McpRuntime {
   }
 
   /**
-   * Starts every configured server (bounded parallelism), enumerates and validates each catalog and
+   * Starts every configured server (bounded parallelism), discovers and validates each catalog and
    * publishes the first ConnectionSet. Optional servers may still be starting when it resolves.
    *
    * With a `store` (option or configuration), attaches the PostgreSQL fleet store first (its

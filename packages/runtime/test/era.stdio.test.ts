@@ -5,7 +5,7 @@ import { isStepbindError, MemoryJournalStore, verifyChain } from '@stepbind/bind
 import { createEventLog, stdioServerParams, tempDir } from '@stepbind/testkit';
 import { runCli } from '../src/cli/run.js';
 import { parseConfig, type ServerConfig } from '../src/config.js';
-import { listCatalog } from '../src/catalog-listing.js';
+import { discoverCatalog } from '../src/discover-catalog.js';
 import { connectServer } from '../src/connect.js';
 import type { EraMemory } from '../src/connection.js';
 import { ModernConnection } from '../src/era/modern.js';
@@ -284,13 +284,13 @@ describe('servers on either side of the eras', () => {
     try {
       if (!(connection instanceof ModernConnection)) throw new Error(`spoke ${connection.era}`);
       expect(connection.hello.serverInfo).toEqual({ name: 'sdk2-era-server', version: '2.4.0' });
-      const { enumeration } = await listCatalog(connection, {
+      const { discovered } = await discoverCatalog(connection, {
         name: 's',
         config: raw,
         identity: identityOf('s', raw, connection),
         policyEpoch: 0,
       });
-      expect(enumeration.tools.map((t) => (t as { name: string }).name)).toEqual([
+      expect(discovered.tools.map((t) => (t as { name: string }).name)).toEqual([
         'echo',
         't1',
         't2',

@@ -1,6 +1,6 @@
 /**
- * Tiny in-process {@link ToolListSource}s for property tests of `enumerateCatalog`: no SDK, no
- * transport, no timers, so thousands of enumerations run per second.
+ * Tiny in-process {@link ToolListSource}s for property tests of `discoverToolPages`: no SDK, no
+ * transport, no timers, so thousands of discoveries run per second.
  *
  * @packageDocumentation
  */
@@ -113,13 +113,13 @@ function buildGeneration(
  * cursor leads to `targets[i]` (default `i + 1`). `""` is a cursor like any other. An unknown
  * cursor is answered with a `SERVER_ERROR` (`detail.rpcCode` -32602), like a real server.
  *
- * It honours the request signal only through the enumeration loop's own race: an `onRequest` hook
+ * It honours the request signal only through the discovery loop's own race: an `onRequest` hook
  * that never resolves makes the request hang until the loop's timeout, which is the point.
  *
  * @example
  * ```ts
  * const source = pagedSource([[toolA], [], [toolB]], { cursors: ['', 'x'] });
- * const result = await enumerateCatalog(source);
+ * const result = await discoverToolPages(source);
  * // source.requests → [undefined, '', 'x']
  * ```
  * @throws {RangeError} when there are no pages, a target page does not exist, or one cursor string
@@ -174,7 +174,7 @@ export function pagedSource(
 export type SequenceStep =
   /** Answer with this value as the raw `tools/list` result (any JSON, valid or not). */
   | { readonly kind: 'result'; readonly value: unknown }
-  /** Never answer (the enumeration loop's timeout must end the wait). */
+  /** Never answer (the discovery loop's timeout must end the wait). */
   | { readonly kind: 'hang' }
   /** Reject with this value (a non-stepbind error, as a misbehaving source would). */
   | { readonly kind: 'throw'; readonly value: unknown };
@@ -191,7 +191,7 @@ export interface SequenceSourceOptions {
 /**
  * A {@link ToolListSource} that ignores cursors and answers the nth request with `steps[n]`: a raw
  * result, a hang, or a thrown value. Requests past the end get `{ tools: [] }` (the last page).
- * Made for fuzzing: whatever the steps are, `enumerateCatalog` must settle with a complete listing
+ * Made for fuzzing: whatever the steps are, `discoverToolPages` must settle with a complete listing
  * or a `StepbindError`.
  *
  * The returned `requests` array records the cursors received (`undefined` = none).
@@ -216,7 +216,7 @@ export function sequenceSource(
           return new Promise<unknown>((_, reject) => {
             const stop = (): void =>
               reject(
-                new Error('abandoned by the enumeration loop', { cause: request.signal.reason }),
+                new Error('abandoned by the discovery loop', { cause: request.signal.reason }),
               );
             if (request.signal.aborted) stop();
             else request.signal.addEventListener('abort', stop, { once: true });

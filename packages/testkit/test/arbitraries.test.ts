@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   CATALOG_REVISION_META_KEY,
-  enumerateCatalog,
+  discoverToolPages,
   isStepbindError,
   validateTool,
 } from '@stepbind/binding/internal';
@@ -105,7 +105,7 @@ describe('pagedSource', () => {
       cursors: ['', 'x'],
       revision: 'r1',
     });
-    const result = await enumerateCatalog(source);
+    const result = await discoverToolPages(source);
     expect(result.tools.map((t) => t.name)).toEqual(['a', 'b']);
     expect(result.pageSizes).toEqual([1, 0, 1]);
     expect(result.revision).toEqual({ kind: 'proven', revision: 'r1' });
@@ -135,7 +135,7 @@ describe('pagedSource', () => {
       },
     });
     // Positional cursors ("c1") survive the replacement, so the mixture a, d is served.
-    const result = await enumerateCatalog(source);
+    const result = await discoverToolPages(source);
     expect(result.tools.map((t) => t.name)).toEqual(['a', 'd']);
     expect(source.generation).toBe(1);
   });
@@ -155,7 +155,7 @@ describe('sequenceSource', () => {
       { kind: 'result', value: { tools: [], nextCursor: 'n' } },
       { kind: 'hang' },
     ]);
-    const error: unknown = await enumerateCatalog(source, { requestTimeoutMs: 20 }).then(
+    const error: unknown = await discoverToolPages(source, { requestTimeoutMs: 20 }).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -165,7 +165,7 @@ describe('sequenceSource', () => {
 
   it('maps a thrown non-stepbind value to SERVER_ERROR', async () => {
     const source = sequenceSource([{ kind: 'throw', value: 42 }]);
-    const error: unknown = await enumerateCatalog(source).then(
+    const error: unknown = await discoverToolPages(source).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -180,7 +180,7 @@ describe('sequenceSource', () => {
       },
       { kind: 'result', value: { tools: [], _meta: { [CATALOG_REVISION_META_KEY]: 'r' } } },
     ]);
-    const result = await enumerateCatalog(source);
+    const result = await discoverToolPages(source);
     expect(result.revision).toEqual({ kind: 'proven', revision: 'r' });
   });
 });

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { Tally } from './support/tally.js';
 import {
   createCatalogSnapshot,
-  enumerateCatalog,
+  discoverToolPages,
   isStepbindError,
   validateTool,
   type CatalogSnapshot,
@@ -90,7 +90,7 @@ describe('fuzzing tools/list results (in-process source)', () => {
         const source = sequenceSource(steps);
         let enumeration;
         try {
-          enumeration = await enumerateCatalog(source, {
+          enumeration = await discoverToolPages(source, {
             server: 'fuzz',
             requestTimeoutMs: 20,
             totalTimeoutMs: 1_000,

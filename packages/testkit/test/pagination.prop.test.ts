@@ -2,12 +2,12 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Tally } from './support/tally.js';
 import {
-  enumerateCatalog,
+  discoverToolPages,
   isStepbindError,
   type ChangeFeed,
   type McpToolDefinition,
   type StepbindError,
-  type ToolEnumeration,
+  type ToolDiscovery,
 } from '@stepbind/binding/internal';
 import { parseConfig, type Connection } from '@stepbind/runtime';
 import {
@@ -24,11 +24,11 @@ import {
 } from '@stepbind/testkit';
 
 type Outcome =
-  | { readonly ok: true; readonly value: ToolEnumeration }
+  | { readonly ok: true; readonly value: ToolDiscovery }
   | { readonly ok: false; readonly error: StepbindError };
 
 /** Settles an enumeration; anything but a StepbindError rejection fails the property. */
-async function settle(promise: Promise<ToolEnumeration>): Promise<Outcome> {
+async function settle(promise: Promise<ToolDiscovery>): Promise<Outcome> {
   try {
     return { ok: true, value: await promise };
   } catch (error) {
@@ -105,7 +105,7 @@ const cursorsOf = (g: Generation, positional: boolean): readonly string[] =>
   positional ? g.split.cursors.map((_, i) => (i === 0 ? '' : `p${i + 1}`)) : g.split.cursors;
 
 /** True when `result` is generation `g`, whole: the same tool objects, in order, on the same pages. */
-function isComplete(result: ToolEnumeration, g: Generation | undefined): boolean {
+function isComplete(result: ToolDiscovery, g: Generation | undefined): boolean {
   return (
     g !== undefined &&
     g.tools.length === result.tools.length &&
@@ -144,7 +144,7 @@ async function enumerateDuringChanges(
     },
   });
   const outcome = await settle(
-    enumerateCatalog(source, { server: 'prop', changes: feed, totalTimeoutMs: 10_000 }),
+    discoverToolPages(source, { server: 'prop', changes: feed, totalTimeoutMs: 10_000 }),
   );
   return { outcome, applied };
 }
@@ -162,7 +162,7 @@ describe('pagination properties (in-process source)', () => {
             cursors: split.cursors,
             ...(revision === undefined ? {} : { revision }),
           });
-          const result = await enumerateCatalog(source, { server: 'prop' });
+          const result = await discoverToolPages(source, { server: 'prop' });
           expect(result.tools).toHaveLength(tools.length);
           expect(result.tools.every((tool, i) => tool === tools[i])).toBe(true);
           expect(result.pageSizes).toEqual(split.pages.map((p) => p.length));
@@ -195,7 +195,7 @@ describe('pagination properties (in-process source)', () => {
         async (cycle, maxPages) => {
           const source = pagedSource(cycle.pages, { cursors: cycle.cursors });
           const outcome = await settle(
-            enumerateCatalog(source, {
+            discoverToolPages(source, {
               server: 'prop',
               totalTimeoutMs: 5_000,
               ...(maxPages === undefined ? {} : { maxPages }),
@@ -254,7 +254,7 @@ describe('pagination properties (in-process source)', () => {
         if (index === 1) self.replace(after, { cursors: ['', undefined] });
       },
     });
-    const result = await enumerateCatalog(source, { changes: { version: 0 } });
+    const result = await discoverToolPages(source, { changes: { version: 0 } });
     // Page 1 is from the old catalog, page 2 from the new one, and nothing can tell.
     expect(result.tools.map((t) => `${t.name}@${String(t.description)}`)).toEqual(['a@v1', 'b@v2']);
     expect(result.revision).toEqual({ kind: 'unversioned' });
@@ -312,7 +312,7 @@ describe('pagination regressions (counterexamples found by the properties above)
         feed.version++;
       },
     });
-    const result = await enumerateCatalog(source, { changes: feed });
+    const result = await discoverToolPages(source, { changes: feed });
     expect(result.tools.map((t) => t.name)).toEqual(['x', 'y']);
     expect(result.restarts).toBe(1);
     expect(source.requests).toEqual([undefined, 'old', undefined, 'new']);
@@ -326,7 +326,7 @@ describe('pagination regressions (counterexamples found by the properties above)
         if (index === 1) self.replace([[tool('b')], [tool('a')]], { revision: 'rev-1' });
       },
     });
-    const result = await enumerateCatalog(source);
+    const result = await discoverToolPages(source);
     expect(result.tools.map((t) => t.name)).toEqual(['b', 'a']);
     expect(result.revision).toEqual({ kind: 'proven', revision: 'rev-1' });
     expect(result.restarts).toBe(1);
@@ -369,7 +369,7 @@ describe('pagination properties (real SDK client and server, in memory)', () => 
           fleets,
         );
         try {
-          const result = await enumerateCatalog(connection.listSource, {
+          const result = await discoverToolPages(connection.listSource, {
             changes: connection.changes,
           });
           expect(result.tools).toEqual(g.tools);
@@ -415,7 +415,7 @@ describe('pagination properties (real SDK client and server, in memory)', () => 
           );
           try {
             const outcome = await settle(
-              enumerateCatalog(connection.listSource, {
+              discoverToolPages(connection.listSource, {
                 changes: connection.changes,
                 totalTimeoutMs: 10_000,
               }),

@@ -8,7 +8,7 @@ import {
   type CatalogSnapshot,
 } from '@stepbind/binding/internal';
 import { parseConfig, type RuntimeConfig, type ServerConfig } from '../config.js';
-import type { DiscoveryProgress } from '../catalog-listing.js';
+import type { DiscoveryProgress } from '../discover-catalog.js';
 import type { ProtocolEra } from '../connection.js';
 import type { ServerStatus } from '../options.js';
 import { McpRuntime } from '../runtime.js';

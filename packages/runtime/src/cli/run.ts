@@ -5,7 +5,7 @@ import {
   formatCatalogReport,
   loadConfigFile,
 } from './catalog.js';
-import type { DiscoveryProgress } from '../catalog-listing.js';
+import type { DiscoveryProgress } from '../discover-catalog.js';
 import { configCheckJson, formatConfigCheck } from './config-check.js';
 import { runCallCommand } from './call.js';
 import { runToolsCommand } from './tools.js';

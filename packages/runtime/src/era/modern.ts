@@ -180,7 +180,7 @@ export class ModernConnection implements Connection {
     return this.#changes.version;
   }
 
-  /** The `list_changed` counter as the {@link ChangeFeed} `enumerateCatalog` watches. */
+  /** The `list_changed` counter as the {@link ChangeFeed} `discoverToolPages` watches. */
   get changes(): ChangeFeed {
     return this.#changes;
   }

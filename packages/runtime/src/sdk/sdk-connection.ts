@@ -211,7 +211,7 @@ export class SdkConnection implements Connection {
   }
 
   /**
-   * This connection's `list_changed` counter as the {@link ChangeFeed} `enumerateCatalog` watches
+   * This connection's `list_changed` counter as the {@link ChangeFeed} `discoverToolPages` watches
    * (a change restarts a traversal).
    */
   get changes(): ChangeFeed {
@@ -261,7 +261,7 @@ export class SdkConnection implements Connection {
     return () => this.#closeListeners.delete(listener);
   }
 
-  /** This connection as a {@link ToolListSource} for `enumerateCatalog`. */
+  /** This connection as a {@link ToolListSource} for `discoverToolPages`. */
   get listSource(): ToolListSource {
     return { listTools: (request) => this.listPage(request) };
   }

@@ -1,5 +1,5 @@
 import type { CatalogSnapshot, ServerIdentity } from '@stepbind/binding/internal';
-import type { CatalogListing } from '../catalog-listing.js';
+import type { CatalogDiscovery } from '../discover-catalog.js';
 import type { RuntimeClock } from '../clock.js';
 import type { ServerConfig } from '../config.js';
 import type { Connection } from '../connection.js';
@@ -28,7 +28,7 @@ export interface DiscoveryRequest {
  * A discovered candidate (or nothing, for an unchanged listing) and, for a modern connection, the
  * freshness record of its listing (each page timed on the runtime's clock).
  */
-export type Discovered = CatalogListing & { readonly freshness: ListingFreshness | undefined };
+export type Discovered = CatalogDiscovery & { readonly freshness: ListingFreshness | undefined };
 
 /**
  * What a {@link ManagedServer} needs from the runtime that holds it, and nothing more: the clock

@@ -1,12 +1,12 @@
 import { createHash, type Hash } from 'node:crypto';
 import {
   createSnapshotBuilder,
-  enumerateCatalog,
+  discoverToolPages,
   type CatalogSnapshot,
   type SchemaValidatorCache,
   type ServerIdentity,
   type ToolListSource,
-  type ToolEnumeration,
+  type ToolDiscovery,
   type ValidationOptions,
 } from '@stepbind/binding/internal';
 import type { ServerConfig } from './config.js';
@@ -21,8 +21,8 @@ function toolName(tool: unknown): string {
   return typeof name === 'string' ? name : '';
 }
 
-/** Inputs of {@link listCatalog}. */
-export interface ListCatalogOptions {
+/** Inputs of {@link discoverCatalog}. */
+export interface DiscoverCatalogOptions {
   readonly name: string;
   readonly config: ServerConfig;
   readonly identity: ServerIdentity;
@@ -57,9 +57,9 @@ export interface DiscoveryProgress {
   readonly totalTools: number;
 }
 
-/** What {@link listCatalog} found. */
-export interface CatalogListing {
-  readonly enumeration: ToolEnumeration;
+/** What {@link discoverCatalog} found. */
+export interface CatalogDiscovery {
+  readonly discovered: ToolDiscovery;
   /** sha256 of the raw pages and revision proof as served; equal listings have equal keys. */
   /** `undefined` for a listing too deep to serialise (validation refuses it anyway). */
   readonly listingKey: string | undefined;
@@ -68,7 +68,7 @@ export interface CatalogListing {
 }
 
 /**
- * Enumerates one connection with the server's configured limits (restarting on `list_changed`) and
+ * Discovers one connection with the server's configured limits (restarting on `list_changed`) and
  * turns the complete listing into a validated candidate snapshot. All-or-nothing.
  *
  * Each page is validated and digested while the request for the next one is on the wire; the
@@ -77,14 +77,14 @@ export interface CatalogListing {
  *
  * @throws CatalogError from discovery or validation.
  */
-export function listCatalog(
+export function discoverCatalog(
   connection: Connection,
-  options: ListCatalogOptions,
-): Promise<CatalogListing> {
+  options: DiscoverCatalogOptions,
+): Promise<CatalogDiscovery> {
   return traceDiscovery(
     options.name,
     () => discover(connection, options),
-    (d) => d.enumeration.pages.length,
+    (d) => d.discovered.pages.length,
   );
 }
 
@@ -92,8 +92,8 @@ const debugDiscovery = createDebug('stepbind:discovery');
 
 async function discover(
   connection: Connection,
-  options: ListCatalogOptions,
-): Promise<CatalogListing> {
+  options: DiscoverCatalogOptions,
+): Promise<CatalogDiscovery> {
   const { config, name } = options;
   let total = 0;
   const key = options.keyListing === false ? NO_KEY : listingKeyHasher(config.tools);
@@ -107,7 +107,7 @@ async function discover(
     validation: { ...options.validation },
     ...(options.validatorCache === undefined ? {} : { validatorCache: options.validatorCache }),
   });
-  const enumeration = await enumerateCatalog(options.source ?? connection.listSource, {
+  const discovery = await discoverToolPages(options.source ?? connection.listSource, {
     ...config.limits,
     requestTimeoutMs: config.requestTimeoutMs,
     server: name,
@@ -142,27 +142,27 @@ async function discover(
   // A cheap key over the listing exactly as served lets an unchanged re-list (a list_changed that
   // changed nothing, a refresh of a reused connection) skip the snapshot: nothing is frozen or
   // built, and the pages validated on the way are dropped.
-  const listingKey = key.finish(enumeration);
+  const listingKey = key.finish(discovery);
   options.onValidating?.();
   if (listingKey !== undefined && listingKey === options.previousListingKey) {
-    return { enumeration, listingKey, snapshot: undefined };
+    return { discovered: discovery, listingKey, snapshot: undefined };
   }
-  const proven = enumeration.revision.kind === 'proven';
+  const proven = discovery.revision.kind === 'proven';
   const finish = {
     revisionProof: proven ? 'proven' : 'unversioned',
-    ...(enumeration.revision.kind === 'proven'
-      ? { sourceRevision: enumeration.revision.revision }
+    ...(discovery.revision.kind === 'proven'
+      ? { sourceRevision: discovery.revision.revision }
       : {}),
-    discoveryStartedAt: enumeration.startedAt,
+    discoveryStartedAt: discovery.startedAt,
   } as const;
   // Every page passed through onPage, in order, on the traversal that succeeded.
-  if (builder.pageCount !== enumeration.pages.length) {
+  if (builder.pageCount !== discovery.pages.length) {
     throw new Error(
-      `listCatalog: ${builder.pageCount} pages validated for ${enumeration.pages.length} listed`,
+      `discoverCatalog: ${builder.pageCount} pages validated for ${discovery.pages.length} listed`,
     );
   }
   const snapshot = builder.finish(finish);
-  return { enumeration, listingKey, snapshot };
+  return { discovered: discovery, listingKey, snapshot };
 }
 
 const NO_KEY = { addPage: () => undefined, reset: () => undefined, finish: () => undefined };
@@ -174,7 +174,7 @@ const NO_KEY = { addPage: () => undefined, reset: () => undefined, finish: () =>
 function listingKeyHasher(filter: ToolFilterConfig | undefined): {
   addPage(tools: readonly unknown[]): void;
   reset(): void;
-  finish(enumeration: ToolEnumeration): string | undefined;
+  finish(discovery: ToolDiscovery): string | undefined;
 } {
   let hash: Hash | undefined = createHash('sha256');
   let pages = 0;
@@ -192,9 +192,9 @@ function listingKeyHasher(filter: ToolFilterConfig | undefined): {
       hash = createHash('sha256');
       pages = 0;
     },
-    finish(enumeration) {
-      if (hash === undefined || pages !== enumeration.pages.length) return undefined;
-      return hash.update(JSON.stringify(enumeration.revision)).update(filterKey).digest('hex');
+    finish(discovery) {
+      if (hash === undefined || pages !== discovery.pages.length) return undefined;
+      return hash.update(JSON.stringify(discovery.revision)).update(filterKey).digest('hex');
     },
   };
 }

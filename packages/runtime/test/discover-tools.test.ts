@@ -1,5 +1,5 @@
 import { ListToolsResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
-import { CatalogError, type ToolEnumeration } from '@stepbind/binding/internal';
+import { CatalogError, type ToolDiscovery } from '@stepbind/binding/internal';
 import { enumerateTools, type EnumerateToolsOptions } from '@stepbind/runtime';
 import { isProcessAlive, type ServerFixture } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -27,7 +27,7 @@ afterAll(() => {
   expect(livePids()).toEqual([]);
 });
 
-async function rejection(promise: Promise<ToolEnumeration>): Promise<CatalogError> {
+async function rejection(promise: Promise<ToolDiscovery>): Promise<CatalogError> {
   const error: unknown = await promise.then(
     () => undefined,
     (e: unknown) => e,
@@ -36,7 +36,7 @@ async function rejection(promise: Promise<ToolEnumeration>): Promise<CatalogErro
   return error as CatalogError;
 }
 
-function names(result: ToolEnumeration): string[] {
+function names(result: ToolDiscovery): string[] {
   return result.tools.map((t) => t.name);
 }
 

@@ -1,13 +1,13 @@
 import {
-  enumerateCatalog,
+  discoverToolPages,
   type ChangeFeed,
-  type EnumerateOptions,
-  type ToolEnumeration,
+  type DiscoverOptions,
+  type ToolDiscovery,
 } from '@stepbind/binding/internal';
 import { clientListSource, type Client } from './sdk/sdk-connection.js';
 
 /** Options for {@link discoverTools}: discovery limits plus the server name used in errors. */
-export type DiscoverToolsOptions = Omit<EnumerateOptions, 'changes'> & {
+export type DiscoverToolsOptions = Omit<DiscoverOptions, 'changes'> & {
   /** A `list_changed` counter for this client; a change restarts the traversal. */
   readonly changes?: ChangeFeed;
 };
@@ -26,9 +26,9 @@ export type DiscoverToolsOptions = Omit<EnumerateOptions, 'changes'> & {
 export function discoverTools(
   client: Client,
   options: DiscoverToolsOptions = {},
-): Promise<ToolEnumeration> {
+): Promise<ToolDiscovery> {
   const server = options.server ?? client.getServerVersion()?.name ?? 'server';
-  return enumerateCatalog(clientListSource(client, server), { ...options, server });
+  return discoverToolPages(clientListSource(client, server), { ...options, server });
 }
 
 /**
