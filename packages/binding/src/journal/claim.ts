@@ -47,8 +47,11 @@ export class JournalClaim {
   pending: { readonly expectedVersion: number | null } | undefined;
   /** @internal */
   readonly intent: CallIntent;
-  /** @internal true once the `SENT` record is durable. */
-  sent = false;
+  /**
+   * @internal true once the `SENT` record is durable: the journal's key state, not a delivery (the
+   * delivery of a failed run is its `CallError`'s, which only counts once this is true).
+   */
+  sentRecorded = false;
   /** @internal true when another holder took the key over (nothing more may be written). */
   lost = false;
 

@@ -311,7 +311,7 @@ export class CallJournal {
     }
     claim.record = next;
     claim.pending = undefined;
-    claim.sent = true;
+    claim.sentRecorded = true;
   }
 
   /**
@@ -358,7 +358,7 @@ export class CallJournal {
     receipt: FailureReceiptFields,
     options: StoreCallOptions = {},
   ): Promise<ReceiptEntry> {
-    const delivery: Delivery = claim?.sent === true ? error.delivery : 'not-sent';
+    const delivery: Delivery = claim?.sentRecorded === true ? error.delivery : 'not-sent';
     const body = failureReceipt(context, claim, error, receipt, this.#now());
     return this.#record(
       claim,
