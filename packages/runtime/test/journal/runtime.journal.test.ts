@@ -39,7 +39,6 @@ const { runtimes, auditFiles } = trackRuntimes();
 
 const tool = fixtureTool;
 
-
 /** A server with a write tool `send`, a read tool `lookup`, and their slow (then fast) twins. */
 const TOOLS = [
   tool('send', WRITE),

@@ -27,7 +27,6 @@ export function received(
   return within(fleet.server(name).waitFor(test), `matching request at server "${name}"`, ms);
 }
 
-
 /**
  * Resolves once `instance`'s connection has closed (either side closed it): waits for the close
  * instead of polling the runtime's status. Chains any `onclose` already set.
