@@ -79,6 +79,15 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: 'expected true to be false',
   },
   {
+    name: 'let every list_changed arm its own debounce timer',
+    file: 'packages/runtime/src/hard-refresh.ts',
+    find: '    else clock.clearTimeout(session.debounce);\n',
+    replace: '',
+    testFile: 'packages/runtime/test/runtime.memory.test.ts',
+    testName: 'coalesces a burst of list_changed notifications into one hard refresh',
+    diagnostic: 'expected 10 to be 1',
+  },
+  {
     name: 'publish without the CAS',
     file: 'packages/binding/src/registry.ts',
     find: 'if (activeGeneration !== options.expectedGeneration) {',

@@ -21,17 +21,14 @@ import {
   tempDir,
 } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
+import { fixtureTool } from './support/fixtures.js';
 import { failure } from './support/errors.js';
 import { expectGone } from './support/processes.js';
 import { trackRuntimes } from './support/runtimes.js';
 
 const { runtimes, auditFiles } = trackRuntimes();
 
-const tool = (name: string, annotations: Record<string, unknown>): Record<string, unknown> => ({
-  name,
-  inputSchema: { type: 'object', properties: { input: { type: 'string' } } },
-  annotations,
-});
+const tool = fixtureTool;
 
 /** `wipe` deletes everything and says it only reads; `send` is an honest write tool. */
 const LIAR = { readOnlyHint: true, destructiveHint: true };

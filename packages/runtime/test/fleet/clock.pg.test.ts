@@ -14,13 +14,13 @@ import {
   type ServerFixture,
 } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { WRITE } from '../support/fixtures.js';
 import { context, receipt, record } from '../support/journal.js';
 import { usePostgres } from '../support/postgres.js';
 
 const server = await usePostgres('clock.pg.test.ts');
 afterAll(() => server?.stop());
 
-const WRITE = { readOnlyHint: false, destructiveHint: false };
 const FIXTURE: ServerFixture = {
   generations: [
     {

@@ -66,11 +66,16 @@ describe.skipIf(server === undefined)('fleet store faults', () => {
     const store = new PostgresJournalStore(handle);
     const admin = new PgHandle({ url: server!.url, schema }, { maxAttempts: 10, retryDelayMs: 50 });
     const connections: boolean[] = [];
-    // Resolved from onApplied: the test waits for the view to apply a version, it never polls.
+    // The listener re-reads, then reports itself connected: both are awaited, never polled.
+    let onReconnected!: () => void;
+    const reconnected = new Promise<void>((resolve) => (onReconnected = resolve));
     const appliedWaiters = new Set<{ readonly version: number; readonly resolve: () => void }>();
     const view = new PolicyView(handle, {
       reconnect: { initialMs: 50, maxMs: 200 },
-      onConnection: (e) => connections.push(e.connected),
+      onConnection: (e) => {
+        connections.push(e.connected);
+        if (e.connected && connections.includes(false)) onReconnected();
+      },
       onApplied: (policy) => {
         for (const waiter of [...appliedWaiters])
           if (policy.version >= waiter.version) {
@@ -114,6 +119,7 @@ describe.skipIf(server === undefined)('fleet store faults', () => {
       expect((await store.get('after'))?.key).toBe('after');
       await applied(committed.version);
       expect(view.isRevoked('s', 't')).toBe(true);
+      await within(reconnected, 'reconnection of the policy listener');
       // It lost its connection with the restart and listened again (then re-read) after it.
       expect(connections.slice(0, 2)).toEqual([true, false]);
       expect(connections.at(-1)).toBe(true);

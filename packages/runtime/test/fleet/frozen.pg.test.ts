@@ -15,13 +15,13 @@ import {
   type ServerFixture,
 } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { WRITE } from '../support/fixtures.js';
 import { usePostgres } from '../support/postgres.js';
 
 // Its own throwaway cluster: this file freezes the server.
 const server = await usePostgres('frozen.pg.test.ts', { local: true });
 afterAll(() => server?.stop());
 
-const WRITE = { readOnlyHint: false, destructiveHint: false };
 const FIXTURE: ServerFixture = {
   generations: [
     {

@@ -10,12 +10,12 @@ import {
   type ServerFixture,
 } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { WRITE } from '../support/fixtures.js';
 import { usePostgres } from '../support/postgres.js';
 
 const server = await usePostgres('runtime.pg.test.ts');
 afterAll(() => server?.stop());
 
-const WRITE = { readOnlyHint: false, destructiveHint: false };
 const FIXTURE: ServerFixture = {
   generations: [
     {

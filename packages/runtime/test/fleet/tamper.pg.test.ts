@@ -15,13 +15,13 @@ import {
   type ServerFixture,
 } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { WRITE } from '../support/fixtures.js';
 import { usePostgres } from '../support/postgres.js';
 import { runCli } from '../../src/cli/run.js';
 
 const server = await usePostgres('tamper.pg.test.ts');
 afterAll(() => server?.stop());
 
-const WRITE = { readOnlyHint: false, destructiveHint: false };
 const FIXTURE: ServerFixture = {
   generations: [
     {

@@ -15,8 +15,8 @@ import {
   tempDir,
 } from '@stepbind/testkit';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { WRITE } from '../support/fixtures.js';
 
-const WRITE = { readOnlyHint: false, destructiveHint: false };
 const FIXTURE: ServerFixture = {
   generations: [
     {

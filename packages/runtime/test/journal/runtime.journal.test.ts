@@ -28,6 +28,7 @@ import {
   tempDir,
 } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
+import { READ, WRITE, fixtureTool } from '../support/fixtures.js';
 import { failure } from '../support/errors.js';
 import { context, record } from '../support/journal.js';
 import { trackRuntimes } from '../support/runtimes.js';
@@ -36,14 +37,7 @@ import { expectTestEra } from '../support/era.js';
 
 const { runtimes, auditFiles } = trackRuntimes();
 
-const tool = (name: string, annotations?: Record<string, unknown>): Record<string, unknown> => ({
-  name,
-  inputSchema: { type: 'object', properties: { input: { type: 'string' } } },
-  ...(annotations === undefined ? {} : { annotations }),
-});
-
-const WRITE = { readOnlyHint: false, destructiveHint: false };
-const READ = { readOnlyHint: true };
+const tool = fixtureTool;
 
 /** A server with a write tool `send`, a read tool `lookup`, and their slow (then fast) twins. */
 const TOOLS = [

@@ -20,6 +20,7 @@ import {
   tempDir,
 } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
+import { WRITE } from '../support/fixtures.js';
 import { failure } from '../support/errors.js';
 import { receipt, record } from '../support/journal.js';
 import { trackRuntimes } from '../support/runtimes.js';
@@ -99,7 +100,6 @@ function virtualClock(): RuntimeClock & { readonly paused: Promise<void> } {
   };
 }
 
-const WRITE = { readOnlyHint: false, destructiveHint: false };
 const FIXTURE: ServerFixture = {
   generations: [
     { pages: [{ tools: [{ name: 'send', inputSchema: { type: 'object' }, annotations: WRITE }] }] },

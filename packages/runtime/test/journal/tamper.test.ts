@@ -18,11 +18,11 @@ import {
   tempDir,
 } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
+import { WRITE } from '../support/fixtures.js';
 import { canMount, smallDisk } from '../support/disk.js';
 import { trackRuntimes } from '../support/runtimes.js';
 import { runCli } from '../../src/cli/run.js';
 
-const WRITE = { readOnlyHint: false, destructiveHint: false };
 const FIXTURE: ServerFixture = {
   generations: [
     {

@@ -26,6 +26,7 @@ import {
   type ScriptedServer,
   type ServerFixture,
 } from '@stepbind/testkit';
+import { WRITE } from '../../support/fixtures.js';
 
 /** Where a child can be killed, in the order a call passes them. */
 export const KILL_POINTS = [
@@ -40,7 +41,6 @@ export type KillPoint = (typeof KILL_POINTS)[number];
 
 const AGENT = fileURLToPath(new URL('./agent.mjs', import.meta.url));
 
-const WRITE = { readOnlyHint: false, destructiveHint: false };
 /** Two write tools and one read tool (the server allows `retryReads`). */
 export const FIXTURE: ServerFixture = {
   generations: [
