@@ -80,8 +80,8 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'let every list_changed arm its own debounce timer',
-    file: 'packages/runtime/src/hard-refresh.ts',
-    find: '    else clock.clearTimeout(session.debounce);\n',
+    file: 'packages/runtime/src/server/list-changed.ts',
+    find: '    else clock.clearTimeout(this.#timer);\n',
     replace: '',
     testFile: 'packages/runtime/test/runtime.memory.test.ts',
     testName: 'coalesces a burst of list_changed notifications into one hard refresh',

@@ -16,7 +16,7 @@ import {
   type ScriptedServerOptions,
 } from '@stepbind/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitUntilGone } from './helpers.js';
+import { waitUntilGone } from './support/processes.js';
 import { auditEntry, fileState } from './support/audit.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));

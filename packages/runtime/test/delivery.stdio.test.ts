@@ -4,7 +4,7 @@ import { parseConfig, type Connection } from '@stepbind/runtime';
 import { connectServer } from '@stepbind/runtime/internal';
 import { stdioServerParams, tempAuditPath, type ServerFixture } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
-import { waitUntilGone } from './helpers.js';
+import { waitUntilGone } from './support/processes.js';
 import { TEST_ERA, TEST_PROTOCOL_VERSION } from './support/era.js';
 
 const fixture: ServerFixture = {

@@ -9,7 +9,7 @@ import {
   type AuditEntry,
   type ServerFixture,
 } from '@stepbind/testkit';
-import { waitUntilGone } from '../helpers.js';
+import { waitUntilGone } from '../support/processes.js';
 
 /** A temp directory for config files and audit trails; `cleanup` removes it and waits for servers. */
 export interface CliSandbox {
