@@ -37,7 +37,7 @@ export interface PublicationTarget {
 export interface Publication {
   readonly server: PublicationTarget;
   readonly snapshot: CatalogSnapshot;
-  /** The listing key of `snapshot` (see `listCatalog`), kept to skip an unchanged re-list. */
+  /** The listing key of `snapshot` (see `discoverCatalog`), kept to skip an unchanged re-list. */
   readonly listingKey: string | undefined;
   /** The registry generation the candidate was listed against (its compare-and-set). */
   readonly expectedGeneration: number;
