@@ -15,7 +15,7 @@ import {
   ErrorCode,
   RuntimeError,
   sha256Hex,
-  type CreateCatalogSnapshotInput,
+  type ValidationOptions,
   type CatalogSnapshot,
   type PublishConflictReason,
   type ServerIdentity,
@@ -99,6 +99,14 @@ export function snapshotDigest(snapshot: CatalogSnapshot): string {
       tools: snapshot.tools.map((t) => t.descriptorDigest),
     }),
   )}`;
+}
+
+/** Options of {@link FleetRegistry.load}. */
+export interface LoadSnapshotOptions {
+  /** Schema validation of the rebuilt catalog (as for a listing; `server` is filled in). */
+  readonly validation?: Omit<ValidationOptions, 'server' | 'validatorCache' | 'pageIndex'>;
+  /** How long the rebuilt snapshot stays fresh. @default the snapshot default */
+  readonly ttlMs?: number;
 }
 
 /** The fleet registry of one worker. */
@@ -185,7 +193,7 @@ export class FleetRegistry {
    */
   async load(
     digest: string,
-    options: Pick<CreateCatalogSnapshotInput, 'validation' | 'validatorCache' | 'ttlMs'> = {},
+    options: LoadSnapshotOptions = {},
   ): Promise<CatalogSnapshot | undefined> {
     const { rows } = await this.#pg.query<{ body: string; created_at: string; epoch: string }>(
       `SELECT s.body, s.created_at,
