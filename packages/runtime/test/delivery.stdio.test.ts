@@ -1,11 +1,11 @@
 import { rmSync } from 'node:fs';
-import { isStepbindError, type StepbindError } from '@stepbind/binding';
 import { parseConfig, type Connection } from '@stepbind/runtime';
 import { connectServer } from '@stepbind/runtime/internal';
 import { stdioServerParams, tempAuditPath, type ServerFixture } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitUntilGone } from './support/processes.js';
 import { TEST_ERA, TEST_PROTOCOL_VERSION } from './support/era.js';
+import { failure } from './support/errors.js';
 
 const fixture: ServerFixture = {
   generations: [
@@ -50,17 +50,6 @@ async function connect(): Promise<Connection> {
     TEST_PROTOCOL_VERSION,
   ]);
   return connection;
-}
-
-async function failure(promise: Promise<unknown>): Promise<StepbindError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  expect(isStepbindError(error)).toBe(true);
-  return error as StepbindError;
 }
 
 describe('SdkConnection.callTool delivery (real stdio server)', () => {

@@ -1,13 +1,14 @@
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { isStepbindError, type StepbindError } from '@stepbind/binding';
+import { isStepbindError } from '@stepbind/binding';
 import { tempDir } from '@stepbind/testkit';
 import { parseConfig, type ServerConfig } from '../src/config.js';
 import { connectServer } from '../src/connect.js';
 import type { EraMemory } from '../src/connection.js';
 import { McpRuntime } from '../src/index.js';
 import { identityKeyOf } from '../src/transports/index.js';
+import { failure } from './support/errors.js';
 
 const RAW = fileURLToPath(new URL('../../testkit/dist/era/raw-server.js', import.meta.url));
 
@@ -30,15 +31,6 @@ async function methods(log: string): Promise<(string | undefined)[]> {
     .split('\n')
     .filter((line) => line !== '')
     .map((line) => (JSON.parse(line) as { method?: string }).method);
-}
-
-async function failure(promise: Promise<unknown>): Promise<StepbindError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (!isStepbindError(error)) throw new Error(`expected a stepbind error, got ${String(error)}`);
-  return error;
 }
 
 describe('protocol: "2025-11-25" pins the 2025 era', () => {

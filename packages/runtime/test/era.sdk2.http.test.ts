@@ -1,7 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isStepbindError, type StepbindError } from '@stepbind/binding';
 import {
   createEventLog,
   isProcessAlive,
@@ -15,6 +14,7 @@ import { connectServer } from '../src/connect.js';
 import type { EraMemory } from '../src/connection.js';
 import { McpRuntime, type McpRuntimeOptions } from '../src/index.js';
 import { identityKeyOf } from '../src/transports/index.js';
+import { failure } from './support/errors.js';
 
 /**
  * stepbind against testkit's `@modelcontextprotocol/server` 2.4.0 server behind `createMcpHandler`
@@ -58,17 +58,6 @@ function requests(server: Sdk2HttpServerProcess, method?: string): RequestEvent[
     (e): e is RequestEvent =>
       e.event === 'request' && (method === undefined || e.method === method),
   );
-}
-
-async function failure(promise: Promise<unknown>): Promise<StepbindError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  if (!isStepbindError(error)) throw error;
-  return error;
 }
 
 describe('an SDK 2.4.0 createMcpHandler server over Streamable HTTP', () => {

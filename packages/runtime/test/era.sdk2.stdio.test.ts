@@ -4,7 +4,6 @@ import { StdioClientTransport as Sdk2StdioClientTransport } from '@modelcontextp
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { describe, expect, it } from 'vitest';
-import { isStepbindError, type StepbindError } from '@stepbind/binding';
 import {
   createEventLog,
   SDK2_SERVER_LOG_ENV,
@@ -17,6 +16,7 @@ import { connectServer } from '../src/connect.js';
 import type { EraMemory } from '../src/connection.js';
 import { McpRuntime, type McpRuntimeOptions } from '../src/index.js';
 import { identityKeyOf } from '../src/transports/index.js';
+import { failure } from './support/errors.js';
 
 /**
  * stepbind against testkit's `@modelcontextprotocol/server` 2.4.0 stdio server (`serveStdio`,
@@ -51,17 +51,6 @@ function config(log: string, options: Sdk2ServerOptions = {}): unknown {
       },
     },
   };
-}
-
-async function failure(promise: Promise<unknown>): Promise<StepbindError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  if (!isStepbindError(error)) throw error;
-  return error;
 }
 
 async function open(

@@ -1,4 +1,3 @@
-import { isStepbindError, type StepbindError } from '@stepbind/binding';
 import { McpRuntime, type McpRuntimeOptions, type ServerStatus } from '@stepbind/runtime';
 import {
   isProcessAlive,
@@ -9,6 +8,7 @@ import {
 } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventLog, type EventLog } from './support/events.js';
+import { failure } from './support/errors.js';
 
 const servers: HttpServerProcess[] = [];
 const runtimes: McpRuntime[] = [];
@@ -54,17 +54,6 @@ function web(runtime: McpRuntime): ServerStatus {
   const status = runtime.status().servers.find((s) => s.name === 'web');
   if (status === undefined) throw new Error('no status for web');
   return status;
-}
-
-async function failure(promise: Promise<unknown>): Promise<StepbindError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  expect(isStepbindError(error)).toBe(true);
-  return error as StepbindError;
 }
 
 const calls = (server: HttpServerProcess): string[] =>

@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isStepbindError, type StepbindError } from '@stepbind/binding';
+import { isStepbindError } from '@stepbind/binding';
 import { parseConfig, type ServerConfig, type Connection } from '@stepbind/runtime';
 import { connectServer } from '@stepbind/runtime/internal';
 import {
@@ -12,6 +12,7 @@ import {
   type HostileServerOptions,
 } from '@stepbind/testkit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { failure } from './support/errors.js';
 
 // The stdio transport against raw JSON-RPC children (testkit's hostile servers): process groups,
 // bounded framing, malformed responses, spawn errors. Every check of leftovers asks `ps`.
@@ -71,17 +72,6 @@ async function leftovers(pgid: number | undefined, pids: readonly number[]): Pro
     }
   }
   return found.map((p) => `${p.pid} ${p.stat} ${p.args.slice(0, 60)}`);
-}
-
-async function failure(promise: Promise<unknown>): Promise<StepbindError> {
-  const error: unknown = await promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  if (!isStepbindError(error)) throw error;
-  return error;
 }
 
 const page = (timeoutMs = 600_000) => ({

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createEventLog, tempDir, type TempDir } from '@stepbind/testkit';
-import { McpRuntime, type RuntimeClock, type RuntimeEvent } from '../../src/index.js';
+import { McpRuntime, type RuntimeEvent } from '../../src/index.js';
+import { FakeClock } from '../support/clock.js';
 
 /**
  * Listing freshness of modern-era servers over real stdio children (DESIGN §10.1, "Listing
@@ -12,41 +13,6 @@ import { McpRuntime, type RuntimeClock, type RuntimeEvent } from '../../src/inde
 
 const SDK2 = fileURLToPath(new URL('../../../testkit/dist/era/sdk2-server.js', import.meta.url));
 const RAW = fileURLToPath(new URL('../../../testkit/dist/era/raw-server.js', import.meta.url));
-
-/** A clock that only moves when told; due timers run as `advance` passes them. */
-class FakeClock implements RuntimeClock {
-  #now = 0;
-  #next = 1;
-  readonly #timers = new Map<number, { due: number; callback: () => void }>();
-
-  setTimeout(callback: () => void, ms: number): unknown {
-    const id = this.#next++;
-    this.#timers.set(id, { due: this.#now + ms, callback });
-    return id;
-  }
-
-  clearTimeout(handle: unknown): void {
-    this.#timers.delete(handle as number);
-  }
-
-  now(): number {
-    return this.#now;
-  }
-
-  advance(ms: number): void {
-    const until = this.#now + ms;
-    for (;;) {
-      let first: [number, { due: number; callback: () => void }] | undefined;
-      for (const entry of this.#timers)
-        if (first === undefined || entry[1].due < first[1].due) first = entry;
-      if (first === undefined || first[1].due > until) break;
-      this.#timers.delete(first[0]);
-      this.#now = first[1].due;
-      first[1].callback();
-    }
-    this.#now = until;
-  }
-}
 
 /** `tools/list` requests the server(s) logging to `file` received. */
 function lists(file: string): number {

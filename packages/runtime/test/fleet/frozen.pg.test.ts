@@ -5,7 +5,6 @@
  * nothing, and close() must resolve while the database is still frozen.
  */
 import { rmSync } from 'node:fs';
-import { isStepbindError, type CallError } from '@stepbind/binding';
 import { McpRuntime } from '@stepbind/runtime';
 import { PgHandle } from '@stepbind/runtime/fleet';
 import {
@@ -17,6 +16,7 @@ import {
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { WRITE } from '../support/fixtures.js';
 import { usePostgres } from '../support/postgres.js';
+import { failure } from '../support/errors.js';
 
 // Its own throwaway cluster: this file freezes the server.
 const server = await usePostgres('frozen.pg.test.ts', { local: true });
@@ -57,15 +57,6 @@ function tempAudit(): string {
   const path = tempAuditPath('frozen');
   cleanups.push(() => rmSync(path, { force: true }));
   return path;
-}
-
-async function failure(promise: Promise<unknown>): Promise<CallError> {
-  const error = await promise.then(
-    () => new Error('expected a rejection'),
-    (e: unknown) => e,
-  );
-  expect(isStepbindError(error)).toBe(true);
-  return error as CallError;
 }
 
 async function sentTools(audit: string): Promise<unknown[]> {

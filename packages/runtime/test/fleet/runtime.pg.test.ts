@@ -1,5 +1,5 @@
 import { rmSync } from 'node:fs';
-import { isStepbindError, type CallError } from '@stepbind/binding';
+import { type CallError } from '@stepbind/binding';
 import { McpRuntime } from '@stepbind/runtime';
 import { PgHandle } from '@stepbind/runtime/fleet';
 import { runCli } from '../../src/cli/run.js';
@@ -12,6 +12,7 @@ import {
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { WRITE } from '../support/fixtures.js';
 import { usePostgres } from '../support/postgres.js';
+import { failure } from '../support/errors.js';
 
 const server = await usePostgres('runtime.pg.test.ts');
 afterAll(() => server?.stop());
@@ -52,15 +53,6 @@ async function worker(
   );
   runtimes.push(runtime);
   return runtime;
-}
-
-async function failure(promise: Promise<unknown>): Promise<CallError> {
-  const error = await promise.then(
-    () => new Error('expected a rejection'),
-    (e: unknown) => e,
-  );
-  expect(isStepbindError(error)).toBe(true);
-  return error as CallError;
 }
 
 function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
