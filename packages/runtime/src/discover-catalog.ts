@@ -11,6 +11,7 @@ import {
 } from '@stepbind/binding/internal';
 import type { ServerConfig } from './config.js';
 import type { Connection } from './connection.js';
+import type { DiscoveryProgress } from './events.js';
 import { createDebug } from './log.js';
 import { traceDiscovery } from './telemetry.js';
 import { toolFilterOf, type ToolFilterConfig } from './tool-filter.js';
@@ -46,15 +47,6 @@ export interface DiscoverCatalogOptions {
   readonly onPage?: (progress: DiscoveryProgress) => void;
   /** Called once every page arrived, before the snapshot is built. */
   readonly onValidating?: () => void;
-}
-
-/** Progress of one discovery, page by page. */
-export interface DiscoveryProgress {
-  readonly server: string;
-  /** 1-based number of the page that just arrived (restarts from 1 after a `list_changed`). */
-  readonly page: number;
-  readonly pageTools: number;
-  readonly totalTools: number;
 }
 
 /** What {@link discoverCatalog} found. */

@@ -6,8 +6,12 @@ import {
   type CatalogSnapshot,
 } from '@stepbind/binding/internal';
 import type { Emit } from './events.js';
-import type { DiscoveryStatus } from './options.js';
 
+/** One server's discovery state and, for `INCOMPLETE` and `QUARANTINED`, why. */
+export interface DiscoveryStatus {
+  readonly state: CatalogState;
+  readonly reason?: { readonly code: string; readonly message: string };
+}
 /**
  * Codes that say the server's catalog itself is invalid: a listing that ends with one is
  * `QUARANTINED` (retrying the same catalog gives the same verdict). Any other failure (timeout,

@@ -5,11 +5,18 @@ import type {
   StepbindError,
   UnenforcedPattern,
 } from '@stepbind/binding/internal';
-import type { DiscoveryProgress } from './discover-catalog.js';
 import { createDebug } from './log.js';
 import type { ServerLogMessage } from './connection.js';
 import type { SessionLoss } from './transports/http-session.js';
 
+/** Progress of one discovery, page by page. */
+export interface DiscoveryProgress {
+  readonly server: string;
+  /** 1-based number of the page that just arrived (restarts from 1 after a `list_changed`). */
+  readonly page: number;
+  readonly pageTools: number;
+  readonly totalTools: number;
+}
 /** Everything the runtime reports as it works. Listeners must not throw. */
 export type RuntimeEvent =
   | {

@@ -1,15 +1,13 @@
-import type {
-  ApprovalMode,
-  CatalogState,
-  JournalStore,
-  ValidationOptions,
-} from '@stepbind/binding/internal';
+import type { ApprovalMode, JournalStore, ValidationOptions } from '@stepbind/binding/internal';
 import type { RuntimeClock } from './clock.js';
 import type { ClientHandlers } from './client-capabilities.js';
 import type { ServerConfig } from './config.js';
 import type { RuntimeEvent } from './events.js';
 import type { Connection, ProtocolEra } from './connection.js';
 import type { StoreOption } from './fleet/attach.js';
+import type { DiscoveryStatus } from './discovery-states.js';
+
+export type { DiscoveryStatus } from './discovery-states.js';
 
 /** Starts a connection to one configured server. Replaceable for tests (in-memory servers). */
 export type ServerConnector = (
@@ -174,12 +172,6 @@ export interface ServerStatus {
       | 'principal'
       | 'connection';
   };
-}
-
-/** One server's discovery state and, for `INCOMPLETE` and `QUARANTINED`, why. */
-export interface DiscoveryStatus {
-  readonly state: CatalogState;
-  readonly reason?: { readonly code: string; readonly message: string };
 }
 
 /** A snapshot of the runtime's state, for dashboards and tests. */

@@ -6,7 +6,7 @@
  */
 import { StepbindError } from '@stepbind/binding/internal';
 import type { RuntimeConfig } from '../config.js';
-import { loadConfigFile } from './catalog.js';
+import { loadConfigFile } from './config-file.js';
 import type { CliIo } from './io.js';
 
 /** Parsed arguments: option values, flags set, positionals in order. */

@@ -1,11 +1,7 @@
 import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding/internal';
-import {
-  catalogReportJson,
-  discoverCatalogs,
-  formatCatalogReport,
-  loadConfigFile,
-} from './catalog.js';
-import type { DiscoveryProgress } from '../discover-catalog.js';
+import { catalogReportJson, discoverCatalogs, formatCatalogReport } from './catalog.js';
+import { loadConfigFile } from './config-file.js';
+import type { DiscoveryProgress } from '../events.js';
 import { configCheckJson, formatConfigCheck } from './config-check.js';
 import { runCallCommand } from './call.js';
 import { runToolsCommand } from './tools.js';

@@ -18,7 +18,7 @@ import {
   type McpRuntimeOptions,
   type RuntimeEvent,
 } from '@stepbind/runtime';
-import { loadConfigFile } from '../../src/cli/catalog.js';
+import { loadConfigFile } from '../../src/cli/config-file.js';
 import {
   readAuditTrail,
   stdioServerParams,
