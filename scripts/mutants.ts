@@ -581,6 +581,17 @@ const MUTANTS: readonly Mutant[] = [
       'gives up after maxAttempts failed attempts: the last failure has no next delay and nothing stays armed',
     diagnostic: 'to have a length of 3 but got 4',
   },
+  {
+    // The listen stream's re-listen backoff runs on the runtime's clock, like every other timer.
+    name: 'listen stream on real time, not the runtime clock',
+    file: 'packages/runtime/src/runtime.ts',
+    find: '          ...(options.clock === undefined ? {} : { clock: options.clock }),\n',
+    replace: '',
+    testFile: 'packages/runtime/test/era/listing-cache.stdio.test.ts',
+    testName:
+      're-opens an ended stream after a backoff armed on the runtime clock, not on real time',
+    diagnostic: 'armed timer',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { createEventLog, tempDir, type TempDir } from '@stepbind/testkit';
+import { createEventLog, readAuditTrail, tempDir, type TempDir } from '@stepbind/testkit';
 import { McpRuntime, type RuntimeEvent } from '../../src/index.js';
-import { FakeClock } from '../support/clock.js';
+import { FakeClock, whenArmed } from '../support/clock.js';
+import { fileState } from '../support/audit.js';
 
 /**
  * Listing freshness of modern-era servers over real stdio children (DESIGN §10.1, "Listing
@@ -293,6 +294,44 @@ describe('listing freshness of modern-era servers (ttlMs / cacheScope per page)'
       clock.advance(50);
       await done;
       expect(lists(rawLog)).toBe(6);
+    } finally {
+      await runtime.close();
+    }
+  });
+});
+
+describe('the subscriptions/listen stream of a runtime on an injected clock', () => {
+  it('re-opens an ended stream after a backoff armed on the runtime clock, not on real time', async () => {
+    await using dir = tempDir('listen-clock');
+    const clock = new FakeClock();
+    const log = dir.file('raw.log');
+    const listens = async (): Promise<number> =>
+      (await readAuditTrail(log).catch(() => [])).filter((e) => e.method === 'subscriptions/listen')
+        .length;
+    const runtime = await McpRuntime.open(
+      {
+        mcpServers: {
+          r: {
+            command: process.execPath,
+            args: [RAW, 'modern'],
+            env: { RAW_SERVER_LOG: log },
+            approval: 'none',
+          },
+        },
+      },
+      { clock },
+    );
+    try {
+      // The stream is asked for before the listing, so it is in the log once open() resolved.
+      expect(await listens()).toBe(1);
+      const armed = whenArmed(clock, clock.pending + 1);
+      await using step = await runtime.captureBinding();
+      await step.prepareCall('r__echo').run({ endListen: true });
+      // The re-listen backoff is a timer of the runtime's clock: nothing re-opens until it moves.
+      await armed;
+      expect(await listens()).toBe(1);
+      clock.advance(30_000);
+      await fileState(log, async () => ((await listens()) === 2 ? true : undefined), '2 listens');
     } finally {
       await runtime.close();
     }

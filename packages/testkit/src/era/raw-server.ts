@@ -6,7 +6,8 @@
  * Modes:
  * - `modern`: 2026-07-28 only. `server/discover`; `tools/list` in two pages with their own
  *   `ttlMs`/`cacheScope`; `subscriptions/listen` acknowledged, and a `list_changed` on it after a
- *   call to `change`; `ask` answers `input_required` until the retry carries `inputResponses`
+ *   call to `change`; `echo` with `{ "endListen": true }` also ends the listen stream (its
+ *   request answered, as a server does that closes it); `ask` answers `input_required` until the retry carries `inputResponses`
  *   (with `{ rounds: N, kinds: ["elicitation", "sampling", "roots", ...] }`: N rounds, one
  *   request per kind, and a result that never echoes the answers);
  *   every request without the envelope is refused with -32602, an unknown version with -32022.
@@ -119,6 +120,12 @@ export function runRawServer(mode: string): void {
           if (listenId !== undefined) {
             send({ jsonrpc: '2.0', method: 'notifications/tools/list_changed', params: {} });
           }
+          return;
+        }
+        if (name === 'echo' && isRecord(params['arguments']) && params['arguments']['endListen']) {
+          reply({ content: [{ type: 'text', text: 'listen ended' }] });
+          if (listenId !== undefined) send({ jsonrpc: '2.0', id: listenId, result: {} });
+          listenId = undefined;
           return;
         }
         if (name === 'ask' && isRecord(params['arguments']) && 'rounds' in params['arguments']) {
