@@ -50,14 +50,9 @@ import { ModernHttpTransport } from './http.js';
 import { traceRequest } from '../telemetry.js';
 import { ListenStream } from './listen.js';
 import { callWithInput } from './mrtr.js';
+import { ConnectionListeners, type StderrFeed } from '../connection-listeners.js';
 
 type Listener = () => void;
-
-/** What a stderr tail offers (stdio only). */
-export interface StderrFeed {
-  onLine(listener: (line: string) => void): () => void;
-  readonly text: string;
-}
 
 /** The cache hints of one `tools/list` page, in order. */
 export interface PageHints {
@@ -106,18 +101,11 @@ export class ModernConnection implements Connection {
   readonly #transport: Transport;
   readonly #pending = new Map<number, Pending>();
   readonly #handlers: ClientHandlers;
-  readonly #stderr: StderrFeed;
+  readonly #listeners: ConnectionListeners;
   readonly #fault: FaultSource;
   #nextId: number;
-  #closed = false;
   #closing: Promise<void> | undefined;
-  /** The `list_changed` counter (a {@link ChangeFeed} whose `version` is the count). */
-  readonly #changes = { version: 0 };
   #serverInfo: { readonly name: string; readonly version: string } | undefined;
-  readonly #listChanged = new Set<Listener>();
-  readonly #closeListeners = new Set<Listener>();
-  readonly #errorListeners = new Set<(error: Error) => void>();
-  readonly #logListeners = new Set<(message: ServerLogMessage) => void>();
   readonly #listen: ListenStream;
   #pages: PageHints[] = [];
   #listingPages: PageHints[] = [];
@@ -127,7 +115,7 @@ export class ModernConnection implements Connection {
     this.#transport = options.transport;
     this.discover = options.discover;
     this.pid = options.pid;
-    this.#stderr = options.stderr;
+    this.#listeners = new ConnectionListeners(options.stderr);
     this.#handlers = options.handlers ?? {};
     this.#fault = options.fault ?? (() => undefined);
     this.#nextId = options.firstId ?? 1;
@@ -139,13 +127,11 @@ export class ModernConnection implements Connection {
       listChanged: isRecord(tools) && tools['listChanged'] === true,
     });
     this.#transport.onmessage = (message) => this.#receive(message);
-    this.#transport.onerror = (error) => {
-      for (const listener of this.#errorListeners) listener(error);
-    };
+    this.#transport.onerror = (error) => this.#listeners.error(error);
     this.#transport.onclose = () => this.#markClosed();
     this.#listen = new ListenStream({
       server: this.name,
-      isClosed: () => this.#closed,
+      isClosed: () => this.#listeners.closed,
       nextId: () => this.#nextId++,
       expect: (id, handlers) => this.#pending.set(id, handlers),
       send: (message) => this.#transport.send(message),
@@ -172,17 +158,17 @@ export class ModernConnection implements Connection {
   readonly lost = undefined;
 
   get closed(): boolean {
-    return this.#closed;
+    return this.#listeners.closed;
   }
 
   /** Number of `notifications/tools/list_changed` received so far. */
   get listChangedCount(): number {
-    return this.#changes.version;
+    return this.#listeners.changes.version;
   }
 
   /** The `list_changed` counter as the {@link ChangeFeed} `discoverToolPages` watches. */
   get changes(): ChangeFeed {
-    return this.#changes;
+    return this.#listeners.changes;
   }
 
   get fault(): StepbindError | undefined {
@@ -200,35 +186,27 @@ export class ModernConnection implements Connection {
   }
 
   onError(listener: (error: Error) => void): () => void {
-    this.#errorListeners.add(listener);
-    return () => this.#errorListeners.delete(listener);
+    return this.#listeners.onError(listener);
   }
 
   onStderr(listener: (line: string) => void): () => void {
-    return this.#stderr.onLine(listener);
+    return this.#listeners.onStderr(listener);
   }
 
   onLog(listener: (message: ServerLogMessage) => void): () => void {
-    this.#logListeners.add(listener);
-    return () => this.#logListeners.delete(listener);
+    return this.#listeners.onLog(listener);
   }
 
   get stderrTail(): string {
-    return this.#stderr.text;
+    return this.#listeners.stderrTail;
   }
 
   onListChanged(listener: Listener): () => void {
-    this.#listChanged.add(listener);
-    return () => this.#listChanged.delete(listener);
+    return this.#listeners.onListChanged(listener);
   }
 
   onClose(listener: Listener): () => void {
-    if (this.#closed) {
-      queueMicrotask(listener);
-      return () => undefined;
-    }
-    this.#closeListeners.add(listener);
-    return () => this.#closeListeners.delete(listener);
+    return this.#listeners.onClose(listener);
   }
 
   get listSource(): ToolListSource {
@@ -322,7 +300,7 @@ export class ModernConnection implements Connection {
       ...(options.tool === undefined ? {} : { tool: options.tool }),
     };
     const deliveryOf = (): Delivery | undefined => options.delivery?.delivery;
-    if (this.#closed) return Promise.reject(this.#closedError(ctx, deliveryOf()));
+    if (this.#listeners.closed) return Promise.reject(this.#closedError(ctx, deliveryOf()));
     let written = false;
     const id = this.#nextId++;
     options.onId?.(id);
@@ -443,8 +421,7 @@ export class ModernConnection implements Connection {
     }
     const params = isRecord(m['params']) ? m['params'] : {};
     if (method === 'notifications/tools/list_changed') {
-      this.#changes.version++;
-      for (const listener of this.#listChanged) listener();
+      this.#listeners.listChanged();
     } else if (method === 'notifications/subscriptions/acknowledged') {
       this.#listen.acknowledged();
       const granted = isRecord(params['notifications']) ? params['notifications'] : {};
@@ -465,12 +442,12 @@ export class ModernConnection implements Connection {
         ...(typeof logger === 'string' ? { logger } : {}),
         data: params['data'],
       };
-      for (const listener of this.#logListeners) listener(log);
+      this.#listeners.log(log);
     }
   }
 
   #report(error: Error): void {
-    for (const listener of this.#errorListeners) listener(error);
+    this.#listeners.error(error);
   }
 
   /**
@@ -505,15 +482,15 @@ export class ModernConnection implements Connection {
   }
 
   #markClosed(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#listen.stop();
-    for (const [id, pending] of [...this.#pending]) {
-      this.#pending.delete(id);
-      pending.reject(this.fault ?? CLOSED);
-    }
-    for (const listener of this.#closeListeners) listener();
-    this.#closeListeners.clear();
+    this.#listeners.markClosed({
+      before: () => {
+        this.#listen.stop();
+        for (const [id, pending] of [...this.#pending]) {
+          this.#pending.delete(id);
+          pending.reject(this.fault ?? CLOSED);
+        }
+      },
+    });
   }
 
   /** Cancels the listen stream and closes the transport (for stdio: the whole process group). */
@@ -523,9 +500,9 @@ export class ModernConnection implements Connection {
   }
 
   async #doClose(): Promise<void> {
-    this.#listChanged.clear();
+    this.#listeners.stopListChanged();
     const listen = this.#listen.stop();
-    if (listen !== undefined && !this.#closed) {
+    if (listen !== undefined && !this.#listeners.closed) {
       this.#pending.delete(listen);
       await this.#transport
         .send({

@@ -27,6 +27,7 @@ import type {
   ServerHello,
   ServerLogMessage,
 } from '../connection.js';
+import { ConnectionListeners } from '../connection-listeners.js';
 import { createDebug } from '../log.js';
 import { NO_REDACTION, type Redactor } from '../redact.js';
 import { traceRequest } from '../telemetry.js';
@@ -56,15 +57,8 @@ export class SdkConnection implements Connection {
   readonly client: Client;
   readonly hello: ServerHello;
   readonly pid: number | undefined;
-  #closed = false;
   #closing: Promise<void> | undefined;
-  /** The `list_changed` counter (a {@link ChangeFeed} whose `version` is the count). */
-  readonly #changes = { version: 0 };
-  #listChangedListeners = new Set<Listener>();
-  #closeListeners = new Set<Listener>();
-  #errorListeners = new Set<(error: Error) => void>();
-  #stderr: StderrTail;
-  #logListeners = new Set<(message: ServerLogMessage) => void>();
+  readonly #listeners: ConnectionListeners;
   #source: ToolListSource;
   readonly #fault: FaultSource;
   readonly #http: HttpSessionWatch | undefined;
@@ -87,7 +81,7 @@ export class SdkConnection implements Connection {
     this.name = name;
     this.client = client;
     this.pid = pid;
-    this.#stderr = stderr;
+    this.#listeners = new ConnectionListeners(stderr);
     this.#fault = fault;
     this.#source = clientListSource(client, name, fault);
     this.#http = http?.watch;
@@ -108,20 +102,17 @@ export class SdkConnection implements Connection {
         ...(logger === undefined ? {} : { logger }),
         data,
       };
-      for (const listener of this.#logListeners) listener(message);
+      this.#listeners.log(message);
     });
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      this.#changes.version++;
-      for (const listener of this.#listChangedListeners) listener();
+      this.#listeners.listChanged();
     });
     client.onclose = () => {
-      this.#closed = true;
-      for (const listener of this.#closeListeners) listener();
-      this.#closeListeners.clear();
+      this.#listeners.markClosed();
     };
     client.onerror = (error) => {
       const safe = this.#redactor.error(error);
-      for (const listener of this.#errorListeners) listener(safe);
+      this.#listeners.error(safe);
     };
     this.#http?.established(
       (loss) => this.#loseSession(loss),
@@ -140,7 +131,7 @@ export class SdkConnection implements Connection {
   }
 
   #loseSession(loss: SessionLoss): void {
-    if (this.#closed || this.#lost !== undefined) return;
+    if (this.#listeners.closed || this.#lost !== undefined) return;
     this.#lost = loss;
     // Closing rejects every request still waiting; callTool tells which ones may have run.
     void this.close();
@@ -196,18 +187,17 @@ export class SdkConnection implements Connection {
    * unsubscribe function.
    */
   onError(listener: (error: Error) => void): () => void {
-    this.#errorListeners.add(listener);
-    return () => this.#errorListeners.delete(listener);
+    return this.#listeners.onError(listener);
   }
 
   /** True once the transport closed, by us or because the server went away (or the session was lost). */
   get closed(): boolean {
-    return this.#closed || this.#lost !== undefined;
+    return this.#listeners.closed || this.#lost !== undefined;
   }
 
   /** Number of `notifications/tools/list_changed` received so far. */
   get listChangedCount(): number {
-    return this.#changes.version;
+    return this.#listeners.changes.version;
   }
 
   /**
@@ -215,7 +205,7 @@ export class SdkConnection implements Connection {
    * (a change restarts a traversal).
    */
   get changes(): ChangeFeed {
-    return this.#changes;
+    return this.#listeners.changes;
   }
 
   /**
@@ -231,34 +221,27 @@ export class SdkConnection implements Connection {
    * `stderr: "pipe"`, the default). Returns an unsubscribe function.
    */
   onStderr(listener: (line: string) => void): () => void {
-    return this.#stderr.onLine(listener);
+    return this.#listeners.onStderr(listener);
   }
 
   /** Calls `listener` with every MCP `notifications/message` (server log). Returns an unsubscribe function. */
   onLog(listener: (message: ServerLogMessage) => void): () => void {
-    this.#logListeners.add(listener);
-    return () => this.#logListeners.delete(listener);
+    return this.#listeners.onLog(listener);
   }
 
   /** The last lines the server wrote to stderr (stdio only), for error messages. */
   get stderrTail(): string {
-    return this.#stderr.text;
+    return this.#listeners.stderrTail;
   }
 
   /** Calls `listener` on every `list_changed`; returns an unsubscribe function. */
   onListChanged(listener: Listener): () => void {
-    this.#listChangedListeners.add(listener);
-    return () => this.#listChangedListeners.delete(listener);
+    return this.#listeners.onListChanged(listener);
   }
 
   /** Calls `listener` once when the connection closes; returns an unsubscribe function. */
   onClose(listener: Listener): () => void {
-    if (this.#closed) {
-      queueMicrotask(listener);
-      return () => undefined;
-    }
-    this.#closeListeners.add(listener);
-    return () => this.#closeListeners.delete(listener);
+    return this.#listeners.onClose(listener);
   }
 
   /** This connection as a {@link ToolListSource} for `discoverToolPages`. */
@@ -469,14 +452,15 @@ export class SdkConnection implements Connection {
   }
 
   async #doClose(): Promise<void> {
-    this.#listChangedListeners.clear();
+    this.#listeners.stopListChanged();
     this.#http?.closing();
     try {
       await this.client.close();
     } catch {
       // Closing a transport that already failed can throw; the stdio transport's close never does.
     }
-    this.#closed = true;
+    // Closed by us: the transport's onclose told the listeners, or (a close that threw) nobody is told.
+    this.#listeners.markClosed({ notify: false });
   }
 
   /** Same as {@link close}. */
