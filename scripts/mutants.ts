@@ -592,6 +592,38 @@ const MUTANTS: readonly Mutant[] = [
       're-opens an ended stream after a backoff armed on the runtime clock, not on real time',
     diagnostic: 'armed timer',
   },
+  {
+    // DESIGN §3 (6): a refresh whose required server failed publishes nothing.
+    name: 'publish a set whose required server failed',
+    file: 'packages/runtime/src/refresh.ts',
+    find: '    if (found.failures.length > 0) {\n',
+    replace: '    if (found.failures.length < 0) {\n',
+    testFile: 'packages/runtime/test/runtime.memory.test.ts',
+    testName:
+      'keeps the old set serving when a required server fails at refresh, with a typed error',
+    diagnostic: 'REQUIRED_SERVERS_FAILED',
+  },
+  {
+    // DESIGN §3 (7): the registry's pointer is per (server, audience).
+    name: 'key the registry by server only',
+    file: 'packages/binding/src/registry.ts',
+    find: '  return JSON.stringify([server, audience]);\n',
+    replace: '  return JSON.stringify([server]);\n',
+    testFile: 'packages/binding/test/registry.test.ts',
+    testName: 'never returns another audience’s snapshot',
+    diagnostic: 'expected',
+  },
+  {
+    // DESIGN §3 (8): the receipt binds the call to the descriptor it ran under.
+    name: 'receipt names the input schema as the descriptor',
+    file: 'packages/binding/src/call/receipt.ts',
+    find: '    descriptorDigest: descriptor.descriptorDigest,\n    inputSchemaDigest: descriptor.inputSchemaDigest,\n    outputSchemaDigest: descriptor.outputSchemaDigest,\n    generation: catalog.generation,\n    revision: bound.server.revision,\n    policyEpoch,\n    audience',
+    replace:
+      '    descriptorDigest: descriptor.inputSchemaDigest,\n    inputSchemaDigest: descriptor.inputSchemaDigest,\n    outputSchemaDigest: descriptor.outputSchemaDigest,\n    generation: catalog.generation,\n    revision: bound.server.revision,\n    policyEpoch,\n    audience',
+    testFile: 'packages/binding/test/call/prepared.test.ts',
+    testName: 'binds the call to the step, catalog, revision, policy epoch, key and arguments',
+    diagnostic: 'descriptorDigest',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
