@@ -624,6 +624,17 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'binds the call to the step, catalog, revision, policy epoch, key and arguments',
     diagnostic: 'descriptorDigest',
   },
+  {
+    // FleetRegistry.load refuses an option it does not know instead of ignoring it.
+    name: 'ignore unknown FleetRegistry.load options',
+    file: 'packages/runtime/src/fleet/registry.ts',
+    find: '    if (!LOAD_OPTION_KEYS.includes(key)) {\n',
+    replace: '    if (LOAD_OPTION_KEYS.length < 0) {\n',
+    testFile: 'packages/runtime/test/fleet/registry.pg.test.ts',
+    testName:
+      'adoption checks the stored snapshot against the listing; load rebuilds it; an altered row is refused as corrupt',
+    diagnostic: 'INVALID_OPTIONS',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

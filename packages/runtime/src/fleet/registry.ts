@@ -11,6 +11,8 @@
 import {
   canonicalJson,
   CatalogError,
+  ConfigError,
+  MAX_TIMER_MS,
   createCatalogSnapshot,
   ErrorCode,
   RuntimeError,
@@ -195,6 +197,7 @@ export class FleetRegistry {
     digest: string,
     options: LoadSnapshotOptions = {},
   ): Promise<CatalogSnapshot | undefined> {
+    checkLoadOptions(options);
     const { rows } = await this.#pg.query<{ body: string; created_at: string; epoch: string }>(
       `SELECT s.body, s.created_at,
          (SELECT coalesce(max(p.policy_epoch), 0) FROM catalog_pointers p WHERE p.snapshot_digest = s.digest) AS epoch
@@ -431,4 +434,47 @@ async function databaseClock(client: pg.PoolClient): Promise<DatabaseClock> {
   const after = Date.now();
   const nowMs = Math.round(Number(row.rows[0]?.now));
   return { nowMs, offsetMs: nowMs - (before + after) / 2, uncertaintyMs: (after - before) / 2 };
+}
+
+const LOAD_OPTION_KEYS: readonly string[] = ['validation', 'ttlMs'];
+
+/**
+ * The options of {@link FleetRegistry.load}, checked before the query (a JavaScript caller has no
+ * compiler): an unknown key or a `ttlMs` that is not a whole number of milliseconds is refused.
+ * @throws ConfigError `INVALID_OPTIONS`.
+ */
+function checkLoadOptions(options: LoadSnapshotOptions): void {
+  const refuse = (option: string, message: string, value: unknown): never => {
+    throw new ConfigError(
+      ErrorCode.INVALID_OPTIONS,
+      `FleetRegistry.load: ${message} Nothing was read.`,
+      { detail: { option, ...(typeof value === 'number' ? { value } : {}) } },
+    );
+  };
+  if (typeof options !== 'object' || options === null) {
+    refuse('options', 'options must be an object.', options);
+  }
+  for (const key of Object.keys(options)) {
+    if (!LOAD_OPTION_KEYS.includes(key)) {
+      refuse(
+        key,
+        `unknown option "${key}"; the options are ${LOAD_OPTION_KEYS.join(', ')}.`,
+        undefined,
+      );
+    }
+  }
+  const { ttlMs } = options;
+  if (ttlMs !== undefined && (!Number.isInteger(ttlMs) || ttlMs < 0 || ttlMs > MAX_TIMER_MS)) {
+    refuse(
+      'ttlMs',
+      `ttlMs must be a whole number of milliseconds from 0 to ${MAX_TIMER_MS}.`,
+      ttlMs,
+    );
+  }
+  if (
+    options.validation !== undefined &&
+    (typeof options.validation !== 'object' || options.validation === null)
+  ) {
+    refuse('validation', 'validation must be an object of validation options.', undefined);
+  }
 }

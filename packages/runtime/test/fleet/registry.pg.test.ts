@@ -123,6 +123,17 @@ describe.skipIf(server === undefined)('fleet catalog registry (compare-and-set)'
         published.tools.map((t) => [t.name, t.descriptorDigest]),
       );
       expect(await b.load('sha256:none')).toBeUndefined();
+      // Options a JavaScript caller misspells or gets wrong are refused, not ignored.
+      await expect(
+        b.load(first!.snapshotDigest, { ttl: 5 } as unknown as { ttlMs: number }),
+      ).rejects.toMatchObject({ code: 'INVALID_OPTIONS', detail: { option: 'ttl' } });
+      await expect(b.load(first!.snapshotDigest, { ttlMs: -1 })).rejects.toMatchObject({
+        code: 'INVALID_OPTIONS',
+        detail: { option: 'ttlMs', value: -1 },
+      });
+      expect((await b.load(first!.snapshotDigest, { ttlMs: 1000 }))?.tools).toHaveLength(
+        published.tools.length,
+      );
       // Someone rewrites the stored tool: adopting it now would serve a catalog nobody listed.
       await handles[0]!.query(
         `UPDATE catalog_snapshots SET body = replace(body, '"tool_1"', '"tool_x"') WHERE digest = $1`,
