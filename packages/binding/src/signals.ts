@@ -99,6 +99,8 @@ export async function untilAborted<T>(
   if (signal === undefined) return await work;
   const pending = Promise.resolve(work);
   pending.catch(() => undefined);
+  // Already aborted: the abort wins at once (onAbort would tell it a microtask later).
+  if (signal.aborted) throw aborted(signal.reason);
   let unregister: (() => void) | undefined;
   try {
     return await Promise.race([

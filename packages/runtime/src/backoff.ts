@@ -4,7 +4,8 @@ import { systemClock, type RuntimeClock, type TimerHandle } from './clock.js';
  * The one exponential backoff of the runtime: the reconnects of a lost HTTP session
  * (`server/reconnect-loop.ts`), the re-listens of a modern connection (`era/listen.ts`), the fleet
  * policy listener (`fleet/policy.ts`) and the PostgreSQL retries (`fleet/pg.ts`) all count their
- * failures here and wait on an injectable clock.
+ * failures here and wait on an injectable clock. (The SQLite lock wait in `journal/sqlite-busy.ts`
+ * keeps its own millisecond pauses: it polls a lock inside one call's deadline, it does not retry.)
  *
  * The rule: after failure number `n` (1-based) the next try waits `min(maxMs, initialMs * 2^(n-1))`,
  * unless `n` reached `maxAttempts` (then the caller gives up). `reset()` starts again from the

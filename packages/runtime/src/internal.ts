@@ -8,6 +8,5 @@
 export { connectServer, connectTransport } from './connect.js';
 export type { ConnectOptions, ConnectTransportOptions } from './connect.js';
 export { mapSdkError, SdkConnection } from './sdk/sdk-connection.js';
-export { CLIENT_INFO } from './client-capabilities.js';
 export { ModernConnection } from './era/modern.js';
-export { CLIENT_CAPABILITIES } from './client-capabilities.js';
+export { CLIENT_CAPABILITIES, CLIENT_INFO } from './client-capabilities.js';

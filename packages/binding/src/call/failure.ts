@@ -35,7 +35,7 @@ export interface FailingCall {
  * `CONNECTION_CLOSED` is corrected to `OUTCOME_UNKNOWN` (`CONNECTION_CLOSED` means nothing was
  * sent); `code` is the corrected code of a {@link StepbindError}, `undefined` for anything else.
  */
-export function correctDelivery(
+function correctDelivery(
   error: unknown,
   phase: CallPhase,
 ): { readonly delivery: Delivery; readonly code: ErrorCode | undefined } {

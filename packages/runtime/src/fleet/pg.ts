@@ -305,11 +305,8 @@ export class PgHandle {
       callerSignal === undefined
         ? this.#closing.signal
         : AbortSignal.any([callerSignal, this.#closing.signal]);
-    const backoff = new Backoff({
-      initialMs: this.#retryDelayMs,
-      maxMs: RETRY_MAX_DELAY_MS,
-      maxAttempts: this.#maxAttempts,
-    });
+    // Made at the first failure: most operations succeed at once and need none.
+    let backoff: Backoff | undefined;
     for (;;) {
       try {
         return await attempt(signal);
@@ -324,6 +321,12 @@ export class PgHandle {
             ? this.failure(what, 'unreachable', error)
             : this.failure(what, 'query', error);
         }
+        backoff ??= new Backoff({
+          initialMs: this.#retryDelayMs,
+          // A retryDelayMs above the usual cap is the first wait as given, as it always was.
+          maxMs: Math.max(RETRY_MAX_DELAY_MS, this.#retryDelayMs),
+          maxAttempts: this.#maxAttempts,
+        });
         const delay = backoff.fail();
         if (delay === undefined) throw this.failure(what, 'unreachable', error);
         await pause(delay, signal);

@@ -2,6 +2,7 @@
  * The `store` option of a runtime or configuration file, validated without loading the database
  * driver (a runtime without a fleet never loads `pg`).
  */
+import { MAX_TIMER_MS } from '@stepbind/binding/internal';
 import { checkKeys, expectInt, fail } from '../config-values.js';
 import { interpolate, type EnvironmentSource } from '../interpolate.js';
 
@@ -49,8 +50,6 @@ const TIMEOUT_KEYS = [
 ] as const;
 /** The keys of a `store` object. */
 export const STORE_KEYS = ['url', 'schema', ...TIMEOUT_KEYS] as const;
-/** Longest timer Node keeps (a larger one fires after 1 ms). */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Validates a `store` value (`"postgres://…"` or `{ url, schema }`), as written in a configuration
