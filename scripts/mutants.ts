@@ -324,12 +324,12 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     // A caller that aborts inside its prepare hook (which then returns) is refused at the point of use.
-    name: 'send after the caller aborted inside the prepare hook',
+    name: 'send after the caller aborted as the prepare hook returned',
     file: 'packages/binding/src/call/prepared.ts',
     find: '    this.#checkAborted(run.options.signal);\n    run.tPrepared = performance.now();',
     replace: '    run.tPrepared = performance.now();',
     testFile: 'packages/binding/test/call/prepared.test.ts',
-    testName: 'is ABORTED, not sent, when the caller aborts inside a hook that then returns',
+    testName: 'is ABORTED, not sent, when the caller aborts just after the hook returned',
     diagnostic: 'expected a rejection',
   },
   {

@@ -527,6 +527,26 @@ describe('PreparedCall.run: abort', () => {
     expect(sends).toEqual([]);
   });
 
+  it('is ABORTED, not sent, when the caller aborts just after the hook returned', async () => {
+    // The abort lands after the hook's promise settled, before the point of use: only the
+    // check at the point of use sees it.
+    const { binding, sends } = harness();
+    const controller = new AbortController();
+    const error = await failure(
+      binding.prepareCall('s__send').run(
+        {},
+        {
+          signal: controller.signal,
+          prepare: () => {
+            queueMicrotask(() => controller.abort('stop'));
+          },
+        },
+      ),
+    );
+    expect([error.code, error.delivery]).toEqual(['ABORTED', 'not-sent']);
+    expect(sends).toEqual([]);
+  });
+
   it('is ABORTED (closed), not sent, when the runtime closes while the hook runs', async () => {
     const { binding, close, sends } = harness();
     const error = await failure(
