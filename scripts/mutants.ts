@@ -323,7 +323,7 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: 'expected a rejection',
   },
   {
-    // A caller that aborts inside its prepare hook (which then returns) is refused at the point of use.
+    // An abort that lands after the prepare hook settled, before the send, is refused at the point of use.
     name: 'send after the caller aborted as the prepare hook returned',
     file: 'packages/binding/src/call/prepared.ts',
     find: '    this.#checkAborted(run.options.signal);\n    run.tPrepared = performance.now();',
