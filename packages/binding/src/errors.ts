@@ -80,6 +80,12 @@ export const ErrorCode = {
   HEADER_MISMATCH: 'HEADER_MISMATCH',
   MISSING_CLIENT_CAPABILITY: 'MISSING_CLIENT_CAPABILITY',
   INPUT_REQUIRED: 'INPUT_REQUIRED',
+  // authorization of remote servers (RuntimeError, CallError). AUTH_REQUIRED: the server wants an
+  // OAuth login and there is no usable token and no `authorize` hook (detail: command, the CLI
+  // line that fixes it). AUTH_FAILED: the authorization server or the protected resource refused
+  // (detail: oauthError, the RFC 6749 error code; reason, what step failed).
+  AUTH_REQUIRED: 'AUTH_REQUIRED',
+  AUTH_FAILED: 'AUTH_FAILED',
 } as const;
 
 /** One of the stable error codes in {@link ErrorCode}. */
@@ -241,6 +247,29 @@ export interface ErrorDetailMap {
     readonly ageMs?: number;
     /** The bound it exceeded (`maxStalenessMs`). */
     readonly maxStalenessMs?: number;
+  };
+  AUTH_REQUIRED: BaseErrorDetail & {
+    /** The protected resource (the server's URL, without query). */
+    readonly resource?: string;
+    /** The authorization server's issuer, once discovered. */
+    readonly issuer?: string;
+    /** The scopes the login must ask for, when known. */
+    readonly scopes?: readonly string[];
+    /** The command that fixes it, such as `stepbind login NAME --config FILE`. */
+    readonly command?: string;
+  };
+  AUTH_FAILED: BaseErrorDetail & {
+    /** The RFC 6749 `error` code the authorization server or resource answered, when one. */
+    readonly oauthError?: string;
+    /**
+     * The step that failed: `metadata`, `registration`, `authorization`, `token`, `refresh`,
+     * `insufficient-scope`, `unreachable`, `issuer-mismatch`, `resource-mismatch`, `pkce`, `config`.
+     */
+    readonly reason?: string;
+    /** HTTP status of the refusing answer, when one. */
+    readonly httpStatus?: number;
+    readonly resource?: string;
+    readonly issuer?: string;
   };
   STORE_UNAVAILABLE: BaseErrorDetail & {
     /** The store, URL redacted, with its schema. */
