@@ -5,6 +5,12 @@
  * single-flight refresh in `refresh.ts`, the request side in `authorized-fetch.ts`.
  */
 
+/**
+ * The redirect URI the runtime's authorization code flow uses unless told otherwise, and the one
+ * `stepbind login` listens on (a loopback address, RFC 8252).
+ */
+export const DEFAULT_REDIRECT_URI = 'http://127.0.0.1:33418/callback';
+
 /** A static bearer token (`Authorization: Bearer <token>`), typically `${env:NAME}`. */
 export interface BearerAuthConfig {
   readonly type: 'bearer';
