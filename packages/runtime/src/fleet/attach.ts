@@ -18,6 +18,7 @@ import {
   type PolicyViewOptions,
 } from './policy.js';
 import { FleetRegistry, type FleetPublication } from './registry.js';
+import { PostgresTokenStore } from './token-store.js';
 
 /** Something the fleet layer reports (policy applied, notification connection lost or back). */
 export type FleetEvent =
@@ -85,6 +86,7 @@ export class FleetStore {
   /** What the migrations did at open. */
   readonly migration: MigrationReport;
   readonly #epochListeners = new Set<(epoch: number) => void>();
+  #tokens: PostgresTokenStore | undefined;
   #closed = false;
 
   /** @internal use {@link attachFleet}. */
@@ -110,6 +112,15 @@ export class FleetStore {
       },
       onConnection: (event) => onEvent?.({ type: 'fleet-connection', ...event }),
     });
+  }
+
+  /**
+   * The fleet's OAuth token store (made at the first call, then the same one): logins shared by
+   * every worker, refresh single-flight across the fleet. Closed with this store.
+   */
+  tokenStore(): PostgresTokenStore {
+    this.#tokens ??= new PostgresTokenStore(this.handle);
+    return this.#tokens;
   }
 
   /** Where the store is (URL redacted, schema). */
@@ -212,6 +223,7 @@ export class FleetStore {
     this.#closed = true;
     this.#epochListeners.clear();
     await this.policy.close();
+    await this.#tokens?.close();
     await this.journal.close();
     await this.handle.close();
   }

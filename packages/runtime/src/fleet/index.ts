@@ -16,4 +16,6 @@ export type { DatabaseClock } from './db-clock.js';
 export { ALL_TOOLS, commitPolicyChange, PolicyView, readPolicy } from './policy.js';
 export type { PolicyChange, PolicySnapshot, PolicyViewOptions } from './policy.js';
 export { FleetRegistry, identityDigest, snapshotDigest } from './registry.js';
+export { PostgresTokenStore } from './token-store.js';
+export type { PostgresTokenStoreOptions } from './token-store.js';
 export type { FleetPointer, FleetPublication, LoadSnapshotOptions } from './registry.js';

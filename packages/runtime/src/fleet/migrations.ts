@@ -96,6 +96,27 @@ const MIGRATIONS: readonly string[] = [
      approved_by text,
      PRIMARY KEY (server, tool)
    );`,
+  // 2: OAuth logins and client registrations (fleet/token-store.ts). The tokens are secrets:
+  // stored as JSON text, never logged.
+  `CREATE TABLE auth_logins (
+     issuer text NOT NULL,
+     resource text NOT NULL,
+     client_id text NOT NULL,
+     version bigint NOT NULL,
+     principal text NOT NULL,
+     server text,
+     scopes text,
+     tokens text NOT NULL,
+     updated_at bigint NOT NULL,
+     PRIMARY KEY (issuer, resource, client_id)
+   );
+   CREATE TABLE auth_registrations (
+     issuer text NOT NULL,
+     redirect_uri text NOT NULL,
+     registration text NOT NULL,
+     updated_at bigint NOT NULL,
+     PRIMARY KEY (issuer, redirect_uri)
+   );`,
 ];
 
 /** The schema version this build writes. */
