@@ -635,6 +635,51 @@ const MUTANTS: readonly Mutant[] = [
       'adoption checks the stored snapshot against the listing; load rebuilds it; an altered row is refused as corrupt',
     diagnostic: 'INVALID_OPTIONS',
   },
+  {
+    // DESIGN §16: under the store lock the login is read again; a process that refreshed its own
+    // stale copy would reuse a rotated-away refresh token and the server would revoke the family.
+    name: 'refresh without reading again under the lock',
+    file: 'packages/runtime/src/auth/refresh.ts',
+    find: 'const current = await store.get(key);',
+    replace: 'const current = seen ?? (await store.get(key));',
+    testFile: 'packages/runtime/test/auth/refresh.process.test.ts',
+    testName:
+      'every process stays logged in and the endpoint sees exactly one refresh per expiry, never a reused refresh token',
+    diagnostic: 'refresh refused: invalid_grant',
+  },
+  {
+    // DESIGN §16: a refreshed login is persisted before anyone uses it.
+    name: 'refresh hands out a login it did not store',
+    file: 'packages/runtime/src/auth/refresh.ts',
+    find: 'return await request.store.put(request.key, kept);',
+    replace: 'return { ...kept, version: login.version + 1, updatedAt: Date.now() };',
+    testFile: 'packages/runtime/test/auth/refresh.test.ts',
+    testName:
+      'refreshSingleFlight on a MemoryTokenStore runs one refresh for many concurrent callers, persists it before any caller gets it, and all get it',
+    diagnostic: 'expected',
+  },
+  {
+    // DESIGN §16: a lock file whose owner is alive is waited for, never taken over.
+    name: 'take over a live owner\'s token lock',
+    file: 'packages/runtime/src/auth/file-lock.ts',
+    find: 'return owner.host === HOST && !isAlive(owner.pid);',
+    replace: 'return owner.host === HOST;',
+    testFile: 'packages/runtime/test/auth/store.file.test.ts',
+    testName:
+      'waits for a live owner: the wait ends with FileLockTimeout after maxWaitMs, or on abort, and the lock is left alone',
+    diagnostic: 'promise resolved',
+  },
+  {
+    // DESIGN §16: the fleet's refresh lock is per key: one login's refresh never blocks another's.
+    name: 'one fleet token lock for every key',
+    file: 'packages/runtime/src/fleet/token-store.ts',
+    find: 'values: [id],',
+    replace: "values: ['every key'],",
+    testFile: 'packages/runtime/test/fleet/tokens.pg.test.ts',
+    testName:
+      "excludes another worker from a key's lock while it is held (its wait ends at lockTimeoutMs: STORE_UNAVAILABLE, reason timeout), never from another key's",
+    diagnostic: 'STORE_UNAVAILABLE',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
