@@ -660,7 +660,7 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     // DESIGN §16: a lock file whose owner is alive is waited for, never taken over.
-    name: 'take over a live owner\'s token lock',
+    name: "take over a live owner's token lock",
     file: 'packages/runtime/src/auth/file-lock.ts',
     find: 'return owner.host === HOST && !isAlive(owner.pid);',
     replace: 'return owner.host === HOST;',

@@ -1,7 +1,9 @@
 /**
  * A token store in this process's memory: for tests and for applications that keep nothing on
- * disk. Locks are per key and in-process only.
+ * disk. Locks are per key and in-process only; a waiter's signal ends its wait.
  */
+import { RuntimeError } from '@stepbind/binding';
+import { abortedError, untilAborted } from '@stepbind/binding/internal';
 import { Mutex } from 'async-mutex';
 
 import type {
@@ -66,7 +68,20 @@ export class MemoryTokenStore implements TokenStore {
       this.#locks.set(id, lock);
     }
     signal?.throwIfAborted();
-    const release = await lock.acquire();
+    const acquiring = lock.acquire();
+    let release: () => void;
+    try {
+      release = await untilAborted(acquiring, signal, (reason) =>
+        abortedError('the wait for a token lock was cancelled', reason, {
+          as: RuntimeError,
+          keepStepbindReason: true,
+        }),
+      );
+    } catch (error) {
+      // The lock is still granted later: handed straight back, so the next waiter is not stuck.
+      void acquiring.then((late) => late());
+      throw error;
+    }
     try {
       return await work();
     } finally {

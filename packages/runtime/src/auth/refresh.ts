@@ -94,16 +94,17 @@ function isNewer(current: StoredLogin, seen: StoredLogin | undefined): boolean {
   );
 }
 
-async function refreshAndPersist(request: RefreshRequest, login: StoredLogin): Promise<StoredLogin> {
+async function refreshAndPersist(
+  request: RefreshRequest,
+  login: StoredLogin,
+): Promise<StoredLogin> {
   const timeoutMs = request.timeoutMs ?? REFRESH_TIMEOUT_MS;
   const deadline = new AbortController();
   const timer = setTimeout(() => deadline.abort(timeoutError(request, timeoutMs)), timeoutMs);
   let next: Omit<StoredLogin, 'version' | 'updatedAt'>;
   try {
-    next = await untilAborted(
-      request.refresh(login, deadline.signal),
-      deadline.signal,
-      () => timeoutError(request, timeoutMs),
+    next = await untilAborted(request.refresh(login, deadline.signal), deadline.signal, () =>
+      timeoutError(request, timeoutMs),
     );
   } finally {
     clearTimeout(timer);

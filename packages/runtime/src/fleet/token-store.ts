@@ -7,7 +7,7 @@
  * its wait on the server). The tokens are stored (they must be, to be shared), but never logged,
  * never in an error: errors name the store (URL redacted) and the key, not the row.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { abortedError, ErrorCode, onAbort, RuntimeError } from '@stepbind/binding/internal';
 
 import { summarize, tokenKeyId } from '../auth/memory-token-store.js';
@@ -192,7 +192,8 @@ export class PostgresTokenStore implements TokenStore {
   async #lock(client: pg.Client, id: string, signal: AbortSignal | undefined): Promise<void> {
     signal?.throwIfAborted();
     // The wait ends by destroying the connection: the server drops the session and its wait.
-    const stop = signal === undefined ? () => undefined : onAbort(signal, () => destroyClient(client));
+    const stop =
+      signal === undefined ? () => undefined : onAbort(signal, () => destroyClient(client));
     try {
       await client.connect();
       await client.query(`SET statement_timeout = 0; SET lock_timeout = ${this.#lockTimeoutMs}`);

@@ -30,7 +30,12 @@ const login = (n: number, expiresAt: number): Omit<StoredLogin, 'version' | 'upd
 
 /** A refresh whose grants the test answers; counts them. */
 function grants() {
-  const calls: { login: StoredLogin; signal: AbortSignal; answer(n: number): void; fail(e: Error): void }[] = [];
+  const calls: {
+    login: StoredLogin;
+    signal: AbortSignal;
+    answer(n: number): void;
+    fail(e: Error): void;
+  }[] = [];
   let onCall: () => void = () => undefined;
   return {
     calls,
@@ -205,5 +210,28 @@ describe.each(stores)('refreshSingleFlight on a %s', (_name, open) => {
       expiresAt: 2,
       refreshToken: 'rt-0',
     });
+  });
+});
+
+describe('MemoryTokenStore.withLock', () => {
+  it('ends a wait on abort, and the lock still passes to the next waiter', async () => {
+    const store = new MemoryTokenStore();
+    let release: () => void = () => undefined;
+    let entered: () => void = () => undefined;
+    const inside = new Promise<void>((resolve) => (entered = resolve));
+    const holder = store.withLock(KEY, async () => {
+      const held = new Promise<void>((resolve) => (release = resolve));
+      entered();
+      await held;
+    });
+    await inside;
+    const controller = new AbortController();
+    const aborted = store.withLock(KEY, async () => 'never', controller.signal);
+    const next = store.withLock(KEY, async () => 'next');
+    controller.abort();
+    await expect(aborted).rejects.toMatchObject({ code: 'ABORTED' });
+    release();
+    await holder;
+    expect(await next).toBe('next');
   });
 });

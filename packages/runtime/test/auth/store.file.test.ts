@@ -96,14 +96,16 @@ describe('FileTokenStore', () => {
       clientSecret: 'cs-secret',
       tokenEndpointAuthMethod: 'client_secret_basic',
     });
-    expect(await store.getRegistration(KEY.issuer, 'http://127.0.0.1:33418/callback')).toMatchObject(
-      { clientId: 'dyn-1' },
-    );
+    expect(
+      await store.getRegistration(KEY.issuer, 'http://127.0.0.1:33418/callback'),
+    ).toMatchObject({ clientId: 'dyn-1' });
     expect(await store.getRegistration(KEY.issuer, 'http://other/')).toBeUndefined();
     expect(await store.delete(KEY)).toBe(true);
     expect(await store.delete(KEY)).toBe(false);
     expect(await store.get(KEY)).toBeUndefined();
-    expect(await store.getRegistration(KEY.issuer, 'http://127.0.0.1:33418/callback')).toBeDefined();
+    expect(
+      await store.getRegistration(KEY.issuer, 'http://127.0.0.1:33418/callback'),
+    ).toBeDefined();
   });
 
   it('refuses a corrupt file with AUTH_FAILED naming the path, without quoting its content, and changes nothing', async () => {
@@ -127,7 +129,10 @@ describe('FileTokenStore', () => {
 
   it('refuses a file of a newer format, and one whose logins are malformed', async () => {
     const store = new FileTokenStore({ path: join(dir, 'tokens.json') });
-    writeFileSync(join(dir, 'tokens.json'), JSON.stringify({ version: 2, logins: [], registrations: [] }));
+    writeFileSync(
+      join(dir, 'tokens.json'),
+      JSON.stringify({ version: 2, logins: [], registrations: [] }),
+    );
     await expect(store.list()).rejects.toThrow(/newer stepbind/);
     writeFileSync(
       join(dir, 'tokens.json'),
@@ -146,7 +151,10 @@ describe('FileTokenStore', () => {
 describe('the lock file', () => {
   it('takes over a lock whose owner process is dead, and removes it after the work', async () => {
     const lock = join(dir, 'a.lock');
-    writeFileSync(lock, JSON.stringify({ host: hostname(), pid: deadPid(), at: Date.now(), nonce: 'n' }));
+    writeFileSync(
+      lock,
+      JSON.stringify({ host: hostname(), pid: deadPid(), at: Date.now(), nonce: 'n' }),
+    );
     let tookOver = false;
     const result = await withFileLock(lock, async () => readFileSync(lock, 'utf8'), {
       onTakeover: () => (tookOver = true),
@@ -158,7 +166,12 @@ describe('the lock file', () => {
 
   it('waits for a live owner: the wait ends with FileLockTimeout after maxWaitMs, or on abort, and the lock is left alone', async () => {
     const lock = join(dir, 'b.lock');
-    const held = JSON.stringify({ host: hostname(), pid: process.pid, at: Date.now(), nonce: 'live' });
+    const held = JSON.stringify({
+      host: hostname(),
+      pid: process.pid,
+      at: Date.now(),
+      nonce: 'live',
+    });
     writeFileSync(lock, held);
     let ran = false;
     await expect(

@@ -111,7 +111,9 @@ describe.skipIf(server === undefined)('PostgreSQL token store', () => {
   });
 
   /** Holds `store`'s lock of KEY until the returned release is called. */
-  async function hold(store: PostgresTokenStore): Promise<{ release(): void; done: Promise<void> }> {
+  async function hold(
+    store: PostgresTokenStore,
+  ): Promise<{ release(): void; done: Promise<void> }> {
     let release: () => void = () => undefined;
     let entered: () => void = () => undefined;
     const inside = new Promise<void>((resolve) => (entered = resolve));
@@ -166,10 +168,13 @@ describe.skipIf(server === undefined)('PostgreSQL token store', () => {
   it('reports an altered row as STORE_UNAVAILABLE (reason corrupt) without quoting it', async () => {
     const fleet = await stores(1);
     const [store] = fleet.stores as [PostgresTokenStore];
-    const admin = new PgHandle({ url: server!.url, schema: store.location.match(/schema (\w+)/)![1]! });
+    const admin = new PgHandle({
+      url: server!.url,
+      schema: store.location.match(/schema (\w+)/)![1]!,
+    });
     try {
       await store.put(KEY, LOGIN);
-      await admin.query("UPDATE auth_logins SET tokens = left(tokens, 30)");
+      await admin.query('UPDATE auth_logins SET tokens = left(tokens, 30)');
       const error = await store.get(KEY).catch((e: unknown) => e);
       expect(error).toMatchObject({ code: 'STORE_UNAVAILABLE', detail: { reason: 'corrupt' } });
       expect(JSON.stringify(error) + String((error as Error).message)).not.toContain('secret');
@@ -179,7 +184,7 @@ describe.skipIf(server === undefined)('PostgreSQL token store', () => {
     }
   });
 
-  it('is the FleetStore\'s tokenStore(), the same one each time, closed with it', async () => {
+  it("is the FleetStore's tokenStore(), the same one each time, closed with it", async () => {
     const fleet = await attachFleet({ url: server!.url, schema: server!.schema('tokens') });
     try {
       expect(fleet.tokenStore()).toBe(fleet.tokenStore());
@@ -195,25 +200,32 @@ describe.skipIf(server === undefined)('PostgreSQL token store', () => {
   });
 });
 
-describe.skipIf(server === undefined)('single-flight refresh across processes on one PostgreSQL store', () => {
-  it('every process stays logged in and the endpoint sees exactly one refresh per expiry, never a reused refresh token', async () => {
-    const schema = server!.schema('refresh');
-    const admin = new PgHandle({ url: server!.url, schema });
-    await migrateFleetStore(admin);
-    const endpoint = await startTokenEndpoint();
-    const workers = await startRefreshWorkers(MAX_WORKERS, { kind: 'pg', url: server!.url, schema });
-    try {
-      await checkSingleFlightRefresh({
-        name: 'refresh.process.pg',
-        workers,
-        endpoint,
-        store: new PostgresTokenStore(admin),
-        numRuns: 8,
+describe.skipIf(server === undefined)(
+  'single-flight refresh across processes on one PostgreSQL store',
+  () => {
+    it('every process stays logged in and the endpoint sees exactly one refresh per expiry, never a reused refresh token', async () => {
+      const schema = server!.schema('refresh');
+      const admin = new PgHandle({ url: server!.url, schema });
+      await migrateFleetStore(admin);
+      const endpoint = await startTokenEndpoint();
+      const workers = await startRefreshWorkers(MAX_WORKERS, {
+        kind: 'pg',
+        url: server!.url,
+        schema,
       });
-    } finally {
-      await Promise.all(workers.map((w) => w.stop()));
-      await endpoint.close();
-      await admin.close();
-    }
-  }, 120_000);
-});
+      try {
+        await checkSingleFlightRefresh({
+          name: 'refresh.process.pg',
+          workers,
+          endpoint,
+          store: new PostgresTokenStore(admin),
+          numRuns: 8,
+        });
+      } finally {
+        await Promise.all(workers.map((w) => w.stop()));
+        await endpoint.close();
+        await admin.close();
+      }
+    }, 120_000);
+  },
+);

@@ -123,15 +123,13 @@ const scenario = fc
   .map(({ processes, latencyMs, rounds }) => ({
     processes,
     latencyMs,
-    rounds: rounds.map(
-      (r): Round => ({
-        expire: r.expire,
-        order: Array.from({ length: processes }, (_, i) => i).sort(
-          (a, b) => r.ranks[a]! - r.ranks[b]! || a - b,
-        ),
-        after: r.after.slice(0, processes),
-      }),
-    ),
+    rounds: rounds.map((r): Round => ({
+      expire: r.expire,
+      order: Array.from({ length: processes }, (_, i) => i).sort(
+        (a, b) => r.ranks[a]! - r.ranks[b]! || a - b,
+      ),
+      after: r.after.slice(0, processes),
+    })),
   }));
 
 /** What the property needs besides the workers. */
@@ -150,7 +148,7 @@ export async function checkSingleFlightRefresh(setup: RefreshPropertySetup): Pro
   let run = 0;
   let nextId = 1;
   await fc.assert(
-    fc.asyncProperty(scenario, async ({ processes, latencyMs, rounds }) => {
+    fc.asyncProperty(scenario, async ({ latencyMs, rounds }) => {
       setup.endpoint.setLatency(latencyMs);
       const family = setup.endpoint.issue();
       const key: TokenKey = {

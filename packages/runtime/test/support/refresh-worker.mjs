@@ -4,6 +4,7 @@
 // JSON line per command on stdin: { id, key, now, endpoint } reads the login of `key`, and when it
 // expired by the logical clock `now` refreshes it through refreshSingleFlight with a REAL
 // refresh_token grant against `endpoint`. It answers the access token it ended with.
+/* global fetch, URLSearchParams */
 import process from 'node:process';
 import { createInterface } from 'node:readline';
 import { FileTokenStore } from '../../dist/auth/file-token-store.js';
@@ -66,7 +67,13 @@ for await (const line of lines) {
         refresh: (held, signal) => grant(cmd.endpoint, held, cmd.now, signal),
       });
     }
-    print({ id: cmd.id, ok: true, access: login.tokens.accessToken, version: login.version, refreshed });
+    print({
+      id: cmd.id,
+      ok: true,
+      access: login.tokens.accessToken,
+      version: login.version,
+      refreshed,
+    });
   } catch (error) {
     print({ id: cmd.id, ok: false, code: error.code, message: String(error.message) });
   }

@@ -42,7 +42,8 @@ export async function startTokenEndpoint(): Promise<TokenEndpoint> {
   let next = 0;
 
   const grant = (form: URLSearchParams): [number, Record<string, unknown>] => {
-    if (form.get('grant_type') !== 'refresh_token') return [400, { error: 'unsupported_grant_type' }];
+    if (form.get('grant_type') !== 'refresh_token')
+      return [400, { error: 'unsupported_grant_type' }];
     const family = byRefresh.get(form.get('refresh_token') ?? '');
     if (family === undefined || family.revoked) return [400, { error: 'invalid_grant' }];
     if (form.get('refresh_token') !== family.refreshToken) {
@@ -76,7 +77,11 @@ export async function startTokenEndpoint(): Promise<TokenEndpoint> {
   const handle = (req: IncomingMessage, res: ServerResponse, body: string): void => {
     const form = new URLSearchParams(body);
     const [status, answer] =
-      req.url === '/token' ? grant(form) : req.url === '/introspect' ? [200, introspect(form)] : [404, {}];
+      req.url === '/token'
+        ? grant(form)
+        : req.url === '/introspect'
+          ? [200, introspect(form)]
+          : [404, {}];
     const send = (): void => {
       res.writeHead(status, { 'content-type': 'application/json', connection: 'close' });
       res.end(JSON.stringify(answer));
