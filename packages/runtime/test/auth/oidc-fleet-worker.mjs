@@ -4,7 +4,7 @@
 // answering one JSON line each on stdout.
 //
 // argv[2]: JSON { server, store } where server is an `mcpServers` entry with its `auth` block and
-// store is { kind: 'file', module, dir } (the compiled FileTokenStore module and its directory)
+// store is { kind: 'file', module, path } (the compiled FileTokenStore module and its file)
 // or { kind: 'fleet', url, schema } (the PostgreSQL fleet store, which keeps tokens too).
 import process from 'node:process';
 import { createInterface } from 'node:readline';
@@ -16,7 +16,7 @@ const print = (message) => process.stdout.write(`${JSON.stringify(message)}\n`);
 let storeOptions;
 if (plan.store.kind === 'file') {
   const { FileTokenStore } = await import(plan.store.module);
-  storeOptions = { tokenStore: new FileTokenStore(plan.store.dir) };
+  storeOptions = { tokenStore: new FileTokenStore({ path: plan.store.path }) };
 } else {
   storeOptions = { store: { url: plan.store.url, schema: plan.store.schema } };
 }

@@ -12,6 +12,7 @@
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { McpRuntime, type McpRuntimeOptions } from '@stepbind/runtime';
@@ -47,7 +48,7 @@ function withAuth(
 }
 
 type StorePlan =
-  | { readonly kind: 'file'; readonly module: string; readonly dir: string }
+  | { readonly kind: 'file'; readonly module: string; readonly path: string }
   | { readonly kind: 'fleet'; readonly url: string; readonly schema: string };
 
 interface CallReply {
@@ -144,7 +145,9 @@ async function fleetRun(
     readonly close: () => Promise<void>;
   }>,
 ): Promise<void> {
-  await using as = await startAuthorizationServer();
+  // Without DPoP on offer: a DPoP-bound token is usable only in the process holding its key, and
+  // this test is about sharing one login (DPoP has its own tests in oidc.http.test.ts).
+  await using as = await startAuthorizationServer({ dpop: false });
   await using mcp = await startProtectedMcpServer({ authorizationServer: as });
   const store = await storeFor();
   const workers: Worker[] = [];
@@ -203,23 +206,24 @@ describe.skipIf(!FILE_STORE_LANDED)('fleet refresh over one FileTokenStore', () 
     async () => {
       expect(existsSync(fileURLToPath(FILE_STORE_DIST)), 'run `pnpm -s build` first').toBe(true);
       const { FileTokenStore } = (await import(FILE_STORE_SOURCE.href)) as {
-        FileTokenStore: new (dir: string) => TokenStore;
+        FileTokenStore: new (options: { path: string }) => TokenStore;
       };
       const { seed, numRuns } = propertyRun('oidc fleet refresh (file store)', 2);
       await fc.assert(
         fc.asyncProperty(arbRounds, (rounds) =>
           fleetRun(rounds, () => {
             const dir = tempDir('stepbind-oidc-fleet');
+            const path = join(dir.path, 'tokens.json');
             return Promise.resolve({
-              plan: { kind: 'file', module: FILE_STORE_DIST.href, dir: dir.path },
-              parentOptions: withAuth({ tokenStore: new FileTokenStore(dir.path) }),
+              plan: { kind: 'file', module: FILE_STORE_DIST.href, path },
+              parentOptions: withAuth({ tokenStore: new FileTokenStore({ path }) }),
               close: async () => {
                 await dir[Symbol.asyncDispose]();
               },
             });
           }),
         ),
-        { seed, numRuns },
+        { seed, numRuns, endOnFailure: true },
       );
     },
     FLEET_TIMEOUT_MS * 4,
@@ -245,7 +249,7 @@ describe.skipIf(!FLEET_TOKEN_STORE_LANDED)('fleet refresh over one PostgreSQL st
               });
             }),
           ),
-          { seed, numRuns },
+          { seed, numRuns, endOnFailure: true },
         );
       } finally {
         await postgres.stop();

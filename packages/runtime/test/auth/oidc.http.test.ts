@@ -175,8 +175,21 @@ describe('OAuth 2.1 end to end against oidc-provider (authorization code flow)',
     expect(h.as.counts.grants['authorization_code']).toBe(1);
     const [login] = await store.list();
     expect(login?.key).toMatchObject({ issuer: h.as.issuer, resource: h.mcp.resource });
-    expect(login?.principal).toContain('alice');
+    // issuer + subject, or issuer + client id when the login yields no subject (no id token).
+    expect(login?.principal.startsWith(`${h.as.issuer} `)).toBe(true);
+    expect(login?.principal).not.toContain('eyJ');
     expect(login?.hasRefreshToken).toBe(true);
+  });
+
+  it('sends plain bearer tokens when the resource does not ask for DPoP, so other processes can use the stored login', async () => {
+    const h = await harness();
+    const { hook } = scriptedHook(h.as);
+    const store = new MemoryTokenStore();
+    const runtime = await open(h, publicClient(h), { authorize: hook, tokenStore: store });
+    expect(await whoami(runtime)).toMatchObject({ sub: 'alice', dpop: false });
+    const [summary] = await store.list();
+    const login = summary === undefined ? undefined : await store.get(summary.key);
+    expect(login?.tokens.tokenType).toBe('Bearer');
   });
 
   it('registers itself dynamically when no client id is configured', async () => {
@@ -240,24 +253,36 @@ describe('OAuth 2.1 end to end against oidc-provider (authorization code flow)',
     expect(requests).toHaveLength(2);
   });
 
-  it('fails AUTH_REQUIRED naming the server and the login command without tokens or a hook', async () => {
+  it('fails discovery AUTH_REQUIRED naming the server and the login command without tokens or a hook', async () => {
+    const h = await harness();
+    const error = await open(h, publicClient(h), { tokenStore: new MemoryTokenStore() }).catch(
+      (e: unknown) => e,
+    );
+    expect(isStepbindError(error, 'REQUIRED_SERVERS_FAILED'), dump(error)).toBe(true);
+    const required = findCode(error, 'AUTH_REQUIRED');
+    expect(required, dump(error)).toMatchObject({ server: 'remote' });
+    expect(String(required?.['message'])).toContain('stepbind login remote');
+    expect(h.as.counts.authorizations).toBe(0);
+  });
+
+  it('fails a call AUTH_REQUIRED with typed detail once the login is gone and there is no hook', async () => {
     const h = await harness();
     const store = new MemoryTokenStore();
     const { hook } = scriptedHook(h.as);
     await (await open(h, publicClient(h), { authorize: hook, tokenStore: store })).close();
+    const runtime = await open(h, publicClient(h), { tokenStore: store });
+    expect(await whoami(runtime)).toMatchObject({ sub: 'alice' });
     h.as.revokeRefreshTokens();
     h.mcp.expireTokens();
 
-    const error = await open(h, publicClient(h), { tokenStore: store }).then(
-      async (runtime) => whoami(runtime),
-      (e: unknown) => e,
-    );
-    const required = findCode(error, 'AUTH_REQUIRED');
-    expect(required, dump(error)).toBeDefined();
-    const detail = required?.['detail'] as Record<string, unknown> | undefined;
+    const error = await whoami(runtime).catch((e: unknown) => e);
+    expect(isStepbindError(error, 'AUTH_REQUIRED'), dump(error)).toBe(true);
+    const { detail, message } = error as { detail: Record<string, unknown>; message: string };
     expect(detail).toMatchObject({ server: 'remote', resource: h.mcp.resource });
-    expect(String(detail?.['command'])).toMatch(/^stepbind login remote\b/);
-    expect(String(required?.['message'])).toContain('remote');
+    expect(String(detail['command'])).toMatch(/^stepbind login remote\b/);
+    expect(message).toContain('remote');
+    // Refused by the server, never processed.
+    expect(h.mcp.counts.calls['whoami']).toBe(1);
   });
 
   it('steps up on 403 insufficient_scope with the union of scopes', async () => {

@@ -37,6 +37,8 @@ export interface AuthorizationServerOptions {
    * discovery document. @default true
    */
   readonly oauthMetadata?: boolean;
+  /** Offer DPoP (RFC 9449): `dpop_signing_alg_values_supported` in the metadata. @default true */
+  readonly dpop?: boolean;
   /** The port to listen on. @default 0 (any free port) */
   readonly port?: number;
 }
@@ -219,7 +221,7 @@ export async function startAuthorizationServer(
       registration: { enabled: true },
       revocation: { enabled: true },
       introspection: { enabled: true },
-      dPoP: { enabled: true },
+      dPoP: { enabled: options.dpop !== false },
       resourceIndicators: {
         enabled: true,
         getResourceServerInfo: (_ctx: unknown, resource: string) => {
