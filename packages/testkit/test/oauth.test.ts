@@ -277,6 +277,29 @@ describe('the testkit authorization server', () => {
     expect(as.counts.registrations).toBe(before + 1);
   });
 
+  it('offers no DPoP when started with dpop: false', async () => {
+    await using plain = await startAuthorizationServer({ dpop: false });
+    const document = (await (
+      await fetch(`${plain.issuer}/.well-known/oauth-authorization-server`)
+    ).json()) as Record<string, unknown>;
+    expect(document['dpop_signing_alg_values_supported']).toBeUndefined();
+    expect(document['issuer']).toBe(plain.issuer);
+  });
+
+  it('leaves nothing listening after close, with a protected server in front', async () => {
+    const own = await startAuthorizationServer();
+    const front = await startProtectedMcpServer({ authorizationServer: own });
+    expect((await fetch(front.metadataUrl)).status).toBe(200);
+    await front.close();
+    await own.close();
+    await expect(fetch(`${own.issuer}/jwks`)).rejects.toThrow();
+    await expect(fetch(front.metadataUrl)).rejects.toThrow();
+    // Idempotent, and a closed server does not start again.
+    await own.close();
+    await front.close();
+    await expect(own.start()).rejects.toThrow(/closed/);
+  });
+
   it('refuses connections while stopped and serves again after start', async () => {
     await as.stop();
     await expect(fetch(`${as.issuer}/jwks`)).rejects.toThrow();
