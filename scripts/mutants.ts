@@ -679,6 +679,35 @@ const MUTANTS: readonly Mutant[] = [
     testName:
       "excludes another worker from a key's lock while it is held (its wait ends at lockTimeoutMs: STORE_UNAVAILABLE, reason timeout), never from another key's",
     diagnostic: 'STORE_UNAVAILABLE',
+    // The testkit's protected MCP server must refuse a token minted for another resource, or the
+    // OAuth end-to-end tests could pass with a client that never sends the resource indicator.
+    name: 'oauth harness: accept a token for any audience',
+    file: 'packages/testkit/src/oauth/verify-token.ts',
+    find: '          audience: options.resource,\n',
+    replace: '',
+    testFile: 'packages/testkit/test/oauth.test.ts',
+    testName: 'answers a token for another audience 401 invalid_token',
+    diagnostic: 'expected 200 to be 401',
+  },
+  {
+    // expireTokens() is how the end-to-end tests expire a token without waiting.
+    name: 'oauth harness: expireTokens expires nothing',
+    file: 'packages/testkit/src/oauth/verify-token.ts',
+    find: 'if (claims.jti !== undefined && options.expired.has(claims.jti)) {',
+    replace: 'if (claims.jti === undefined && options.expired.has(claims.jti ?? "")) {',
+    testFile: 'packages/testkit/test/oauth.test.ts',
+    testName: 'answers an expired token 401 invalid_token without opening a session',
+    diagnostic: 'expected 200 to be 401',
+  },
+  {
+    // Rotation with reuse detection is what makes a double refresh in the fleet test visible.
+    name: 'oauth harness: refresh tokens do not rotate',
+    file: 'packages/testkit/src/oauth/authorization-server.ts',
+    find: '    rotateRefreshToken: true,\n',
+    replace: '    rotateRefreshToken: false,\n',
+    testFile: 'packages/testkit/test/oauth.test.ts',
+    testName: 'rotates refresh tokens and refuses a used one (reuse detection)',
+    diagnostic: 'not.toBe',
   },
 ];
 

@@ -99,3 +99,16 @@ export type { Sdk2ServerOptions } from './era/sdk2-catalog.js';
 export type { Sdk2HttpEvent } from './era/sdk2-http.js';
 export { sdk2StdioServerParams, spawnSdk2HttpServer } from './era/sdk2-process.js';
 export type { Sdk2HttpServerProcess, Sdk2HttpSpawnOptions } from './era/sdk2-process.js';
+export { startAuthorizationServer } from './oauth/authorization-server.js';
+export type {
+  AuthorizationServer,
+  AuthorizationServerClients,
+  AuthorizationServerCounts,
+  AuthorizationServerOptions,
+} from './oauth/authorization-server.js';
+export { startProtectedMcpServer } from './oauth/protected-server.js';
+export type {
+  ProtectedMcpServer,
+  ProtectedMcpServerCounts,
+  ProtectedMcpServerOptions,
+} from './oauth/protected-server.js';
