@@ -679,6 +679,8 @@ const MUTANTS: readonly Mutant[] = [
     testName:
       "excludes another worker from a key's lock while it is held (its wait ends at lockTimeoutMs: STORE_UNAVAILABLE, reason timeout), never from another key's",
     diagnostic: 'STORE_UNAVAILABLE',
+  },
+  {
     // The testkit's protected MCP server must refuse a token minted for another resource, or the
     // OAuth end-to-end tests could pass with a client that never sends the resource indicator.
     name: 'oauth harness: accept a token for any audience',
