@@ -89,6 +89,8 @@ export async function runAuthCommand(
 /** A configured HTTP server whose `auth` is OAuth. */
 interface OAuthTarget {
   readonly name: string;
+  /** The whole configuration (its fleet `store`, when it has one). */
+  readonly config: RuntimeConfig;
   readonly url: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly auth: OAuthConfig;
@@ -131,7 +133,7 @@ function oauthTarget(config: RuntimeConfig, name: string, file: string): OAuthTa
       `${at}.auth`,
     );
   }
-  return { name, url: server.url, headers: server.headers, auth };
+  return { name, config, url: server.url, headers: server.headers, auth };
 }
 
 /** Scrubs the server's URL secrets, its configured secrets and every secret the flow learned. */
@@ -166,11 +168,13 @@ async function login(
 ): Promise<number> {
   const json = parsed.flags.has('json');
   const scrub = new Scrubber(target);
-  const store = storeOf(io);
+  let tokens: OpenStore | undefined;
   // Listen before the flow starts: the redirect URI (its port) is then known, and the browser can
   // never arrive before the listener.
   let listener: Awaited<ReturnType<typeof listenForCallback>> | undefined;
   try {
+    tokens = await openStore(io, target.config);
+    const store = tokens.store;
     if (target.auth.grant !== 'client_credentials') {
       listener = await listenForCallback({
         redirectUri: parsed.values.get('redirect-uri') ?? DEFAULT_REDIRECT_URI,
@@ -203,7 +207,7 @@ async function login(
     return isUsage(error) ? 2 : 1;
   } finally {
     await listener?.close();
-    await closeStore(io, store);
+    await tokens?.close();
   }
 }
 
@@ -214,8 +218,10 @@ async function logout(
   configPath: string,
 ): Promise<number> {
   const scrub = new Scrubber(target);
-  const store = storeOf(io);
+  let tokens: OpenStore | undefined;
   try {
+    tokens = await openStore(io, target.config);
+    const store = tokens.store;
     const authorizer = createServerAuth(common(target, store, scrub, configPath));
     await authorizer.logout(io.signal);
     io.stdout(
@@ -228,7 +234,7 @@ async function logout(
     report(io, json, error, 'logout', scrub);
     return isUsage(error) ? 2 : 1;
   } finally {
-    await closeStore(io, store);
+    await tokens?.close();
   }
 }
 
@@ -270,8 +276,10 @@ async function status(parsed: ParsedArgs, io: CliIo): Promise<number> {
     config = await configFrom(parsed, 'auth status', USAGE, io);
     if (config === undefined) return 2;
   }
-  const store = storeOf(io);
+  let tokens: OpenStore | undefined;
   try {
+    tokens = await openStore(io, config);
+    const store = tokens.store;
     const logins = await store.list();
     const servers =
       config === undefined ? undefined : await serverStates(config, store, configPath ?? '');
@@ -290,7 +298,7 @@ async function status(parsed: ParsedArgs, io: CliIo): Promise<number> {
     report(io, json, error, 'auth status', undefined);
     return 1;
   } finally {
-    await closeStore(io, store);
+    await tokens?.close();
   }
 }
 
@@ -310,7 +318,7 @@ async function serverStates(
       states.push(statusJson({ server: name, state: auth === undefined ? 'none' : 'bearer' }));
       continue;
     }
-    const target = { name, url: server.url, headers: server.headers, auth };
+    const target = { name, config, url: server.url, headers: server.headers, auth };
     const scrub = new Scrubber(target);
     try {
       const authorizer: ServerAuthorizer = createServerAuth(
@@ -452,11 +460,32 @@ function isUsage(error: unknown): boolean {
   );
 }
 
-/** The token store of a command: the caller's, or the default one (which the command closes). */
-function storeOf(io: CliIo): TokenStore {
-  return io.tokenStore ?? openDefaultTokenStore();
+/** A command's token store and how to let go of it. */
+interface OpenStore {
+  readonly store: TokenStore;
+  close(): Promise<void>;
 }
 
-async function closeStore(io: CliIo, store: TokenStore): Promise<void> {
-  if (store !== io.tokenStore) await store.close?.();
+/**
+ * The token store of a command: the caller's (left open), the fleet's when the configuration has
+ * a `store` (tokens live in PostgreSQL, DESIGN §15), else the per-user default store.
+ */
+async function openStore(io: CliIo, config: RuntimeConfig | undefined): Promise<OpenStore> {
+  if (io.tokenStore !== undefined) return { store: io.tokenStore, close: async () => {} };
+  if (config?.store !== undefined) {
+    const { attachFleet } = await import('../fleet/attach.js');
+    const fleet = await attachFleet(config.store);
+    const tokenStore = (fleet as { tokenStore?: () => TokenStore }).tokenStore;
+    if (tokenStore === undefined) {
+      await fleet.close();
+      throw new RuntimeError(
+        ErrorCode.STORE_UNAVAILABLE,
+        `The fleet store ${fleet.location} keeps no OAuth logins in this build of stepbind.`,
+        { detail: { store: fleet.location } },
+      );
+    }
+    return { store: tokenStore.call(fleet), close: () => fleet.close() };
+  }
+  const store = openDefaultTokenStore();
+  return { store, close: async () => await store.close?.() };
 }
