@@ -91,9 +91,8 @@ describe('listenForCallback', () => {
     await using listener = await listenForCallback({ redirectUri: 'http://127.0.0.1:0/callback' });
     listener.expectState('good');
 
-    expect((await get(`${listener.redirectUri}?error=access_denied&state=forged`)).status).toBe(
-      400,
-    );
+    expect((await get(`${listener.redirectUri}?code=forged&state=forged`)).status).toBe(400);
+    expect((await get(`${listener.redirectUri}?error=access_denied`)).status).toBe(400);
     expect((await get(`${listener.redirectUri}?code=c&state=good`)).status).toBe(200);
 
     await expect(listener.callback).resolves.toBe(`${listener.redirectUri}?code=c&state=good`);
