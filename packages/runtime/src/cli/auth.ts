@@ -199,7 +199,11 @@ async function login(
     io.stdout(
       json
         ? `${JSON.stringify({ ok: true, store: store.location, ...statusJson(result) })}\n`
-        : `✔ logged in to "${target.name}"${result.principal === undefined ? '' : ` as ${result.principal}`}\n${statusLines(result).join('\n')}\n    tokens stored in ${store.location}\n`,
+        : `${[
+            `✔ logged in to "${target.name}"${result.principal === undefined ? '' : ` as ${result.principal}`}`,
+            ...statusLines(result),
+            `    tokens stored in ${store.location}`,
+          ].join('\n')}\n`,
     );
     return 0;
   } catch (error) {

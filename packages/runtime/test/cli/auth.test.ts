@@ -157,6 +157,31 @@ describe('stepbind login / logout / auth status: usage', () => {
     },
   );
 
+  it.skipIf(!configKnowsAuth)(
+    'refuses a non-loopback --redirect-uri with INVALID_OPTIONS before anything is sent',
+    async () => {
+      const config = await sandbox.config('redirect', {
+        remote: { url: 'http://127.0.0.1:9/mcp', auth: { type: 'oauth' } },
+      });
+
+      const { code, out } = await cli([
+        'login',
+        'remote',
+        '--config',
+        config,
+        '--redirect-uri',
+        'http://203.0.113.7:8080/callback',
+        '--json',
+      ]);
+
+      expect(code).toBe(2);
+      expect(JSON.parse(out)).toMatchObject({
+        ok: false,
+        error: { code: 'INVALID_OPTIONS', detail: { option: 'redirectUri' } },
+      });
+    },
+  );
+
   it('exits 2 from the built binary for a stdio server', async () => {
     const config = await sandbox.config('bin', { files: { command: 'true' } });
     const child = spawn(process.execPath, [CLI, 'login', 'files', '--config', config], {
