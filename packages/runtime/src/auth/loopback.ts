@@ -84,10 +84,12 @@ export async function listenForCallback(
     if (answered) page(response, 404, 'Not found', 'The login callback was already received.');
     if (outcome === undefined) return;
     answered = true;
-    // Close once the page is written: the browser gets its answer, then nothing stays open.
-    response.on('finish', () => void close());
-    if (outcome instanceof Error) settle.reject(outcome);
-    else settle.resolve(outcome);
+    // Settle (and so close) once the page is written: closing destroys sockets, which would drop
+    // a page still in their buffers. `close` comes after `finish`, or when the browser went away.
+    response.once('close', () => {
+      if (outcome instanceof Error) settle.reject(outcome);
+      else settle.resolve(outcome);
+    });
   });
   // One controller for every way the wait ends early, its reason saying which.
   const stop = new AbortController();
