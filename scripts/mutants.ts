@@ -711,6 +711,53 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'rotates refresh tokens and refuses a used one (reuse detection)',
     diagnostic: 'not.toBe',
   },
+  {
+    // The login callback (it carries the code) is only ever received on a loopback address.
+    name: 'listen for the login callback on a non-loopback host',
+    file: 'packages/runtime/src/auth/loopback.ts',
+    find: 'const bind = LOOPBACK_HOSTS.get(url.hostname);',
+    replace: "const bind = LOOPBACK_HOSTS.get(url.hostname) ?? '0.0.0.0';",
+    testFile: 'packages/runtime/test/auth/loopback.test.ts',
+    testName:
+      'refuses the non-loopback redirect URI http://example.com:8080/callback with INVALID_OPTIONS',
+    diagnostic: 'expected false to be true',
+  },
+  {
+    name: 'take a login callback whose state is not the expected one',
+    file: 'packages/runtime/src/auth/loopback.ts',
+    find: "if (state !== undefined && params.get('state') !== state) {",
+    replace: 'if (false as boolean) {',
+    testFile: 'packages/runtime/test/auth/loopback.test.ts',
+    testName: 'ignores a callback whose state is not the expected one',
+    diagnostic: 'expected 200 to be 400',
+  },
+  {
+    name: 'take a login callback on any path',
+    file: 'packages/runtime/src/auth/loopback.ts',
+    find: 'url?.pathname !== redirect.pathname',
+    replace: 'url === undefined',
+    testFile: 'packages/runtime/test/auth/loopback.test.ts',
+    testName: 'answers 404 on other paths and keeps waiting for the callback',
+    diagnostic: 'expected 200 to be 404',
+  },
+  {
+    name: "leave the browser's connections open when the login listener closes",
+    file: 'packages/runtime/src/auth/loopback.ts',
+    find: '      server.closeAllConnections();\n',
+    replace: '',
+    testFile: 'packages/runtime/test/auth/loopback.test.ts',
+    testName: 'ends an idle keep-alive connection of the browser when it closes',
+    diagnostic: 'Test timed out',
+  },
+  {
+    name: 'let a missing browser fail the login',
+    file: 'packages/runtime/src/auth/loopback.ts',
+    find: '    // No browser is fine: the URL is printed.\n',
+    replace: "    throw new Error('no browser to open the login URL');\n",
+    testFile: 'packages/runtime/test/auth/loopback.test.ts',
+    testName: 'still waits for the callback when opening a browser throws',
+    diagnostic: 'no browser to open the login URL',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -1,3 +1,5 @@
+import type { TokenStore } from '../auth/types.js';
+
 /** Where the CLI writes, and how it is cancelled. */
 export interface CliIo {
   readonly stdout: (text: string) => void;
@@ -8,4 +10,11 @@ export interface CliIo {
    * a terminal. @default no progress
    */
   readonly progress?: (line: string) => void;
+  /**
+   * Where `login`, `logout` and `auth status` keep tokens (a test's store, which stays open: the CLI
+   * closes only a store it opened). @default openDefaultTokenStore()
+   */
+  readonly tokenStore?: TokenStore;
+  /** Opens the login URL (a test drives the browser's part). @default the system browser, if any */
+  readonly openBrowser?: (url: string) => void;
 }

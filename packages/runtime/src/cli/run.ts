@@ -9,6 +9,7 @@ import { packageVersion } from './version.js';
 import type { CliIo } from './io.js';
 import { listReceipts, parseExpectedHead, verifyReceipts } from './receipts.js';
 import { FLEET_USAGE, runFleetCommand, wantsFleetStore } from './fleet.js';
+import { AUTH_USAGE, runAuthCommand } from './auth.js';
 
 export type { CliIo } from './io.js';
 
@@ -25,7 +26,7 @@ const USAGE = `Usage:
   stepbind receipts list --journal FILE [--json] [--key K]
                                             list the journal's receipts
   stepbind help                             show this help
-${FLEET_USAGE}
+${AUTH_USAGE}${FLEET_USAGE}
 catalog: exit code 0 only if every server succeeded; 1 if any server failed.
 receipts verify: exit code 0 only for an intact chain; 1 when it is broken.
 Exit code 2 for usage, configuration or journal errors.
@@ -48,6 +49,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   if (command === 'tools') return runToolsCommand(rest, io);
   if (command === 'call') return runCallCommand(rest, io);
+  if (command === 'login' || command === 'logout' || command === 'auth')
+    return runAuthCommand(command, rest, io);
   if (command === 'store' || command === 'policy') return runFleetCommand(command, rest, io);
   if (command === 'receipts' && wantsFleetStore(rest)) return runFleetCommand(command, rest, io);
   if (command === 'receipts') return receipts(rest, io);
