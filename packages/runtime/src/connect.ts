@@ -22,6 +22,7 @@ import { httpFailure, type HttpSessionWatch } from './transports/http-session.js
 import {
   identityKeyOf,
   openTransport,
+  type HttpAuthOptions,
   type HttpServerConfig,
   type Transport,
 } from './transports/index.js';
@@ -63,6 +64,13 @@ export interface ConnectOptions {
    * @default the real clock
    */
   readonly clock?: RuntimeClock;
+  /**
+   * An HTTP server's authorizer and redactor, kept by the caller across reconnects (a refreshed
+   * token never restarts a connection). Every request of both eras, the probe and the listen
+   * stream included, goes through the authorizer; its refusal (`AUTH_REQUIRED`, `AUTH_FAILED`)
+   * fails the start with that code. @default none: requests carry the configured headers only
+   */
+  readonly auth?: HttpAuthOptions;
 }
 
 /** Everything a connect strategy needs about the one server being started (of config `C`). */
@@ -122,7 +130,8 @@ const STRATEGIES: {
  * @throws RuntimeError `SERVER_START_FAILED` (with the server's last stderr lines; for a missing
  *   working directory or command, or a server pinned to 2026-07-28 that is not one,
  *   `detail.configPath` names the key at fault), `TIMEOUT`,
- *   `ABORTED`, `MESSAGE_TOO_LARGE` or `MALFORMED_MESSAGE` (the `initialize` response).
+ *   `ABORTED`, `MESSAGE_TOO_LARGE` or `MALFORMED_MESSAGE` (the `initialize` response);
+ *   `AUTH_REQUIRED` / `AUTH_FAILED` when the server's authorizer could not authorize the start.
  */
 export async function connectServer(
   name: string,
@@ -137,6 +146,7 @@ export async function connectServer(
     {
       ...(options.stderr === undefined ? {} : { stderr: options.stderr }),
       ...(options.closeGraceMs === undefined ? {} : { closeGraceMs: options.closeGraceMs }),
+      ...(options.auth === undefined ? {} : { auth: options.auth }),
     },
     stderrTail,
   );
@@ -190,6 +200,9 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
     headers: config.headers,
     maxMessageBytes: config.maxMessageBytes,
     redactor: ctx.redactor,
+    ...(ctx.options.auth?.authorizer === undefined
+      ? {}
+      : { authorizer: ctx.options.auth.authorizer }),
   });
   const outcome = await startAndProbe(name, modernHttp, ctx.plan.probeMs, ctx.options.signal);
   if (outcome.era === 'modern') {

@@ -37,6 +37,7 @@ import type {
   ServerLogMessage,
 } from '../connection.js';
 import type { FaultSource } from '../transports/guard.js';
+import { isAuthRefusal, withAuthDetail } from '../transports/http-auth.js';
 import {
   cacheHintsOf,
   eraError,
@@ -378,10 +379,20 @@ export class ModernConnection implements Connection {
       } as JSONRPCMessage;
       // The request's bytes are handed to the transport here: from now on it may have run.
       written = true;
+      const before = options.delivery?.delivery;
       if (options.delivery !== undefined) options.delivery.delivery = 'sent';
       this.#transport.send(message).catch((error: unknown) => {
         if (!this.#pending.has(id)) return;
         settle();
+        if (isAuthRefusal(error)) {
+          // Refused before the server processed it: this round did not run (an earlier round
+          // that was sent still counts), and the caller gets the authorization error itself.
+          if (options.delivery !== undefined && before !== undefined) {
+            options.delivery.delivery = before;
+          }
+          reject(withAuthDetail(error, detailOf(ctx, deliveryOf())));
+          return;
+        }
         reject(this.fault ?? this.#lostError(ctx, deliveryOf(), error));
       });
     });

@@ -14,6 +14,7 @@ import {
   httpIdentityKey,
   openHttpTransport,
   parseHttpConfig,
+  type HttpAuthOptions,
   type HttpServerConfig,
 } from './http.js';
 import type { HttpSessionWatch } from './http-session.js';
@@ -27,7 +28,7 @@ import {
 } from './stdio.js';
 
 export type { Transport };
-export type { HttpServerConfig } from './http.js';
+export type { HttpAuthOptions, HttpServerConfig } from './http.js';
 export type { StdioServerConfig } from './stdio.js';
 
 /** One configured server: a stdio child process or a Streamable HTTP endpoint. */
@@ -54,7 +55,7 @@ export function parseTransportConfig(
 
 /**
  * The digest of the transport settings that make a connection reusable: transport, command, args,
- * env, cwd, url, headers, audience and `maxMessageBytes`. A change means a new connection (and a
+ * env, cwd, url, headers, auth (secrets as digests), audience and `maxMessageBytes`. A change means a new connection (and a
  * new identity).
  */
 export function identityKeyOf(config: ServerConfig): string {
@@ -96,13 +97,18 @@ export interface OpenedTransport {
 export function openTransport(
   name: string,
   config: ServerConfig,
-  options: { readonly stderr?: 'tail' | 'inherit'; readonly closeGraceMs?: number },
+  options: {
+    readonly stderr?: 'tail' | 'inherit';
+    readonly closeGraceMs?: number;
+    /** An HTTP server's authorization and redactor (see {@link HttpAuthOptions}). */
+    readonly auth?: HttpAuthOptions;
+  },
   tail: StderrTail,
 ): OpenedTransport {
   if (config.transport === 'stdio') {
     const stdio = openStdioTransport(name, config, options, tail);
     return { transport: stdio, pid: () => stdio.pid, fault: () => stdio.fault };
   }
-  const { transport, watch, redactor } = openHttpTransport(name, config);
+  const { transport, watch, redactor } = openHttpTransport(name, config, options.auth);
   return { transport, pid: () => undefined, fault: () => undefined, http: { watch, redactor } };
 }
