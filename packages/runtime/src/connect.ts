@@ -213,6 +213,7 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
       discover: outcome.discover,
       stderr: ctx.stderrTail,
       handlers: ctx.handlers,
+      redactor: ctx.redactor,
       ...(ctx.options.clock === undefined ? {} : { clock: ctx.options.clock }),
     });
   }
