@@ -301,7 +301,11 @@ export class ModernConnection implements Connection {
     });
   }
 
-  #send(method: string, params: Record<string, unknown>, options: RequestOptions): Promise<unknown> {
+  #send(
+    method: string,
+    params: Record<string, unknown>,
+    options: RequestOptions,
+  ): Promise<unknown> {
     const ctx = {
       server: this.name,
       method,

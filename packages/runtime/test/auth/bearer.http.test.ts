@@ -80,8 +80,8 @@ describe.each(Object.entries(ERAS))('bearer auth, %s era', (_era, { start, proto
     const events: RuntimeEvent[] = [];
     const error: unknown = await open(server, protocol, events).catch((e: unknown) => e);
     expect(isStepbindError(error, 'REQUIRED_SERVERS_FAILED')).toBe(true);
-    const failure = (error as { detail: { failures: { code: string; message: string }[] } })
-      .detail.failures[0];
+    const failure = (error as { detail: { failures: { code: string; message: string }[] } }).detail
+      .failures[0];
     expect(failure?.code).toBe('AUTH_FAILED');
     expect(failure?.message).toContain('"web"');
     expect(failure?.message).toContain('bearer token');

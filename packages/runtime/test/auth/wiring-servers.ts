@@ -95,7 +95,11 @@ export async function legacyServer(
       void readBody(req).then((text) => {
         const authorization = req.headers.authorization;
         const accepted = state.accept(authorization);
-        seen.push({ method: req.method === 'POST' ? methodOf(text) : 'GET', authorization, accepted });
+        seen.push({
+          method: req.method === 'POST' ? methodOf(text) : 'GET',
+          authorization,
+          accepted,
+        });
         if (!accepted) {
           refuse(res, authorization);
           return;
@@ -148,7 +152,9 @@ export async function modernServer(
         };
         const method = String(body['method']);
         const params = (body['params'] ?? {}) as Record<string, unknown>;
-        const meta = { 'io.modelcontextprotocol/serverInfo': { name: 'auth-era', version: '1.0.0' } };
+        const meta = {
+          'io.modelcontextprotocol/serverInfo': { name: 'auth-era', version: '1.0.0' },
+        };
         if (method === 'server/discover') {
           reply({
             result: {
