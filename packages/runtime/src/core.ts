@@ -2,7 +2,7 @@ import { Mutex } from 'async-mutex';
 import { CatalogRegistry, SchemaValidatorCache } from '@stepbind/binding/internal';
 import { discoverCatalog } from './discover-catalog.js';
 import { systemClock, type RuntimeClock } from './clock.js';
-import type { RuntimeConfig } from './config.js';
+import type { RuntimeConfig, ServerConfig } from './config.js';
 import type { ConnectionSet } from './connection-set.js';
 import { DiscoveryStates } from './discovery-states.js';
 import { listingContextOf, recordListing } from './era/listing-cache.js';
@@ -88,6 +88,11 @@ export class RuntimeCore implements ServerHost {
   /** Fires at `close()`. */
   get closeSignal(): AbortSignal {
     return this.closeController.signal;
+  }
+
+  /** {@inheritDoc ServerHost.authPrincipal} */
+  authPrincipal(name: string, config: ServerConfig): string {
+    return this.auth.principalOf(name, config);
   }
 
   /** True when `server` is the one the current set serves under its name. */

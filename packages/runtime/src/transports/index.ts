@@ -4,7 +4,7 @@
  * over the kinds; a new transport is one new file and one case in each function here.
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { ServerIdentity } from '@stepbind/binding/internal';
+import { computeTransportDigest, type ServerIdentity } from '@stepbind/binding/internal';
 import type { CommonServerConfig } from '../config-values.js';
 import type { ConfigText } from '../interpolate.js';
 import type { Redactor } from '../redact.js';
@@ -62,7 +62,12 @@ export function identityKeyOf(config: ServerConfig): string {
   return config.transport === 'stdio' ? stdioIdentityKey(config) : httpIdentityKey(config);
 }
 
-/** The identity of a live connection: configured name, transport digest, serverInfo, protocol. */
+/**
+ * The identity of a live connection: configured name, transport digest, serverInfo, protocol.
+ * With OAuth, the digest also covers the `principal` the tokens act for (never a token), so the
+ * catalog of one principal is never the registry entry, local or fleet-wide, of another; a
+ * refreshed token of the same principal keeps the identity.
+ */
 export function identityOf(
   name: string,
   config: ServerConfig,
@@ -72,11 +77,14 @@ export function identityOf(
       readonly protocolVersion: string | undefined;
     };
   },
+  principal = '',
 ): ServerIdentity {
   const { serverInfo, protocolVersion } = connection.hello;
+  const key = identityKeyOf(config);
   return Object.freeze({
     name,
-    transportDigest: identityKeyOf(config),
+    // Without a principal the digest stays the transport's own (older digests unchanged).
+    transportDigest: principal === '' ? key : computeTransportDigest({ key, principal }),
     ...(serverInfo === undefined ? {} : { serverInfo }),
     ...(protocolVersion === undefined ? {} : { protocolVersion }),
   });

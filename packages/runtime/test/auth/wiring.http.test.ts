@@ -114,7 +114,12 @@ async function open(
   server: AuthTestServer,
   protocol: string,
   token: string | undefined,
-  more: { required?: boolean; authorize?: AuthorizeHook; tokenStore?: MemoryTokenStore } = {},
+  more: {
+    required?: boolean;
+    authorize?: AuthorizeHook;
+    tokenStore?: MemoryTokenStore;
+    who?: string;
+  } = {},
 ): Promise<Opened> {
   const authorizers: TestAuthorizer[] = [];
   const made: ServerAuthOptions[] = [];
@@ -122,6 +127,7 @@ async function open(
   const factory: ServerAuthFactory = (options) => {
     made.push(options);
     const authorizer = new TestAuthorizer(options, token);
+    if (more.who !== undefined) authorizer.who = more.who;
     authorizers.push(authorizer);
     return authorizer;
   };
@@ -269,6 +275,24 @@ describe('OAuth wiring, 2026-07-28 listing freshness', () => {
       .catch((e: unknown) => e);
     expect(dump(error)).toContain('denied for Bearer ***');
     expect(dump(error)).not.toContain(later);
+  });
+});
+
+describe('OAuth principal in the catalog identity', () => {
+  it('gives two principals of one configuration two identities; two tokens of one principal one', async () => {
+    const server = await modernServer(() => true);
+    cleanups.push(() => server.close());
+    const digest = async (who: string): Promise<string | undefined> => {
+      const token = secret();
+      const { runtime } = await open(server, 'auto', token, { who });
+      const identity = runtime.registry.identityOf('web');
+      expect(JSON.stringify(identity)).not.toContain(token);
+      return identity?.transportDigest;
+    };
+    const alice = await digest(ALICE);
+    expect(alice).toBeDefined();
+    expect(await digest(ALICE)).toBe(alice);
+    expect(await digest(`${ISSUER} bob`)).not.toBe(alice);
   });
 });
 
