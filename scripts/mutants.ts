@@ -688,6 +688,28 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'fails the probe itself AUTH_FAILED, not as a crashed start',
     diagnostic: 'web: AUTH_FAILED',
   },
+  {
+    // The session watch reads an authorization refusal as "not sent", not as a lost session.
+    name: 'auth refusal read as a network failure by the session watch',
+    file: 'packages/runtime/src/transports/http-session.ts',
+    find: 'if (isAuthRefusal(error)) {',
+    replace: 'if (false as boolean) {',
+    testFile: 'packages/runtime/test/auth/wiring.http.test.ts',
+    testName:
+      'OAuth wiring, 2025-11-25 era fails a call the authorizer refuses with CallError AUTH_REQUIRED, delivery not-sent, and the session stays',
+    diagnostic: 'AssertionError',
+  },
+  {
+    // The OAuth principal is part of the catalog identity (never the token).
+    name: 'OAuth principal left out of the catalog identity',
+    file: 'packages/runtime/src/transports/index.ts',
+    find: "transportDigest: principal === '' ? key : computeTransportDigest({ key, principal }),",
+    replace: 'transportDigest: key,',
+    testFile: 'packages/runtime/test/auth/wiring.http.test.ts',
+    testName:
+      'gives two principals of one configuration two identities; two tokens of one principal one',
+    diagnostic: 'not to be',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
