@@ -62,7 +62,7 @@ export class ServerAuthorizers {
    */
   for(name: string, config: ServerConfig): ServerAuthorization | undefined {
     if (config.transport !== 'http' || config.auth === undefined) return undefined;
-    const key = `${name}\u0000${identityKeyOf(config)}`;
+    const key = keyOf(name, config);
     const known = this.#byKey.get(key);
     if (known !== undefined) return known;
     const redactor = httpRedactor(config);
@@ -89,19 +89,21 @@ export class ServerAuthorizers {
   }
 
   /**
-   * Who `config`'s requests act for, for audience and listing keys: the authorizer's principal
-   * when logged in, `''` when it is not (or the server has no OAuth). Never a token.
+   * Who `config`'s requests act for, for audience and listing keys: the principal of the
+   * authorizer its connections use, when logged in; `''` when it is not, has none yet, or the
+   * server has no OAuth. Never a token.
    */
   principalOf(name: string, config: ServerConfig): string {
     if (config.transport !== 'http' || config.auth?.type !== 'oauth') return '';
-    return this.for(name, config)?.authorizer.principal() ?? '';
+    return this.#byKey.get(keyOf(name, config))?.authorizer.principal() ?? '';
   }
 
   /** What `status()` shows of `config`'s authorization, without asking the store. */
   statusOf(name: string, config: ServerConfig): ServerAuthStatus | undefined {
     if (config.transport !== 'http' || config.auth === undefined) return undefined;
     if (config.auth.type === 'bearer') return { type: 'bearer' };
-    const principal = this.for(name, config)?.authorizer.principal();
+    // Only an authorizer a connection made: status() never creates one (nor opens the store).
+    const principal = this.#byKey.get(keyOf(name, config))?.authorizer.principal();
     return principal === undefined
       ? { type: 'oauth' }
       : { type: 'oauth', state: 'logged-in', principal, issuer: issuerOf(principal) };
@@ -137,6 +139,11 @@ export class ServerAuthorizers {
     this.#store = given ?? openDefaultTokenStore();
     return this.#store;
   }
+}
+
+/** The key of one server entry's authorizer: its name and identity key. */
+function keyOf(name: string, config: ServerConfig): string {
+  return `${name}\u0000${identityKeyOf(config)}`;
 }
 
 /** The issuer part of a principal (`issuer + ' ' + subject` or `issuer + ' client:' + id`). */
