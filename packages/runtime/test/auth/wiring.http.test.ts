@@ -11,6 +11,7 @@ import {
   type ServerAuthorizer,
 } from '@stepbind/runtime';
 import { SERVER_AUTH_FACTORY, type ServerAuthFactory } from '@stepbind/runtime/internal';
+import { spawnHttpServer } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ServerAuthOptions } from '../../src/auth/server-auth.js';
 import { legacyServer, modernServer, type AuthTestServer } from './wiring-servers.js';
@@ -119,6 +120,7 @@ async function open(
     authorize?: AuthorizeHook;
     tokenStore?: MemoryTokenStore;
     who?: string;
+    onEvent?: (event: RuntimeEvent) => void;
   } = {},
 ): Promise<Opened> {
   const authorizers: TestAuthorizer[] = [];
@@ -143,7 +145,10 @@ async function open(
     },
   });
   const runtime = await McpRuntime.open(config, {
-    onEvent: (e) => events.push(e),
+    onEvent: (e) => {
+      events.push(e);
+      more.onEvent?.(e);
+    },
     ...(more.authorize === undefined ? {} : { authorize: more.authorize }),
     ...(more.tokenStore === undefined ? {} : { tokenStore: more.tokenStore }),
     [SERVER_AUTH_FACTORY]: factory,
@@ -275,6 +280,35 @@ describe('OAuth wiring, 2026-07-28 listing freshness', () => {
       .catch((e: unknown) => e);
     expect(dump(error)).toContain('denied for Bearer ***');
     expect(dump(error)).not.toContain(later);
+  });
+});
+
+describe('OAuth wiring across a reconnect', () => {
+  it('keeps the one authorizer of a server when its lost session is reopened', async () => {
+    const token = secret();
+    const server = await spawnHttpServer(
+      { scenario: 'single' },
+      { requireHeaders: { authorization: `Bearer ${token}` } },
+    );
+    cleanups.push(() => server.close());
+    const fake = { url: server.url, seen: [], accept: () => true, close: () => server.close() };
+    let onEvent: (event: RuntimeEvent) => void = () => undefined;
+    const { runtime, made } = await open(fake, '2025-11-25', token, {
+      onEvent: (e) => onEvent(e),
+    });
+    const reconnected = new Promise<void>((resolve) => {
+      onEvent = (e) => {
+        if (e.type === 'server-reconnected') resolve();
+      };
+    });
+    expect(await server.forgetSessions()).toBe(1);
+    expect(await runtime.hardRefresh('web')).toBe(false);
+    await reconnected;
+    await using step = await runtime.captureBinding();
+    const { result } = await step.prepareCall('web__alpha').run({});
+    expect(result.isError).not.toBe(true);
+    expect(made).toHaveLength(1);
+    expect(server.events.filter((e) => e.event === 'session')).toHaveLength(2);
   });
 });
 
