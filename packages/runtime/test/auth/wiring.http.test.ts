@@ -150,7 +150,8 @@ async function open(
       more.onEvent?.(e);
     },
     ...(more.authorize === undefined ? {} : { authorize: more.authorize }),
-    ...(more.tokenStore === undefined ? {} : { tokenStore: more.tokenStore }),
+    // Never the per-user default store: a test leaves nothing behind.
+    tokenStore: more.tokenStore ?? new MemoryTokenStore(),
     [SERVER_AUTH_FACTORY]: factory,
   } as Parameters<typeof McpRuntime.open>[1]);
   cleanups.push(() => runtime.close());
