@@ -203,6 +203,21 @@ describe.each(Object.entries(ERAS))('OAuth wiring, %s era', (_era, { start, prot
     expect(server.seen.filter((s) => s.method === 'initialize').length).toBeLessThanOrEqual(1);
   });
 
+  it('fails a re-list the authorizer refuses AUTH_REQUIRED naming the server; the catalog stays', async () => {
+    const server = await start(() => true);
+    cleanups.push(() => server.close());
+    const { runtime, authorizers } = await open(server, protocol, secret());
+    const before = runtime.status().servers[0];
+    await authorizers[0]?.logout();
+    const error: unknown = await runtime.hardRefresh('web').catch((e: unknown) => e);
+    expect(isStepbindError(error, 'AUTH_REQUIRED')).toBe(true);
+    expect(error).toMatchObject({ detail: { server: 'web', command: 'stepbind login web' } });
+    expect(runtime.status().servers[0]).toMatchObject({
+      state: 'ready',
+      revision: before?.revision,
+    });
+  });
+
   it('a refresh mid-run (new token, same principal) neither reconnects nor changes the catalog', async () => {
     const server = await start(() => true);
     cleanups.push(() => server.close());
