@@ -19,6 +19,7 @@ import { NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 import { openSession } from './sdk/open-session.js';
 import type { FaultSource } from './transports/guard.js';
 import { httpFailure, type HttpSessionWatch } from './transports/http-session.js';
+import { bearerAuthorizer } from './transports/http-auth.js';
 import {
   identityKeyOf,
   openTransport,
@@ -68,7 +69,8 @@ export interface ConnectOptions {
    * An HTTP server's authorizer and redactor, kept by the caller across reconnects (a refreshed
    * token never restarts a connection). Every request of both eras, the probe and the listen
    * stream included, goes through the authorizer; its refusal (`AUTH_REQUIRED`, `AUTH_FAILED`)
-   * fails the start with that code. @default none: requests carry the configured headers only
+   * fails the start with that code. @default a bearer entry's static authorizer; none for OAuth
+   *   (the runtime keeps one per server; other callers bring theirs)
    */
   readonly auth?: HttpAuthOptions;
 }
@@ -139,6 +141,10 @@ export async function connectServer(
   options: ConnectOptions = {},
 ): Promise<Connection> {
   const timeoutMs = options.timeoutMs ?? config.startupTimeoutMs;
+  // A bearer token needs no state: a caller that brings no authorizer still sends it.
+  if (options.auth === undefined && config.transport === 'http' && config.auth?.type === 'bearer') {
+    options = { ...options, auth: { authorizer: bearerAuthorizer(name, config.auth) } };
+  }
   const stderrTail = new StderrTail(config.transport === 'stdio' ? config.stderr : 'pipe');
   const { transport, pid, fault, http } = openTransport(
     name,

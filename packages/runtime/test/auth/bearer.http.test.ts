@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { isStepbindError } from '@stepbind/binding';
 import { McpRuntime, parseConfig, type RuntimeEvent } from '@stepbind/runtime';
 import { afterEach, describe, expect, it } from 'vitest';
+import { connectServer } from '../../src/connect.js';
 import { legacyServer, modernServer, type AuthTestServer } from './wiring-servers.js';
 
 /** A token that must never be shown anywhere. */
@@ -133,5 +134,26 @@ describe('the careless server', () => {
       .catch((e: unknown) => e);
     expect(dump(error)).toContain('denied for Bearer ***');
     expect(dump(error)).not.toContain(TOKEN);
+  });
+});
+
+describe('connectServer without the runtime', () => {
+  it('still sends a bearer entry token (no authorizer given)', async () => {
+    const server = await modernServer((h) => h === `Bearer ${TOKEN}`);
+    cleanups.push(() => server.close());
+    const config = parseConfig(
+      {
+        mcpServers: {
+          web: { url: server.url, auth: { type: 'bearer', token: '${env:MCP_TOKEN}' } },
+        },
+      },
+      { env },
+    ).servers.get('web');
+    if (config === undefined) throw new Error('no config');
+    const connection = await connectServer('web', config);
+    cleanups.push(() => connection.close());
+    expect(connection.era).toBe('modern');
+    expect(server.seen.map((s) => s.method)).toContain('server/discover');
+    expect(server.seen.map((s) => s.accepted)).not.toContain(false);
   });
 });
