@@ -13,13 +13,7 @@ import type {
   ServerAuthConfig,
   ServerAuthorizer,
 } from '../auth/types.js';
-import {
-  checkKeys,
-  expectObject,
-  expectOneOf,
-  fail,
-  stringList,
-} from '../config-values.js';
+import { checkKeys, expectObject, expectOneOf, fail, stringList } from '../config-values.js';
 
 /** The keys of `auth` by `type`. */
 const BEARER_KEYS: readonly string[] = ['type', 'token'];
