@@ -758,6 +758,81 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'still waits for the callback when opening a browser throws',
     diagnostic: 'no browser to open the login URL',
   },
+  {
+    // An authorization refusal of a 2025-era tools/call never reached the server: not sent.
+    name: 'auth refusal of a 2025 call reported as sent',
+    file: 'packages/runtime/src/sdk/sdk-errors.ts',
+    find: "...(ctx.delivery === undefined ? {} : { delivery: 'not-sent' }),",
+    replace: '...(ctx.delivery === undefined ? {} : { delivery: ctx.delivery }),',
+    testFile: 'packages/runtime/test/auth/wiring.http.test.ts',
+    testName:
+      'OAuth wiring, 2025-11-25 era fails a call the authorizer refuses with CallError AUTH_REQUIRED, delivery not-sent, and the session stays',
+    diagnostic: '"delivery": "not-sent"',
+  },
+  {
+    // The same for a 2026-07-28 round: its delivery goes back to what it was before the send.
+    name: 'auth refusal of a 2026 call reported as sent',
+    file: 'packages/runtime/src/era/modern.ts',
+    find: 'options.delivery.delivery = before;',
+    replace: 'void before;',
+    testFile: 'packages/runtime/test/auth/wiring.http.test.ts',
+    testName:
+      'OAuth wiring, 2026-07-28 era fails a call the authorizer refuses with CallError AUTH_REQUIRED, delivery not-sent, and the session stays',
+    diagnostic: '"delivery": "not-sent"',
+  },
+  {
+    // One principal's private listing is never reused for another.
+    name: 'OAuth principal left out of the listing key',
+    file: 'packages/runtime/src/era/listing-cache.ts',
+    find: ': { oauth: authPrincipal },',
+    replace: ": { oauth: '' },",
+    testFile: 'packages/runtime/test/auth/wiring.http.test.ts',
+    testName:
+      'keeps a private listing across a refresh of the same principal, never for another principal',
+    diagnostic: 'principal',
+  },
+  {
+    // A token the authorizer learned at run time is scrubbed from every later text.
+    name: 'redactor ignores learned secrets',
+    file: 'packages/runtime/src/redact.ts',
+    find: "if (typeof secret === 'string' && addNeedles(secret)) ordered = order();",
+    replace: "if (typeof secret === 'string') addNeedles(secret);",
+    testFile: 'packages/runtime/test/auth/wiring.http.test.ts',
+    testName: 'scrubs a learned token out of a call error even when the server repeats it',
+    diagnostic: 'denied for Bearer ***',
+  },
+  {
+    // A 401 to a configured bearer token is AUTH_FAILED, not a server error or a crashed start.
+    name: 'bearer 401 passed through',
+    file: 'packages/runtime/src/transports/http-auth.ts',
+    find: 'if (response.status !== 401) return response;',
+    replace: 'if (response.status !== 0) return response;',
+    testFile: 'packages/runtime/test/auth/bearer.http.test.ts',
+    testName: 'fails the probe itself AUTH_FAILED, not as a crashed start',
+    diagnostic: 'web: AUTH_FAILED',
+  },
+  {
+    // The session watch reads an authorization refusal as "not sent", not as a lost session.
+    name: 'auth refusal read as a network failure by the session watch',
+    file: 'packages/runtime/src/transports/http-session.ts',
+    find: 'if (isAuthRefusal(error)) {',
+    replace: 'if (false as boolean) {',
+    testFile: 'packages/runtime/test/auth/wiring.http.test.ts',
+    testName:
+      'OAuth wiring, 2025-11-25 era fails a call the authorizer refuses with CallError AUTH_REQUIRED, delivery not-sent, and the session stays',
+    diagnostic: 'AssertionError',
+  },
+  {
+    // The OAuth principal is part of the catalog identity (never the token).
+    name: 'OAuth principal left out of the catalog identity',
+    file: 'packages/runtime/src/transports/index.ts',
+    find: "transportDigest: principal === '' ? key : computeTransportDigest({ key, principal }),",
+    replace: 'transportDigest: key,',
+    testFile: 'packages/runtime/test/auth/wiring.http.test.ts',
+    testName:
+      'gives two principals of one configuration two identities; two tokens of one principal one',
+    diagnostic: 'not to be',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

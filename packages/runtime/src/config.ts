@@ -149,9 +149,9 @@ export function configDialectOf(root: Readonly<Record<string, unknown>>): Config
  * Validates a server configuration in the formats people already have: `mcpServers` (Claude
  * Desktop, Cursor, Cline) or VS Code's `servers` (with `type: "stdio" | "http"`; `inputs` is
  * accepted and ignored), extended per server with `required`, `audience`, timeouts, `limits`,
- * `approval`, `autoApprove`, `tools` filters and `disabled`; the top level may carry `concurrency`
- * and `$schema`. `${env:NAME}` and `${NAME}` in `command`, `args`, `env`, `cwd`, `url` and `headers`
- * are replaced from the environment, unless the file is a plain Claude Desktop / Cursor one
+ * `approval`, `autoApprove`, `tools` filters, `disabled` and (HTTP) `auth`; the top level may carry `concurrency`
+ * and `$schema`. `${env:NAME}` and `${NAME}` in `command`, `args`, `env`, `cwd`, `url`, `headers`
+ * and `auth` are replaced from the environment, unless the file is a plain Claude Desktop / Cursor one
  * ({@link configDialectOf}): there only Cursor's `${env:NAME}` is replaced and `$$`, `${NAME}` are
  * kept as written, as those applications keep them. Unknown keys and bad values are rejected; the message lists the
  * keys allowed there. Every key is documented in the runtime README.
@@ -267,6 +267,12 @@ function parseServer(obj: Record<string, unknown>, path: string, read: ConfigTex
     !(hasUrl && type === 'streamable-http')
   ) {
     fail(`${path}.type`, `does not match the ${hasCommand ? 'command' : 'url'} given`);
+  }
+  if (hasCommand && obj['auth'] !== undefined) {
+    fail(
+      `${path}.auth`,
+      'is for HTTP servers ("url") only; give a stdio server its credentials in "env"',
+    );
   }
   checkKeys(obj, path, serverKeysOf(hasCommand ? 'stdio' : 'http'));
   if (obj['timeout'] !== undefined && obj['callTimeoutMs'] !== undefined) {

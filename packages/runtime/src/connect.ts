@@ -19,9 +19,11 @@ import { NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 import { openSession } from './sdk/open-session.js';
 import type { FaultSource } from './transports/guard.js';
 import { httpFailure, type HttpSessionWatch } from './transports/http-session.js';
+import { bearerAuthorizer } from './transports/http-auth.js';
 import {
   identityKeyOf,
   openTransport,
+  type HttpAuthOptions,
   type HttpServerConfig,
   type Transport,
 } from './transports/index.js';
@@ -63,6 +65,14 @@ export interface ConnectOptions {
    * @default the real clock
    */
   readonly clock?: RuntimeClock;
+  /**
+   * An HTTP server's authorizer and redactor, kept by the caller across reconnects (a refreshed
+   * token never restarts a connection). Every request of both eras, the probe and the listen
+   * stream included, goes through the authorizer; its refusal (`AUTH_REQUIRED`, `AUTH_FAILED`)
+   * fails the start with that code. @default a bearer entry's static authorizer; none for OAuth
+   *   (the runtime keeps one per server; other callers bring theirs)
+   */
+  readonly auth?: HttpAuthOptions;
 }
 
 /** Everything a connect strategy needs about the one server being started (of config `C`). */
@@ -122,7 +132,8 @@ const STRATEGIES: {
  * @throws RuntimeError `SERVER_START_FAILED` (with the server's last stderr lines; for a missing
  *   working directory or command, or a server pinned to 2026-07-28 that is not one,
  *   `detail.configPath` names the key at fault), `TIMEOUT`,
- *   `ABORTED`, `MESSAGE_TOO_LARGE` or `MALFORMED_MESSAGE` (the `initialize` response).
+ *   `ABORTED`, `MESSAGE_TOO_LARGE` or `MALFORMED_MESSAGE` (the `initialize` response);
+ *   `AUTH_REQUIRED` / `AUTH_FAILED` when the server's authorizer could not authorize the start.
  */
 export async function connectServer(
   name: string,
@@ -130,6 +141,10 @@ export async function connectServer(
   options: ConnectOptions = {},
 ): Promise<Connection> {
   const timeoutMs = options.timeoutMs ?? config.startupTimeoutMs;
+  // A bearer token needs no state: a caller that brings no authorizer still sends it.
+  if (options.auth === undefined && config.transport === 'http' && config.auth?.type === 'bearer') {
+    options = { ...options, auth: { authorizer: bearerAuthorizer(name, config.auth) } };
+  }
   const stderrTail = new StderrTail(config.transport === 'stdio' ? config.stderr : 'pipe');
   const { transport, pid, fault, http } = openTransport(
     name,
@@ -137,6 +152,7 @@ export async function connectServer(
     {
       ...(options.stderr === undefined ? {} : { stderr: options.stderr }),
       ...(options.closeGraceMs === undefined ? {} : { closeGraceMs: options.closeGraceMs }),
+      ...(options.auth === undefined ? {} : { auth: options.auth }),
     },
     stderrTail,
   );
@@ -190,6 +206,9 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
     headers: config.headers,
     maxMessageBytes: config.maxMessageBytes,
     redactor: ctx.redactor,
+    ...(ctx.options.auth?.authorizer === undefined
+      ? {}
+      : { authorizer: ctx.options.auth.authorizer }),
   });
   const outcome = await startAndProbe(name, modernHttp, ctx.plan.probeMs, ctx.options.signal);
   if (outcome.era === 'modern') {
@@ -200,6 +219,7 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
       discover: outcome.discover,
       stderr: ctx.stderrTail,
       handlers: ctx.handlers,
+      redactor: ctx.redactor,
       ...(ctx.options.clock === undefined ? {} : { clock: ctx.options.clock }),
     });
   }

@@ -2,7 +2,7 @@ import { Mutex } from 'async-mutex';
 import { CatalogRegistry, SchemaValidatorCache } from '@stepbind/binding/internal';
 import { discoverCatalog } from './discover-catalog.js';
 import { systemClock, type RuntimeClock } from './clock.js';
-import type { RuntimeConfig } from './config.js';
+import type { RuntimeConfig, ServerConfig } from './config.js';
 import type { ConnectionSet } from './connection-set.js';
 import { DiscoveryStates } from './discovery-states.js';
 import { listingContextOf, recordListing } from './era/listing-cache.js';
@@ -12,6 +12,7 @@ import type { McpRuntimeOptions, ServerConnector } from './options.js';
 import { publishCatalogs, type Publication, type PublishOptions } from './publish.js';
 import type { Discovered, DiscoveryRequest, ServerHost } from './server/host.js';
 import type { ManagedServer } from './server/managed-server.js';
+import { ServerAuthorizers } from './server/authorizers.js';
 
 /**
  * The set-level state of one {@link McpRuntime}: the registry, the servers and sets alive, the
@@ -40,6 +41,8 @@ export class RuntimeCore implements ServerHost {
   readonly emit: Emit;
   /** The shared fleet store (`store` option), whose CAS every publication passes. */
   readonly fleet: FleetStore | undefined;
+  /** The authorizer (and redactor) of every HTTP server with `auth`, kept across reconnects. */
+  readonly auth: ServerAuthorizers;
   config: RuntimeConfig;
   current: ConnectionSet | undefined;
   rebuilding = false;
@@ -57,7 +60,9 @@ export class RuntimeCore implements ServerHost {
     options: McpRuntimeOptions,
     connect: ServerConnector,
     fleet: FleetStore | undefined,
+    auth: ServerAuthorizers = new ServerAuthorizers(options),
   ) {
+    this.auth = auth;
     this.config = config;
     this.fleet = fleet;
     this.options = options;
@@ -83,6 +88,11 @@ export class RuntimeCore implements ServerHost {
   /** Fires at `close()`. */
   get closeSignal(): AbortSignal {
     return this.closeController.signal;
+  }
+
+  /** {@inheritDoc ServerHost.authPrincipal} */
+  authPrincipal(name: string, config: ServerConfig): string {
+    return this.auth.principalOf(name, config);
   }
 
   /** True when `server` is the one the current set serves under its name. */
@@ -134,7 +144,10 @@ export class RuntimeCore implements ServerHost {
       onValidating: () => this.discovery.validating(name),
     }).then((found) => ({
       ...found,
-      freshness: recorder?.finish(found.discovered.pages.length, listingContextOf(config)),
+      freshness: recorder?.finish(
+        found.discovered.pages.length,
+        listingContextOf(config, this.auth.principalOf(name, config)),
+      ),
     }));
     return this.discovery.track(name, listing, published);
   }

@@ -123,7 +123,25 @@ export type {
 export type { ToolFilterConfig } from './tool-filter.js';
 export type { Connection, ProtocolEra } from './connection.js';
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';
-export type { Redactor } from './redact.js';
+export type { LearningRedactor, Redactor } from './redact.js';
+export { DEFAULT_REDIRECT_URI } from './auth/types.js';
+export type {
+  AuthorizeHook,
+  AuthorizeRequest,
+  AuthStatus,
+  BearerAuthConfig,
+  ClientRegistration,
+  OAuthConfig,
+  OAuthTokens,
+  ServerAuthConfig,
+  ServerAuthorizer,
+  StoredLogin,
+  StoredLoginSummary,
+  TokenEndpointAuthMethod,
+  TokenKey,
+  TokenStore,
+} from './auth/types.js';
+export { MemoryTokenStore } from './auth/memory-token-store.js';
 export type { SessionLoss } from './transports/http-session.js';
 export type {
   CallRequestOptions,
@@ -152,6 +170,7 @@ export type {
   RuntimeEvent,
   RuntimeJournalOptions,
   RuntimeStatus,
+  ServerAuthStatus,
   ServerConnector,
   ServerStatus,
 } from './runtime.js';

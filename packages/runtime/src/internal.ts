@@ -10,3 +10,5 @@ export type { ConnectOptions, ConnectTransportOptions } from './connect.js';
 export { mapSdkError, SdkConnection } from './sdk/sdk-connection.js';
 export { ModernConnection } from './era/modern.js';
 export { CLIENT_CAPABILITIES, CLIENT_INFO } from './client-capabilities.js';
+export { SERVER_AUTH_FACTORY } from './server/authorizers.js';
+export type { ServerAuthFactory } from './server/authorizers.js';

@@ -35,7 +35,7 @@ function reuseNow(core: RuntimeCore, server: ManagedServer, config: ServerConfig
     return { reuse: false, reason: 'policy-epoch' };
   }
   return reuseOf(record, core.clock.now(), {
-    ...listingContextOf(config),
+    ...listingContextOf(config, core.auth.principalOf(server.name, config)),
     changes: connection.changes.version,
   });
 }

@@ -1,4 +1,5 @@
 import type { ApprovalMode, JournalStore, ValidationOptions } from '@stepbind/binding/internal';
+import type { AuthorizeHook, AuthStatus, TokenStore } from './auth/types.js';
 import type { RuntimeClock } from './clock.js';
 import type { ClientHandlers } from './client-capabilities.js';
 import type { ServerConfig } from './config.js';
@@ -102,6 +103,24 @@ export interface McpRuntimeOptions {
    * (`journal` then only tunes retention and expiry). @default the configuration's `store`, else none
    */
   readonly store?: StoreOption;
+  /**
+   * The application's part of an OAuth authorization code login (DESIGN §16): called with the
+   * authorization URL when a server with `"auth": { "type": "oauth" }` needs a login, it sends the
+   * user there and resolves with the callback URL. Without it, such a server with no usable stored
+   * login fails `AUTH_REQUIRED` naming the `stepbind login` command that fixes it.
+   * @default none
+   */
+  readonly authorize?: AuthorizeHook;
+  /**
+   * Where OAuth logins and client registrations are kept, keyed by (issuer, resource, client id).
+   * @default the per-user file store under the user's state directory (`openDefaultTokenStore`)
+   */
+  readonly tokenStore?: TokenStore;
+  /**
+   * The redirect URI of the authorization code flow (the `authorize` hook's callback comes back
+   * to it). @default 'http://127.0.0.1:33418/callback' (`DEFAULT_REDIRECT_URI`)
+   */
+  readonly redirectUri?: string;
   /** Cancels `open`. */
   readonly signal?: AbortSignal;
 }
@@ -141,6 +160,8 @@ export interface ServerStatus {
   readonly error?: { readonly code: string; readonly message: string };
   /** Reconnect attempts made since the session was lost. */
   readonly reconnectAttempts?: number;
+  /** How the server's requests are authorized (an HTTP server with `auth`); never a secret. */
+  readonly auth?: ServerAuthStatus;
   /**
    * Where the server's latest discovery stands in the catalog state machine (DESIGN §5):
    * `DISCOVERING`/`VALIDATING` while a listing runs, the published catalog's state after one
@@ -172,6 +193,18 @@ export interface ServerStatus {
       | 'principal'
       | 'connection';
   };
+}
+
+/** The authorization of one server in {@link ServerStatus}: no token, no secret. */
+export interface ServerAuthStatus {
+  /** The `auth.type` of the server entry. */
+  readonly type: 'bearer' | 'oauth';
+  /** For OAuth: whether the server is logged in (see `AuthStatus.state`), once asked. */
+  readonly state?: AuthStatus['state'];
+  /** For OAuth: who the tokens act for (`issuer + ' ' + subject`), when logged in. */
+  readonly principal?: string;
+  /** For OAuth: the authorization server's issuer, when known. */
+  readonly issuer?: string;
 }
 
 /** A snapshot of the runtime's state, for dashboards and tests. */

@@ -9,6 +9,8 @@ export const REDACTED = '***';
 
 /** Shorter values are too common to scrub out of free text (URLs are always redacted whole). */
 const MIN_SCRUB_LENGTH = 4;
+/** Lines and words of a multi-line secret (a PEM key) shorter than this are not scrubbed alone. */
+const MIN_PART_LENGTH = 16;
 /** How deep a `cause` chain is copied; deeper causes are dropped. */
 const MAX_CAUSE_DEPTH = 4;
 
@@ -60,6 +62,15 @@ export interface Redactor {
   error<E extends Error>(error: E): E;
 }
 
+/**
+ * A {@link Redactor} that learns secrets at run time (an access token, a refresh token, a code):
+ * each learned value (raw, percent-encoded and JSON-escaped) is scrubbed from every later text.
+ */
+export interface LearningRedactor extends Redactor {
+  /** Adds `secret` to the values scrubbed from now on (values under 4 characters are ignored). */
+  learn(secret: string): void;
+}
+
 /** A redactor that changes nothing (for connections whose configuration holds no secrets). */
 export const NO_REDACTION: Redactor = Object.freeze({
   text: (text: string) => text,
@@ -67,47 +78,63 @@ export const NO_REDACTION: Redactor = Object.freeze({
 });
 
 /**
- * The redactor for an HTTP server's `url` and `headers`: the URL as configured and as normalised
- * is shown as {@link redactUrl}; query values, user info and header values (also each word after an
- * auth scheme, such as the token of `Bearer <token>`), raw and percent-encoded, become `***`.
+ * The redactor for an HTTP server's `url`, `headers` and configured `secrets` (a bearer token, an
+ * OAuth client secret or private key): the URL as configured and as normalised is shown as
+ * {@link redactUrl}; query values, user info, header values (also each word after an auth scheme,
+ * such as the token of `Bearer <token>`) and the secrets (also each line and word of a multi-line
+ * one, such as a PEM key), raw and percent-encoded, become `***`. It can {@link LearningRedactor.learn}
+ * more secrets later.
  */
 export function createRedactor(
   url: string,
   headers: Readonly<Record<string, string>> = {},
-): Redactor {
+  secrets: readonly string[] = [],
+): LearningRedactor {
   const urls = new Map<string, string>();
-  const secrets = new Set<string>();
+  const found = new Set<string>();
   const redactedUrl = redactUrl(url);
   urls.set(url, redactedUrl);
   try {
     const parsed = new URL(url);
     urls.set(parsed.href, redactedUrl);
-    for (const value of parsed.searchParams.values()) secrets.add(value);
-    if (parsed.username !== '') secrets.add(decodeURIComponent(parsed.username));
-    if (parsed.password !== '') secrets.add(decodeURIComponent(parsed.password));
-    if (parsed.hash.length > 1) secrets.add(parsed.hash.slice(1));
+    for (const value of parsed.searchParams.values()) found.add(value);
+    if (parsed.username !== '') found.add(decodeURIComponent(parsed.username));
+    if (parsed.password !== '') found.add(decodeURIComponent(parsed.password));
+    if (parsed.hash.length > 1) found.add(parsed.hash.slice(1));
     for (const part of parsed.search.slice(1).split('&')) {
       const at = part.indexOf('=');
-      if (at !== -1) secrets.add(part.slice(at + 1));
+      if (at !== -1) found.add(part.slice(at + 1));
     }
   } catch {
     // An unparseable URL is replaced whole wherever it appears.
   }
   for (const value of Object.values(headers)) {
-    secrets.add(value);
-    for (const word of value.split(/\s+/).slice(1)) secrets.add(word);
+    found.add(value);
+    for (const word of value.split(/\s+/).slice(1)) found.add(word);
+  }
+  for (const secret of secrets) {
+    found.add(secret);
+    // A PEM key or a JSON key printed in part still shows none of its lines.
+    for (const word of secret.split(/\s+/)) if (word.length >= MIN_PART_LENGTH) found.add(word);
   }
   const needles = new Set<string>();
-  for (const secret of secrets) {
-    if (secret.length < MIN_SCRUB_LENGTH) continue;
-    needles.add(secret);
-    needles.add(encodeURIComponent(secret));
-    needles.add(JSON.stringify(secret).slice(1, -1));
-  }
+  const addNeedles = (secret: string): boolean => {
+    if (secret.length < MIN_SCRUB_LENGTH) return false;
+    const before = needles.size;
+    for (const needle of [
+      secret,
+      encodeURIComponent(secret),
+      JSON.stringify(secret).slice(1, -1),
+    ]) {
+      if (needle.length > 0) needles.add(needle);
+    }
+    return needles.size !== before;
+  };
+  for (const secret of found) addNeedles(secret);
   // Longest first, so a secret that contains another is replaced whole.
-  const ordered = [...needles].filter((n) => n.length > 0).sort((a, b) => b.length - a.length);
+  const order = (): string[] => [...needles].sort((a, b) => b.length - a.length);
+  let ordered = order();
   const urlEntries = [...urls].sort((a, b) => b[0].length - a[0].length);
-  if (ordered.length === 0 && urlEntries.every(([raw, safe]) => raw === safe)) return NO_REDACTION;
   const text = (input: string): string => {
     let out = input;
     for (const [raw, safe] of urlEntries) if (raw !== safe) out = out.split(raw).join(safe);
@@ -115,7 +142,10 @@ export function createRedactor(
     return out;
   };
   const error = <E extends Error>(input: E): E => scrubError(input, text, 0) as E;
-  return Object.freeze({ text, error });
+  const learn = (secret: string): void => {
+    if (typeof secret === 'string' && addNeedles(secret)) ordered = order();
+  };
+  return Object.freeze({ text, error, learn });
 }
 
 function scrubError(error: Error, text: (s: string) => string, depth: number): Error {

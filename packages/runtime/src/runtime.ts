@@ -1,4 +1,5 @@
 import {
+  ConfigError,
   createBinding,
   ErrorCode,
   RuntimeError,
@@ -28,6 +29,8 @@ import { refreshIfDirty } from './refresh.js';
 import { connectServer } from './connect.js';
 import type { EraMemory } from './connection.js';
 import { runtimeStatus } from './status.js';
+import type { AuthStatus } from './auth/types.js';
+import { ServerAuthorizers } from './server/authorizers.js';
 
 export type {
   CaptureOptions,
@@ -37,6 +40,7 @@ export type {
   ReconnectOptions,
   RuntimeJournalOptions,
   RuntimeStatus,
+  ServerAuthStatus,
   ServerConnector,
   ServerStatus,
 } from './options.js';
@@ -74,16 +78,20 @@ export class McpRuntime {
       ...(options.onElicitation === undefined ? {} : { onElicitation: options.onElicitation }),
     };
     const eras: EraMemory = new Map(); // era: remembered per server for this runtime
+    const authorizers = new ServerAuthorizers(options);
     const connect: ServerConnector =
       options.connect ??
-      ((name, cfg, o) =>
-        connectServer(name, cfg, {
+      ((name, cfg, o) => {
+        const auth = authorizers.for(name, cfg);
+        return connectServer(name, cfg, {
           signal: o.signal,
           handlers,
           eras,
           ...(options.clock === undefined ? {} : { clock: options.clock }),
-        }));
-    const core = new RuntimeCore(config, options, connect, fleet);
+          ...(auth === undefined ? {} : { auth }),
+        });
+      });
+    const core = new RuntimeCore(config, options, connect, fleet, authorizers);
     this.#core = core;
     this.#journal = journal;
     this.#journalView = journalView(journal);
@@ -110,6 +118,7 @@ export class McpRuntime {
    *   (all started servers are closed again).
    */
   static async open(config: unknown, options: McpRuntimeOptions = {}): Promise<McpRuntime> {
+    checkAuthOptions(options);
     const parsed = isRuntimeConfig(config) ? config : parseConfig(config);
     const fleet = await attachFleetFor(options.store ?? parsed.store);
     let journal: CallJournal | undefined;
@@ -360,6 +369,16 @@ export class McpRuntime {
     return runtimeStatus(this.#core);
   }
 
+  /**
+   * The authorization of every configured server, in config order: `none`, `bearer`, or for an
+   * OAuth server whether a login is stored (`logged-in`, `expired`, `logged-out`), for whom and
+   * until when. Asks the token store; never shows a token.
+   */
+  authStatus(): Promise<readonly AuthStatus[]> {
+    this.#ensureOpen();
+    return this.#core.auth.authStatus(this.#core.config.servers);
+  }
+
   /** Pids of every child process the runtime currently owns (stdio servers). */
   pids(): number[] {
     return [...this.#core.servers]
@@ -397,6 +416,7 @@ export class McpRuntime {
     await Promise.all([...core.servers].map((s) => core.closeServer(s)));
     try {
       await closeJournal(this.#journal);
+      await core.auth.close();
       await core.fleet?.close();
     } finally {
       core.closeDone = true;
@@ -444,6 +464,65 @@ function registryView(registry: CatalogRegistry): RegistryView {
       return registry.policyEpoch;
     },
   });
+}
+
+/**
+ * The OAuth options checked as a configuration is (JavaScript callers have no compiler).
+ *
+ * @throws ConfigError `INVALID_OPTIONS` naming the option and what it must be.
+ */
+function checkAuthOptions(options: McpRuntimeOptions): void {
+  const bad = (name: string, expected: string): never => {
+    throw new ConfigError(
+      ErrorCode.INVALID_OPTIONS,
+      `McpRuntime.open: option "${name}" must be ${expected}.`,
+      { detail: { option: name } },
+    );
+  };
+  const { authorize, tokenStore, redirectUri } = options as Record<string, unknown>;
+  if (authorize !== undefined && typeof authorize !== 'function') {
+    bad(
+      'authorize',
+      'a function ({ server, authorizationUrl, redirectUri, signal }) => callback URL',
+    );
+  }
+  if (tokenStore !== undefined) {
+    const store = tokenStore as Record<string, unknown> | null;
+    const methods = [
+      'get',
+      'put',
+      'delete',
+      'list',
+      'getRegistration',
+      'putRegistration',
+      'withLock',
+    ];
+    if (
+      typeof store !== 'object' ||
+      store === null ||
+      methods.some((m) => typeof store[m] !== 'function')
+    ) {
+      bad('tokenStore', `a TokenStore (an object with ${methods.join(', ')})`);
+    }
+  }
+  if (redirectUri !== undefined) {
+    let url: URL | undefined;
+    try {
+      url = typeof redirectUri === 'string' ? new URL(redirectUri) : undefined;
+    } catch {
+      url = undefined;
+    }
+    if (
+      url === undefined ||
+      (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+      url.hash !== ''
+    ) {
+      bad(
+        'redirectUri',
+        'an absolute http(s) URL without a fragment, such as http://127.0.0.1:33418/callback',
+      );
+    }
+  }
 }
 
 function isRuntimeConfig(value: unknown): value is RuntimeConfig {

@@ -1,6 +1,6 @@
 import type { RuntimeCore } from './core.js';
 import { listingStatus } from './listing-reuse.js';
-import type { DiscoveryStatus, RuntimeStatus, ServerStatus } from './options.js';
+import type { DiscoveryStatus, RuntimeStatus, ServerAuthStatus, ServerStatus } from './options.js';
 
 /** The runtime's state for `McpRuntime.status()`: every configured server, in config order. */
 export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
@@ -9,8 +9,11 @@ export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
   for (const [name, cfg] of core.config.servers) {
     const entry = set?.entries.get(name);
     const found = core.discovery.of(name);
-    const discovery: { discovery?: DiscoveryStatus } =
-      found === undefined ? {} : { discovery: found };
+    const auth = core.closed ? undefined : core.auth.statusOf(name, cfg);
+    const discovery: { discovery?: DiscoveryStatus; auth?: ServerAuthStatus } = {
+      ...(found === undefined ? {} : { discovery: found }),
+      ...(auth === undefined ? {} : { auth }),
+    };
     if (core.closed) {
       // The set is detached at the first close(): the server is closing, not starting.
       servers.push({

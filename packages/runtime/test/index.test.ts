@@ -35,9 +35,11 @@ describe('@stepbind/runtime public surface', () => {
   it('exports exactly these values (a new export is a deliberate act)', () => {
     expect(Object.keys(runtime).sort()).toEqual(
       [
+        'DEFAULT_REDIRECT_URI',
         'JOURNAL_APPLICATION_ID',
         'JOURNAL_SCHEMA_VERSION',
         'McpRuntime',
+        'MemoryTokenStore',
         'SERVER_NAME_PATTERN',
         'SqliteJournalStore',
         'createRedactor',
@@ -72,6 +74,7 @@ describe('@stepbind/runtime public surface', () => {
       'CLIENT_CAPABILITIES',
       'CLIENT_INFO',
       'ModernConnection',
+      'SERVER_AUTH_FACTORY',
       'SdkConnection',
       'connectServer',
       'connectTransport',

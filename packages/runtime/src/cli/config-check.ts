@@ -1,9 +1,11 @@
+import type { ServerAuthConfig } from '../auth/types.js';
 import type { RuntimeConfig } from '../config.js';
 
 /**
  * The `stepbind config check` report of a valid configuration: one line per server with its
- * transport and the settings that change behaviour, and the disabled entries. Header values and
- * environment values are never printed (they may hold secrets), only their names.
+ * transport and the settings that change behaviour, and the disabled entries. Header values,
+ * environment values and `auth` secrets (token, client secret, private key) are never printed,
+ * only their names or whether they are set.
  */
 export function formatConfigCheck(path: string, config: RuntimeConfig): string {
   const lines = [
@@ -13,7 +15,7 @@ export function formatConfigCheck(path: string, config: RuntimeConfig): string {
     const where =
       server.transport === 'stdio'
         ? `stdio: ${server.command}${server.args.length === 0 ? '' : ` (${server.args.length} args)`}${Object.keys(server.env).length === 0 ? '' : `, env ${Object.keys(server.env).join(', ')}`}`
-        : `http: ${new URL(server.url).origin}${Object.keys(server.headers).length === 0 ? '' : `, headers ${Object.keys(server.headers).join(', ')}`}`;
+        : `http: ${new URL(server.url).origin}${Object.keys(server.headers).length === 0 ? '' : `, headers ${Object.keys(server.headers).join(', ')}`}${server.auth === undefined ? '' : `, auth ${authSummary(server.auth)}`}`;
     const extras = [
       server.required ? 'required' : 'optional',
       `approval ${server.approval ?? 'unproven-writes'}`,
@@ -39,7 +41,46 @@ export function configCheckJson(config: RuntimeConfig): unknown {
       approval: server.approval ?? 'unproven-writes',
       audience: server.audience,
       tools: server.tools ?? null,
+      ...(server.transport === 'http' && server.auth !== undefined
+        ? { auth: authJson(server.auth) }
+        : {}),
     })),
     disabled: config.disabled,
   };
+}
+
+/** The `auth` block without secrets: `bearer`, or `oauth` with its plain settings. */
+function authJson(auth: ServerAuthConfig): Readonly<Record<string, unknown>> {
+  if (auth.type === 'bearer') return { type: 'bearer', token: 'set' };
+  return {
+    type: 'oauth',
+    grant: auth.grant ?? 'authorization_code',
+    ...(auth.clientId === undefined ? {} : { clientId: auth.clientId }),
+    ...(auth.clientMetadataUrl === undefined ? {} : { clientMetadataUrl: auth.clientMetadataUrl }),
+    ...(auth.scopes === undefined ? {} : { scopes: auth.scopes }),
+    client:
+      auth.privateKey !== undefined
+        ? 'private_key_jwt'
+        : auth.clientSecret !== undefined
+          ? 'client_secret'
+          : 'public',
+  };
+}
+
+/** One line of {@link authJson}. */
+function authSummary(auth: ServerAuthConfig): string {
+  const json = authJson(auth);
+  if (auth.type === 'bearer') return 'bearer (token set)';
+  const parts = [
+    `oauth ${String(json['grant'])}`,
+    ...(auth.clientId === undefined ? [] : [`client ${auth.clientId}`]),
+    ...(auth.clientMetadataUrl === undefined ? [] : [`client metadata ${auth.clientMetadataUrl}`]),
+    ...(auth.clientId === undefined && auth.clientMetadataUrl === undefined
+      ? ['registers itself']
+      : []),
+    ...(auth.scopes === undefined ? [] : [`scopes ${auth.scopes.join(' ')}`]),
+    ...(auth.privateKey === undefined ? [] : ['private_key_jwt']),
+    ...(auth.clientSecret === undefined ? [] : ['client secret set']),
+  ];
+  return parts.join(', ');
 }

@@ -15,6 +15,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { ConnectionPool } from '../transports/pool.js';
 import { ErrorCode, RuntimeError, type StepbindError } from '@stepbind/binding/internal';
 import { serverConfigPath } from '../config-values.js';
+import type { ServerAuthorizer } from '../auth/types.js';
 import type { Redactor } from '../redact.js';
 import {
   checkMessage,
@@ -39,6 +40,12 @@ export interface ModernHttpOptions {
    *   `close()` (so no keep-alive socket outlives the connection)
    */
   readonly fetch?: typeof fetch;
+  /**
+   * Authorizes every POST: its `wrap` is applied over the fetch (the pooled dispatcher still
+   * passes through `init`). A refusal it throws (`AUTH_REQUIRED`, `AUTH_FAILED`) fails `send`
+   * with that error: the request was not processed. @default none
+   */
+  readonly authorizer?: Pick<ServerAuthorizer, 'wrap'>;
 }
 
 /** JSON-RPC code of the error answer this transport gives for an HTTP failure without one. */
@@ -101,11 +108,15 @@ export class ModernHttpTransport implements Transport {
   readonly #paramHeaders = new Map<string, ReadonlyMap<string, string>>();
   /** The connection pool of this transport (none with a caller's `fetch`). */
   readonly #pool: ConnectionPool | undefined;
+  /** The fetch every POST goes through: the caller's or the global one, authorized. */
+  readonly #fetch: typeof fetch;
   #closed = false;
 
   constructor(options: ModernHttpOptions) {
     this.#options = options;
     this.#pool = options.fetch === undefined ? new ConnectionPool() : undefined;
+    const base = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#fetch = options.authorizer?.wrap(base) ?? base;
   }
 
   start(): Promise<void> {
@@ -139,7 +150,7 @@ export class ModernHttpTransport implements Transport {
     };
     let response: Response;
     try {
-      response = await (this.#options.fetch ?? fetch)(this.#options.url, {
+      response = await this.#fetch(this.#options.url, {
         method: 'POST',
         headers: { ...modernHeaders(this.#options.headers, m), ...this.#paramHeadersFor(m) },
         body: JSON.stringify(message),

@@ -140,16 +140,29 @@ export function reuseOf(
 
 /**
  * The principal a listing is fetched as: a sha256 digest of the credentials the server sees (the
- * HTTP headers; the stdio environment, passed-through values included). Never the values.
+ * HTTP headers and bearer token; the stdio environment, passed-through values included) and of the
+ * OAuth principal the tokens act for (`authPrincipal`, `issuer + ' ' + subject`). Never the
+ * values, never an access token: a refreshed token of the same principal keeps the principal.
  */
-export function principalOf(config: ServerConfig): string {
+export function principalOf(config: ServerConfig, authPrincipal = ''): string {
   const credentials =
     config.transport === 'stdio'
       ? {
           env: sorted(config.env),
           passthrough: config.envPassthrough.map((name) => [name, process.env[name] ?? null]),
         }
-      : { headers: sorted(config.headers) };
+      : {
+          headers: sorted(config.headers),
+          // Left out without auth, so the principal of a plain entry stays as it was.
+          ...(config.auth === undefined
+            ? {}
+            : {
+                auth:
+                  config.auth.type === 'bearer'
+                    ? { bearer: config.auth.token }
+                    : { oauth: authPrincipal },
+              }),
+        };
   return createHash('sha256').update(JSON.stringify(credentials)).digest('hex');
 }
 
@@ -158,11 +171,11 @@ export function listingConfigKey(config: ServerConfig): string {
   return JSON.stringify({ tools: config.tools ?? null, limits: sorted(config.limits) });
 }
 
-/** The listing context of a server entry. */
-export function listingContextOf(config: ServerConfig): ListingContext {
+/** The listing context of a server entry whose OAuth tokens act for `authPrincipal`. */
+export function listingContextOf(config: ServerConfig, authPrincipal = ''): ListingContext {
   return {
     audience: config.audience,
-    principal: principalOf(config),
+    principal: principalOf(config, authPrincipal),
     configKey: listingConfigKey(config),
   };
 }

@@ -37,6 +37,8 @@ import type {
   ServerLogMessage,
 } from '../connection.js';
 import type { FaultSource } from '../transports/guard.js';
+import { NO_REDACTION, type Redactor } from '../redact.js';
+import { isAuthRefusal, withAuthDetail } from '../transports/http-auth.js';
 import {
   cacheHintsOf,
   eraError,
@@ -87,6 +89,11 @@ export interface ModernConnectionOptions {
   readonly firstId?: number;
   /** The clock of the listen stream's re-listen backoff. @default the real clock */
   readonly clock?: RuntimeClock;
+  /**
+   * Scrubs the secrets of the server's configuration (and the tokens its authorizer learned) out
+   * of every error a request fails with, server-sent text included. @default none
+   */
+  readonly redactor?: Redactor;
 }
 
 /** One modern-era connection; see the module comment. `close()` is idempotent. */
@@ -103,6 +110,7 @@ export class ModernConnection implements Connection {
   readonly #handlers: ClientHandlers;
   readonly #listeners: ConnectionListeners;
   readonly #fault: FaultSource;
+  readonly #redactor: Redactor;
   #nextId: number;
   #closing: Promise<void> | undefined;
   #serverInfo: { readonly name: string; readonly version: string } | undefined;
@@ -118,6 +126,7 @@ export class ModernConnection implements Connection {
     this.#listeners = new ConnectionListeners(options.stderr);
     this.#handlers = options.handlers ?? {};
     this.#fault = options.fault ?? (() => undefined);
+    this.#redactor = options.redactor ?? NO_REDACTION;
     this.#nextId = options.firstId ?? 1;
     this.#serverInfo = options.discover.serverInfo;
     const tools = options.discover.capabilities['tools'];
@@ -127,7 +136,7 @@ export class ModernConnection implements Connection {
       listChanged: isRecord(tools) && tools['listChanged'] === true,
     });
     this.#transport.onmessage = (message) => this.#receive(message);
-    this.#transport.onerror = (error) => this.#listeners.error(error);
+    this.#transport.onerror = (error) => this.#listeners.error(this.#redactor.error(error));
     this.#transport.onclose = () => this.#markClosed();
     this.#listen = new ListenStream({
       server: this.name,
@@ -281,18 +290,21 @@ export class ModernConnection implements Connection {
     );
   }
 
+  /** {@link #send}, its failure scrubbed by the server's redactor (a server may echo secrets). */
   #request(
     method: string,
     params: Record<string, unknown>,
-    options: {
-      readonly timeoutMs: number;
-      readonly signal?: AbortSignal | undefined;
-      readonly tool?: string;
-      /** Set to `sent` when the request is handed to the transport (a `tools/call` only). */
-      readonly delivery?: DeliveryRecord;
-      /** Told the JSON-RPC id the request goes out with. */
-      readonly onId?: (id: number) => void;
-    },
+    options: RequestOptions,
+  ): Promise<unknown> {
+    return this.#send(method, params, options).catch((error: unknown) => {
+      throw error instanceof Error ? this.#redactor.error(error) : error;
+    });
+  }
+
+  #send(
+    method: string,
+    params: Record<string, unknown>,
+    options: RequestOptions,
   ): Promise<unknown> {
     const ctx = {
       server: this.name,
@@ -378,10 +390,20 @@ export class ModernConnection implements Connection {
       } as JSONRPCMessage;
       // The request's bytes are handed to the transport here: from now on it may have run.
       written = true;
+      const before = options.delivery?.delivery;
       if (options.delivery !== undefined) options.delivery.delivery = 'sent';
       this.#transport.send(message).catch((error: unknown) => {
         if (!this.#pending.has(id)) return;
         settle();
+        if (isAuthRefusal(error)) {
+          // Refused before the server processed it: this round did not run (an earlier round
+          // that was sent still counts), and the caller gets the authorization error itself.
+          if (options.delivery !== undefined && before !== undefined) {
+            options.delivery.delivery = before;
+          }
+          reject(withAuthDetail(error, detailOf(ctx, deliveryOf())));
+          return;
+        }
         reject(this.fault ?? this.#lostError(ctx, deliveryOf(), error));
       });
     });
@@ -522,6 +544,17 @@ export class ModernConnection implements Connection {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+/** Options of one request of a {@link ModernConnection}. */
+interface RequestOptions {
+  readonly timeoutMs: number;
+  readonly signal?: AbortSignal | undefined;
+  readonly tool?: string;
+  /** Set to `sent` when the request is handed to the transport (a `tools/call` only). */
+  readonly delivery?: DeliveryRecord;
+  /** Told the JSON-RPC id the request goes out with. */
+  readonly onId?: (id: number) => void;
 }
 
 type Ctx = { readonly server: string; readonly method: string; readonly tool?: string };

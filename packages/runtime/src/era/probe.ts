@@ -8,6 +8,7 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { ErrorCode, RuntimeError } from '@stepbind/binding/internal';
+import { isAuthRefusal } from '../transports/http-auth.js';
 import {
   MODERN_PROTOCOL_VERSION,
   parseDiscover,
@@ -36,7 +37,8 @@ export type ProbeOutcome =
  * The transport's `onmessage`/`onclose` are borrowed and released again on every path.
  *
  * @throws RuntimeError `SERVER_START_FAILED` when the server exits (or the write fails) before
- *   answering; `ABORTED` when `signal` aborts.
+ *   answering; `ABORTED` when `signal` aborts; `AUTH_REQUIRED` / `AUTH_FAILED` when the
+ *   transport's authorizer refused to send it.
  */
 export function probeEra(
   server: string,
@@ -83,12 +85,18 @@ export function probeEra(
     transport.onclose = () => fail('the server exited while answering server/discover');
     transport
       .send({ jsonrpc: '2.0', id: PROBE_ID, method: 'server/discover', params: withEnvelope() })
-      .catch((error: unknown) =>
+      .catch((error: unknown) => {
+        if (isAuthRefusal(error)) {
+          // Not authorized (no login, a refused token): the start fails with that, not as a crash.
+          release();
+          reject(error);
+          return;
+        }
         fail(
           `server/discover could not be sent: ${error instanceof Error ? error.message : String(error)}`,
           error,
-        ),
-      );
+        );
+      });
   });
 }
 

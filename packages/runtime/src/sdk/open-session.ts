@@ -37,6 +37,8 @@ const START_CODES: ReadonlySet<string> = new Set([
   ErrorCode.SERVER_START_FAILED,
   ErrorCode.MESSAGE_TOO_LARGE,
   ErrorCode.MALFORMED_MESSAGE,
+  ErrorCode.AUTH_REQUIRED,
+  ErrorCode.AUTH_FAILED,
 ]);
 
 /**
@@ -44,7 +46,7 @@ const START_CODES: ReadonlySet<string> = new Set([
  * client is closed (for stdio: the whole process group, waited for) before this rejects.
  *
  * @throws RuntimeError `SERVER_START_FAILED` (with the last transport errors), `TIMEOUT`,
- *   `ABORTED`, `MESSAGE_TOO_LARGE` or `MALFORMED_MESSAGE`.
+ *   `ABORTED`, `MESSAGE_TOO_LARGE`, `MALFORMED_MESSAGE`, `AUTH_REQUIRED` or `AUTH_FAILED`.
  */
 export async function openSession(
   name: string,

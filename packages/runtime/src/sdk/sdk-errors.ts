@@ -5,6 +5,7 @@
 import { ErrorCode as RpcErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { ErrorCode, RuntimeError, StepbindError, type Delivery } from '@stepbind/binding/internal';
 import { guardErrorOf, type FaultError } from '../transports/guard.js';
+import { isAuthRefusal, withAuthDetail } from '../transports/http-auth.js';
 
 /** Error-mapping context: what was being done, to whom. */
 export interface MapContext {
@@ -24,11 +25,20 @@ export interface MapContext {
  * our own abort → `ABORTED`; SDK request timeout (-32001) → `TIMEOUT`; connection closed (-32000)
  * or a transport that is gone → `CONNECTION_CLOSED` (or the fault that closed it, such as
  * `MESSAGE_TOO_LARGE`), or `OUTCOME_UNKNOWN` when `ctx.delivery` says the request was already
- * written; a response the transport guard refused → its `MALFORMED_MESSAGE` or
+ * written; an authorization refusal (`AUTH_REQUIRED`, `AUTH_FAILED`) keeps its code, not sent; a
+ * response the transport guard refused → its `MALFORMED_MESSAGE` or
  * `MESSAGE_TOO_LARGE`; any other JSON-RPC error → `SERVER_ERROR` with `detail.rpcCode`. With
  * `ctx.delivery`, every error carries it as `detail.delivery`.
  */
 export function mapSdkError(error: unknown, ctx: MapContext): StepbindError {
+  if (isAuthRefusal(error)) {
+    // The authorizer refused before the server processed it (see `transports/http-auth.ts`).
+    return withAuthDetail(error, {
+      server: ctx.server,
+      ...(ctx.tool === undefined ? {} : { tool: ctx.tool }),
+      ...(ctx.delivery === undefined ? {} : { delivery: 'not-sent' }),
+    });
+  }
   if (error instanceof StepbindError) return error;
   const guarded = guardErrorOf(error);
   if (guarded !== undefined) return guarded;

@@ -59,6 +59,11 @@ export interface ServerHost {
   invalidateViews(): void;
   /** Registers background work, awaited by the runtime's `close()`. */
   track(work: Promise<void>): void;
+  /**
+   * Who server `name`'s requests act for under `config` (the OAuth principal, `''` for none):
+   * part of its catalog identity, never a token.
+   */
+  authPrincipal(name: string, config: ServerConfig): string;
   /** True when `server` is the one the current ConnectionSet serves under its name. */
   inService(server: { readonly name: string }): boolean;
 }

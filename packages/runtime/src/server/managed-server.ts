@@ -90,7 +90,7 @@ export class ManagedServer implements PublicationTarget {
     this.#config = config;
     this.identityKey = identityKey;
     this.#connection = connection;
-    this.#identity = identityOf(name, config, connection);
+    this.#identity = identityOf(name, config, connection, host.authPrincipal(name, config));
     const active = (): boolean => !host.closed && this.#closing === undefined;
     this.#debouncer = new ListChangedDebouncer({
       clock: host.clock,
@@ -318,7 +318,12 @@ export class ManagedServer implements PublicationTarget {
   async reconnect(config: ServerConfig, signal: AbortSignal): Promise<Reconnected> {
     const connection = await this.#host.connect(this.name, config, { signal });
     try {
-      const identity = identityOf(this.name, config, connection);
+      const identity = identityOf(
+        this.name,
+        config,
+        connection,
+        this.#host.authPrincipal(this.name, config),
+      );
       const identityChanged = !sameServer(identity, this.#identity);
       const { snapshot, listingKey } = await this.discover(config, signal, {
         connection,

@@ -10,6 +10,7 @@
  */
 import type { Delivery } from '@stepbind/binding/internal';
 import type { Redactor } from '../redact.js';
+import { isAuthRefusal } from './http-auth.js';
 
 /** Why an HTTP session ended, as the watch saw it. Messages are redacted. */
 export interface SessionLoss {
@@ -152,6 +153,13 @@ export class HttpSessionWatch {
     try {
       response = await this.#base(input, init);
     } catch (error) {
+      if (isAuthRefusal(error)) {
+        // The authorizer could not authorize it, or the server refused its credentials: it did
+        // not run, and the session is as it was (a login later lets the next request through).
+        // Not `refused`: that reads as a session refusal; the caller maps the error itself.
+        this.#mark(ids, 'not-sent', undefined);
+        throw error;
+      }
       if (!this.#ours(init)) {
         const notSent = NOT_SENT_CODES.has(errorCode(error));
         this.#mark(ids, notSent ? 'not-sent' : 'sent', notSent ? 'refused' : 'broken');

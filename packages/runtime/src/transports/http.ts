@@ -27,7 +27,7 @@ import {
   type CommonServerConfig,
 } from '../config-values.js';
 import type { ConfigText } from '../interpolate.js';
-import { createRedactor, type Redactor } from '../redact.js';
+import { createRedactor, type LearningRedactor, type Redactor } from '../redact.js';
 import {
   checkMessage,
   malformedMessageError,
@@ -37,16 +37,20 @@ import {
   type FaultError,
 } from './guard.js';
 import { HttpSessionWatch } from './http-session.js';
+import { authIdentity, authSecrets, parseAuthConfig } from './http-auth.js';
+import type { ServerAuthConfig, ServerAuthorizer } from '../auth/types.js';
 
 /** A server reached over Streamable HTTP. */
 export interface HttpServerConfig extends CommonServerConfig {
   readonly transport: 'http';
   readonly url: string;
   readonly headers: Readonly<Record<string, string>>;
+  /** How requests are authorized: a static bearer token or OAuth 2.1 (DESIGN §16). @default none */
+  readonly auth?: ServerAuthConfig;
 }
 
 /** The keys of a Streamable HTTP server entry on top of the common ones. */
-export const HTTP_KEYS: readonly string[] = ['url', 'headers'];
+export const HTTP_KEYS: readonly string[] = ['url', 'headers', 'auth'];
 
 /** Parses the HTTP keys of a server entry (`text` checks and reads a string value, `read` a string of a record, both as the file's dialect says). */
 export function parseHttpConfig(
@@ -67,27 +71,40 @@ export function parseHttpConfig(
     fail(`${path}.url`, 'must be an http or https URL');
   }
   assertNoUrlCredentials(parsed, `${path}.url`);
+  const headers = expectStringRecord(
+    obj['headers'],
+    `${path}.headers`,
+    HEADER_NAME,
+    'an HTTP header name (RFC 9110 token)',
+    read,
+  );
+  const auth =
+    obj['auth'] === undefined ? undefined : parseAuthConfig(obj['auth'], `${path}.auth`, text);
+  const authorization = Object.keys(headers).find((h) => h.toLowerCase() === 'authorization');
+  if (auth !== undefined && authorization !== undefined) {
+    fail(
+      `${path}.headers.${authorization}`,
+      'is set by the "auth" block; remove this header (or the "auth" block, to send the header as it is)',
+    );
+  }
   const config: HttpServerConfig = {
     ...common,
     transport: 'http',
     url,
-    headers: expectStringRecord(
-      obj['headers'],
-      `${path}.headers`,
-      HEADER_NAME,
-      'an HTTP header name (RFC 9110 token)',
-      read,
-    ),
+    headers,
+    ...(auth === undefined ? {} : { auth }),
   };
   return Object.freeze(config);
 }
 
-/** The identity key of an HTTP server: url, headers, audience, roots, a non-default message limit. */
+/** The identity key of an HTTP server: url, headers, auth (secrets digested), audience, roots, a non-default message limit. */
 export function httpIdentityKey(config: HttpServerConfig): string {
   return computeTransportDigest({
     transport: 'http',
     url: config.url,
     headers: config.headers,
+    // Secrets only as digests: a changed token or client is a new server, no key holds a secret.
+    ...(config.auth === undefined ? {} : { auth: authIdentity(config.auth) }),
     audience: config.audience,
     ...(config.roots.length === 0 ? {} : { roots: config.roots }),
     // A pinned era is part of the connection (left out for "auto", so older digests stay).
@@ -98,17 +115,32 @@ export function httpIdentityKey(config: HttpServerConfig): string {
   });
 }
 
+/** The redactor of an HTTP server entry: its URL, header values and `auth` secrets. */
+export function httpRedactor(config: HttpServerConfig): LearningRedactor {
+  return createRedactor(config.url, config.headers, authSecrets(config.auth));
+}
+
+/** The authorization of one HTTP connection (kept by the runtime across its reconnects). */
+export interface HttpAuthOptions {
+  /** Authorizes every request (its `wrap` is the session watch's base fetch). */
+  readonly authorizer?: ServerAuthorizer;
+  /** The server's redactor, which learns its tokens. @default {@link httpRedactor} of the entry */
+  readonly redactor?: Redactor;
+}
+
 /**
  * The guarded Streamable HTTP transport of a server entry, with the session watch under its
- * `fetch` and the redactor of its URL and headers.
+ * `fetch` (and the authorizer under the watch, so delivery marking sees the final answer) and the
+ * redactor of its URL, headers and secrets.
  */
 export function openHttpTransport(
   name: string,
   config: HttpServerConfig,
+  auth: HttpAuthOptions = {},
 ): { transport: GuardedHttpTransport; watch: HttpSessionWatch; redactor: Redactor } {
   assertNoUrlCredentials(config.url, `$.mcpServers.${name}.url`);
-  const redactor = createRedactor(config.url, config.headers);
-  const watch = new HttpSessionWatch(redactor);
+  const redactor = auth.redactor ?? httpRedactor(config);
+  const watch = new HttpSessionWatch(redactor, auth.authorizer?.wrap(fetch) ?? fetch);
   const transport = new GuardedHttpTransport({
     server: name,
     url: config.url,

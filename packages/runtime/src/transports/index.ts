@@ -4,7 +4,7 @@
  * over the kinds; a new transport is one new file and one case in each function here.
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { ServerIdentity } from '@stepbind/binding/internal';
+import { computeTransportDigest, type ServerIdentity } from '@stepbind/binding/internal';
 import type { CommonServerConfig } from '../config-values.js';
 import type { ConfigText } from '../interpolate.js';
 import type { Redactor } from '../redact.js';
@@ -14,6 +14,7 @@ import {
   httpIdentityKey,
   openHttpTransport,
   parseHttpConfig,
+  type HttpAuthOptions,
   type HttpServerConfig,
 } from './http.js';
 import type { HttpSessionWatch } from './http-session.js';
@@ -27,7 +28,7 @@ import {
 } from './stdio.js';
 
 export type { Transport };
-export type { HttpServerConfig } from './http.js';
+export type { HttpAuthOptions, HttpServerConfig } from './http.js';
 export type { StdioServerConfig } from './stdio.js';
 
 /** One configured server: a stdio child process or a Streamable HTTP endpoint. */
@@ -54,14 +55,19 @@ export function parseTransportConfig(
 
 /**
  * The digest of the transport settings that make a connection reusable: transport, command, args,
- * env, cwd, url, headers, audience and `maxMessageBytes`. A change means a new connection (and a
+ * env, cwd, url, headers, auth (secrets as digests), audience and `maxMessageBytes`. A change means a new connection (and a
  * new identity).
  */
 export function identityKeyOf(config: ServerConfig): string {
   return config.transport === 'stdio' ? stdioIdentityKey(config) : httpIdentityKey(config);
 }
 
-/** The identity of a live connection: configured name, transport digest, serverInfo, protocol. */
+/**
+ * The identity of a live connection: configured name, transport digest, serverInfo, protocol.
+ * With OAuth, the digest also covers the `principal` the tokens act for (never a token), so the
+ * catalog of one principal is never the registry entry, local or fleet-wide, of another; a
+ * refreshed token of the same principal keeps the identity.
+ */
 export function identityOf(
   name: string,
   config: ServerConfig,
@@ -71,11 +77,14 @@ export function identityOf(
       readonly protocolVersion: string | undefined;
     };
   },
+  principal = '',
 ): ServerIdentity {
   const { serverInfo, protocolVersion } = connection.hello;
+  const key = identityKeyOf(config);
   return Object.freeze({
     name,
-    transportDigest: identityKeyOf(config),
+    // Without a principal the digest stays the transport's own (older digests unchanged).
+    transportDigest: principal === '' ? key : computeTransportDigest({ key, principal }),
     ...(serverInfo === undefined ? {} : { serverInfo }),
     ...(protocolVersion === undefined ? {} : { protocolVersion }),
   });
@@ -96,13 +105,18 @@ export interface OpenedTransport {
 export function openTransport(
   name: string,
   config: ServerConfig,
-  options: { readonly stderr?: 'tail' | 'inherit'; readonly closeGraceMs?: number },
+  options: {
+    readonly stderr?: 'tail' | 'inherit';
+    readonly closeGraceMs?: number;
+    /** An HTTP server's authorization and redactor (see {@link HttpAuthOptions}). */
+    readonly auth?: HttpAuthOptions;
+  },
   tail: StderrTail,
 ): OpenedTransport {
   if (config.transport === 'stdio') {
     const stdio = openStdioTransport(name, config, options, tail);
     return { transport: stdio, pid: () => stdio.pid, fault: () => stdio.fault };
   }
-  const { transport, watch, redactor } = openHttpTransport(name, config);
+  const { transport, watch, redactor } = openHttpTransport(name, config, options.auth);
   return { transport, pid: () => undefined, fault: () => undefined, http: { watch, redactor } };
 }
