@@ -142,6 +142,16 @@ export type {
   TokenStore,
 } from './auth/types.js';
 export { MemoryTokenStore } from './auth/memory-token-store.js';
+export { FileTokenStore, type FileTokenStoreOptions } from './auth/file-token-store.js';
+export { openDefaultTokenStore, stateDirectory } from './auth/default-store.js';
+export {
+  CALLBACK_TIMEOUT_MS,
+  listenForCallback,
+  loopbackAuthorize,
+  type CallbackListener,
+  type CallbackListenerOptions,
+  type LoopbackAuthorizeOptions,
+} from './auth/loopback.js';
 export type { SessionLoss } from './transports/http-session.js';
 export type {
   CallRequestOptions,

@@ -78,7 +78,10 @@ export class McpRuntime {
       ...(options.onElicitation === undefined ? {} : { onElicitation: options.onElicitation }),
     };
     const eras: EraMemory = new Map(); // era: remembered per server for this runtime
-    const authorizers = new ServerAuthorizers(options);
+    const authorizers = new ServerAuthorizers(
+      options,
+      fleet === undefined ? undefined : () => fleet.tokenStore(),
+    );
     const connect: ServerConnector =
       options.connect ??
       ((name, cfg, o) => {

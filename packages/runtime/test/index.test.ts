@@ -35,7 +35,9 @@ describe('@stepbind/runtime public surface', () => {
   it('exports exactly these values (a new export is a deliberate act)', () => {
     expect(Object.keys(runtime).sort()).toEqual(
       [
+        'CALLBACK_TIMEOUT_MS',
         'DEFAULT_REDIRECT_URI',
+        'FileTokenStore',
         'JOURNAL_APPLICATION_ID',
         'JOURNAL_SCHEMA_VERSION',
         'McpRuntime',
@@ -45,10 +47,14 @@ describe('@stepbind/runtime public surface', () => {
         'createRedactor',
         'discoverTools',
         'enumerateTools',
+        'listenForCallback',
+        'loopbackAuthorize',
+        'openDefaultTokenStore',
         'openSqliteJournal',
         'parseConfig',
         'redactHeaders',
         'redactUrl',
+        'stateDirectory',
         ...FROM_BINDING,
       ].sort(),
     );

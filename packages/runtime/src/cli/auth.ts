@@ -96,11 +96,9 @@ interface OAuthTarget {
   readonly auth: OAuthConfig;
 }
 
-/** The server's `auth` block, read so this compiles before and after the config learns `auth`. */
+/** The server's `auth` block (HTTP servers only). */
 function authOf(server: ServerConfig): ServerAuthConfig | undefined {
-  return server.transport === 'http'
-    ? (server as { readonly auth?: ServerAuthConfig }).auth
-    : undefined;
+  return server.transport === 'http' ? server.auth : undefined;
 }
 
 /** `name`'s OAuth settings, or `INVALID_CONFIG` naming the config path and the fix. */
@@ -479,16 +477,7 @@ async function openStore(io: CliIo, config: RuntimeConfig | undefined): Promise<
   if (config?.store !== undefined) {
     const { attachFleet } = await import('../fleet/attach.js');
     const fleet = await attachFleet(config.store);
-    const tokenStore = (fleet as { tokenStore?: () => TokenStore }).tokenStore;
-    if (tokenStore === undefined) {
-      await fleet.close();
-      throw new RuntimeError(
-        ErrorCode.STORE_UNAVAILABLE,
-        `The fleet store ${fleet.location} keeps no OAuth logins in this build of stepbind.`,
-        { detail: { store: fleet.location } },
-      );
-    }
-    return { store: tokenStore.call(fleet), close: () => fleet.close() };
+    return { store: fleet.tokenStore(), close: () => fleet.close() };
   }
   const store = openDefaultTokenStore();
   return { store, close: async () => await store.close?.() };

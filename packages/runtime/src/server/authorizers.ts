@@ -52,8 +52,12 @@ export class ServerAuthorizers {
   /** True when the runtime opened the store (and so closes it); a given store is the caller's. */
   #ownsStore = false;
 
-  constructor(options: AuthorizerOptions) {
+  /** The fleet's PostgreSQL token store, when the runtime has a fleet `store`. */
+  readonly #fleetStore: (() => TokenStore) | undefined;
+
+  constructor(options: AuthorizerOptions, fleetStore?: () => TokenStore) {
     this.#options = options;
+    this.#fleetStore = fleetStore;
   }
 
   /**
@@ -129,12 +133,12 @@ export class ServerAuthorizers {
   }
 
   /**
-   * THE place the token store is chosen: the application's, else the per-user default. A fleet
-   * store (tokens in PostgreSQL, DESIGN §15) takes its place here once it exists.
+   * THE place the token store is chosen: the application's, else the fleet's (tokens in
+   * PostgreSQL, closed with the fleet store), else the per-user file.
    */
   #tokenStore(): TokenStore {
     if (this.#store !== undefined) return this.#store;
-    const given = this.#options.tokenStore;
+    const given = this.#options.tokenStore ?? this.#fleetStore?.();
     this.#ownsStore = given === undefined;
     this.#store = given ?? openDefaultTokenStore();
     return this.#store;
