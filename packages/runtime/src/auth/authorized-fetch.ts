@@ -94,8 +94,7 @@ async function send(
       (init?.body ?? null) as oauth.ProtectedResourceRequestBody,
       {
         // The caller's init (a dispatcher) under oauth4webapi's method, headers, body and signal.
-        [oauth.customFetch]: (target, options) =>
-          base(target, { ...init, ...options }),
+        [oauth.customFetch]: (target, options) => base(target, { ...init, ...options }),
         ...(isLoopback(url) ? { [oauth.allowInsecureRequests]: true } : {}),
         ...(init?.signal == null ? {} : { signal: init.signal }),
         ...(dpop === undefined ? {} : { DPoP: dpop }),

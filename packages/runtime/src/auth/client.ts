@@ -92,12 +92,22 @@ async function fromSecret(
   return Promise.resolve({
     client: { client_id: clientId },
     clientAuth:
-      method === 'client_secret_post'
-        ? oauth.ClientSecretPost(secret)
-        : oauth.ClientSecretBasic(secret),
+      method === 'client_secret_post' ? oauth.ClientSecretPost(secret) : secretBasic(secret),
     clientId,
     method,
   });
+}
+
+/**
+ * `client_secret_basic` with the id and secret percent-encoded as URI components. oauth4webapi's
+ * own also encodes `-`, `.`, `_`, `~` (strict RFC 6749 form encoding), which servers that do not
+ * decode the user name (the MCP SDK's among them) then refuse; both forms decode to the same.
+ */
+function secretBasic(secret: string): oauth.ClientAuth {
+  return (_as, client, _body, headers) => {
+    const credentials = `${encodeURIComponent(client.client_id)}:${encodeURIComponent(secret)}`;
+    headers.set('authorization', `Basic ${Buffer.from(credentials).toString('base64')}`);
+  };
 }
 
 type SigningKey = Awaited<ReturnType<typeof importPKCS8>>;
@@ -184,7 +194,7 @@ async function register(request: ClientRequest): Promise<Registered> {
       ...insecureFor(as.registration_endpoint),
       ...(request.signal === undefined ? {} : { signal: request.signal }),
     });
-    client = await oauth.processDynamicClientRegistrationResponse(response);
+    client = await oauth.processDynamicClientRegistrationResponse(await lenient(response));
   } catch (error) {
     if (request.signal?.aborted === true) throw error;
     throw authFailed(request.context, {
@@ -213,4 +223,29 @@ async function register(request: ClientRequest): Promise<Registered> {
       : {}),
   });
   return { clientId: client.client_id, method, ...(secret === undefined ? {} : { secret }) };
+}
+
+/**
+ * RFC 7591 requires `client_secret_expires_at` with a secret, and oauth4webapi enforces it; servers
+ * that omit it (the MCP SDK's own among them) mean "never expires", which is what 0 says.
+ */
+async function lenient(response: Response): Promise<Response> {
+  if (!response.ok) return response;
+  const body: unknown = await response
+    .clone()
+    .json()
+    .catch(() => undefined);
+  if (
+    typeof body !== 'object' ||
+    body === null ||
+    !('client_secret' in body) ||
+    'client_secret_expires_at' in body
+  ) {
+    return response;
+  }
+  await response.body?.cancel();
+  return new Response(JSON.stringify({ ...body, client_secret_expires_at: 0 }), {
+    status: response.status,
+    headers: response.headers,
+  });
 }

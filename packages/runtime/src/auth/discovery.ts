@@ -167,7 +167,7 @@ export async function discoverAuthorizationServer(
       throw authFailed(io.context, {
         reason: mismatch ? 'issuer-mismatch' : 'metadata',
         message: mismatch
-          ? `the authorization server metadata at ${candidate} names another issuer than ${issuer}`
+          ? `the authorization server metadata at ${candidate} names another issuer than ${issuer} (${describe(error)})`
           : `the authorization server metadata at ${candidate} is unusable: ${describe(error)}`,
         issuer,
         fix: 'the authorization server is misconfigured; tell its operator',
