@@ -152,7 +152,12 @@ export class OAuthSession {
         // The refresh token is dead too: a new login below.
       }
     }
-    const scopes = selectScopes({
+    return await this.#login(where, this.#scopesFor(challenge, where), signal);
+  }
+
+  /** The scopes of a new login: configured, else challenged, else the resource's, else none. */
+  #scopesFor(challenge: Challenge, where: Where): readonly string[] {
+    return selectScopes({
       ...(this.#options.config.scopes === undefined
         ? {}
         : { configured: this.#options.config.scopes }),
@@ -163,7 +168,6 @@ export class OAuthSession {
       as: where.discovery.as,
       userLogin: this.#codeFlow,
     });
-    return await this.#login(where, scopes, signal);
   }
 
   /** After a 403 `insufficient_scope`: log in again for the union of the scopes asked so far. */
@@ -176,7 +180,8 @@ export class OAuthSession {
 
   /** Logs in now, whatever is stored (`stepbind login`). */
   async login(signal: AbortSignal | undefined): Promise<CurrentLogin> {
-    return await this.recover({ dpop: false }, undefined, signal);
+    const where = await this.#discover({ dpop: false }, signal);
+    return await this.#login(where, this.#scopesFor({ dpop: false }, where), signal);
   }
 
   /** Forgets the login (revoking its refresh token where the server supports revocation). */

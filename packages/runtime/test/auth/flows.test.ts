@@ -179,4 +179,19 @@ describe('OAuth flows against a real loopback authorization server', () => {
       expect(shown(error)).not.toContain(secret);
     }
   });
+
+  it('login() logs in again whatever is stored, and logout() forgets the login', async () => {
+    await using tiny = await startTinyOAuth();
+    const calls: URL[] = [];
+    const h = harness(tiny, {}, { authorize: browser(calls) });
+    await call(h, tiny);
+
+    const status = await h.auth.login();
+    await h.auth.logout();
+
+    expect(calls).toHaveLength(2);
+    expect(status).toMatchObject({ server: 'tiny', state: 'logged-in', issuer: tiny.origin });
+    expect(await h.store.list()).toEqual([]);
+    expect((await h.auth.status()).state).toBe('logged-out');
+  });
 });
