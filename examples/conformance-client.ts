@@ -12,6 +12,9 @@
  */
 import { McpRuntime, toStrictSchema, toToolResult, type McpBinding } from '@stepbind/runtime';
 
+// The package does not export the in-memory token store yet (slice A2 decides the public surface).
+import { MemoryTokenStore } from '../packages/runtime/src/auth/memory-token-store.js';
+
 const url = process.argv.at(-1);
 const scenario = process.env['MCP_CONFORMANCE_SCENARIO'] ?? '';
 if (url === undefined || !/^https?:\/\//.test(url)) {
@@ -54,13 +57,67 @@ const CALLS: Readonly<Record<string, readonly string[]>> = {
 /** The tool whose schema `json_schema_echo` takes back (SEP-1613 / SEP-2106). */
 const ECHOED_TOOL = 'json_schema_2020_12_tool';
 
+/**
+ * The `auth` block of an `auth/*` scenario: OAuth with what the scenario hands its client in
+ * `MCP_CONFORMANCE_CONTEXT` (a pre-registered `client_id` and `client_secret`, or a
+ * `private_key_pem` and its `signing_algorithm`), client credentials for the headless scenarios,
+ * and the harness's Client ID Metadata Document URL (used where the server supports CIMD).
+ */
+function authBlock(): Record<string, unknown> | undefined {
+  if (!scenario.startsWith('auth/')) return undefined;
+  let context: Record<string, unknown> = {};
+  try {
+    context = JSON.parse(process.env['MCP_CONFORMANCE_CONTEXT'] ?? '{}') as Record<string, unknown>;
+  } catch {
+    context = {};
+  }
+  const text = (key: string): string | undefined =>
+    typeof context[key] === 'string' ? context[key] : undefined;
+  const clientId = text('client_id');
+  const clientSecret = text('client_secret');
+  const privateKey = text('private_key_pem');
+  const privateKeyAlg = text('signing_algorithm');
+  return {
+    type: 'oauth',
+    clientMetadataUrl: 'https://conformance-test.local/client-metadata.json',
+    ...(scenario.startsWith('auth/client-credentials') ? { grant: 'client_credentials' } : {}),
+    ...(clientId === undefined ? {} : { clientId }),
+    ...(clientSecret === undefined ? {} : { clientSecret }),
+    ...(privateKey === undefined ? {} : { privateKey }),
+    ...(privateKeyAlg === undefined ? {} : { privateKeyAlg }),
+  };
+}
+
+/**
+ * The application's `authorize` hook, as a browser would: follow the authorization URL and hand
+ * back where the authorization server redirects (the conformance server redirects at once).
+ */
+async function followRedirect({ authorizationUrl }: { authorizationUrl: URL }): Promise<string> {
+  const response = await fetch(authorizationUrl, { redirect: 'manual' });
+  await response.body?.cancel();
+  const location = response.headers.get('location');
+  if (location === null) throw new Error(`the authorization URL answered ${response.status}`);
+  return new URL(location, authorizationUrl).href;
+}
+
+const auth = authBlock();
 const runtime = await McpRuntime.open(
   {
     mcpServers: {
-      conformance: { type: 'http', url, required: true, approval: 'none' },
+      conformance: {
+        type: 'http',
+        url,
+        required: true,
+        approval: 'none',
+        ...(auth === undefined ? {} : { auth }),
+      },
     },
   },
   {
+    // Logins live in memory only: each scenario is a fresh authorization server.
+    ...(auth === undefined
+      ? {}
+      : { authorize: followRedirect, tokenStore: new MemoryTokenStore() }),
     // The application's answer to a form: accept, leaving every field to the schema's defaults
     // (stepbind declares `applyDefaults`, so the client fills them in; SEP-1034).
     onElicitation: () => Promise.resolve({ action: 'accept', content: {} }),

