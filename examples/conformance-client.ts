@@ -10,10 +10,13 @@
  *
  * Run by `pnpm conformance` (scripts/conformance.ts), not by hand.
  */
-import { McpRuntime, toStrictSchema, toToolResult, type McpBinding } from '@stepbind/runtime';
-
-// The package does not export the in-memory token store yet (slice A2 decides the public surface).
-import { MemoryTokenStore } from '../packages/runtime/src/auth/memory-token-store.js';
+import {
+  McpRuntime,
+  MemoryTokenStore,
+  toStrictSchema,
+  toToolResult,
+  type McpBinding,
+} from '@stepbind/runtime';
 
 const url = process.argv.at(-1);
 const scenario = process.env['MCP_CONFORMANCE_SCENARIO'] ?? '';
@@ -79,9 +82,11 @@ function authBlock(): Record<string, unknown> | undefined {
   const privateKeyAlg = text('signing_algorithm');
   return {
     type: 'oauth',
-    clientMetadataUrl: 'https://conformance-test.local/client-metadata.json',
     ...(scenario.startsWith('auth/client-credentials') ? { grant: 'client_credentials' } : {}),
-    ...(clientId === undefined ? {} : { clientId }),
+    // A pre-registered client id, else the metadata document's URL as the client id (CIMD).
+    ...(clientId === undefined
+      ? { clientMetadataUrl: 'https://conformance-test.local/client-metadata.json' }
+      : { clientId }),
     ...(clientSecret === undefined ? {} : { clientSecret }),
     ...(privateKey === undefined ? {} : { privateKey }),
     ...(privateKeyAlg === undefined ? {} : { privateKeyAlg }),

@@ -5,6 +5,8 @@
  * it never touches the connection, so a refreshed token never restarts one.
  */
 import { isStepbindError } from '@stepbind/binding';
+import { randomUUID } from 'node:crypto';
+
 import * as oauth from 'oauth4webapi';
 
 import { authFailed, authRequired, describe, type AuthErrorContext } from './auth-error.js';
@@ -31,6 +33,7 @@ import type {
   AuthorizeHook,
   AuthStatus,
   OAuthConfig,
+  OAuthTokens,
   StoredLogin,
   TokenKey,
   TokenStore,
@@ -82,7 +85,8 @@ export class OAuthSession {
   readonly #resource: string;
   #where: Where | undefined;
   #current: CurrentLogin | undefined;
-  #loaded = false;
+  /** The first read of the store (one per session, shared by concurrent first requests). */
+  #loading: Promise<void> | undefined;
   #scopes: readonly string[] | undefined;
   #loginFlight: Promise<CurrentLogin> | undefined;
 
@@ -115,10 +119,11 @@ export class OAuthSession {
    * then says how to log in).
    */
   async token(signal: AbortSignal | undefined): Promise<CurrentLogin | undefined> {
-    if (!this.#loaded) {
-      this.#loaded = true;
-      this.#current ??= await this.#stored();
-    }
+    // One shared read: a second request at the same moment must not go out without the token.
+    this.#loading ??= this.#stored().then((stored) => {
+      this.#current ??= stored;
+    });
+    await this.#loading;
     const current = this.#current;
     if (current === undefined || this.#fresh(current.login)) return current;
     if (current.login.tokens.refreshToken === undefined) return current;
@@ -188,7 +193,7 @@ export class OAuthSession {
   async logout(signal: AbortSignal | undefined): Promise<void> {
     const current = this.#current ?? (await this.#stored());
     this.#current = undefined;
-    this.#loaded = true;
+    this.#loading = Promise.resolve();
     if (current === undefined) return;
     await this.#options.store.delete(current.key);
     const refreshToken = current.login.tokens.refreshToken;
@@ -249,9 +254,10 @@ export class OAuthSession {
     const newest = summaries.sort((a, b) => b.updatedAt - a.updatedAt)[0];
     if (newest === undefined) return undefined;
     const login = await this.#options.store.get(newest.key);
-    // A DPoP-bound token is usable only with the key that made it, which never leaves a process.
-    if (login === undefined || login.tokens.tokenType === 'DPoP') return undefined;
+    if (login === undefined) return undefined;
     this.#learn(login);
+    // A DPoP-bound token is usable only with its key, stored with it (a login without one is not).
+    if (login.tokens.tokenType === 'DPoP' && !(await this.#adoptKey(login))) return undefined;
     return { key: newest.key, login };
   }
 
@@ -259,6 +265,42 @@ export class OAuthSession {
     this.#options.learnSecret(login.tokens.accessToken);
     if (login.tokens.refreshToken !== undefined)
       this.#options.learnSecret(login.tokens.refreshToken);
+    if (login.tokens.dpopKey !== undefined) this.#learnKey(login.tokens.dpopKey);
+  }
+
+  /** The key JSON and each of its private members are secrets. */
+  #learnKey(jwkJson: string): void {
+    this.#options.learnSecret(jwkJson);
+    try {
+      const jwk = JSON.parse(jwkJson) as Record<string, unknown>;
+      for (const name of ['d', 'p', 'q', 'dp', 'dq', 'qi']) {
+        const value = jwk[name];
+        if (typeof value === 'string') this.#options.learnSecret(value);
+      }
+    } catch {
+      // Not JSON: the whole string was learnt.
+    }
+  }
+
+  /** Uses a DPoP-bound login's stored key; false when it has none or it does not import. */
+  async #adoptKey(login: StoredLogin): Promise<boolean> {
+    const key = login.tokens.dpopKey;
+    if (key === undefined) return login.tokens.tokenType !== 'DPoP';
+    try {
+      await this.dpop.adopt(key);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** `tokens` with the DPoP key they are bound to (stored with them for other processes). */
+  async #withKey(tokens: OAuthTokens): Promise<OAuthTokens> {
+    if (tokens.tokenType !== 'DPoP') return tokens;
+    const dpopKey = await this.dpop.exportKey();
+    if (dpopKey === undefined) return tokens;
+    this.#learnKey(dpopKey);
+    return Object.freeze({ ...tokens, dpopKey });
   }
 
   /** Resource metadata, then its authorization server, then the client there. */
@@ -364,7 +406,7 @@ export class OAuthSession {
       clientId: where.client.clientId,
     };
     const login = await this.#options.store.put(key, {
-      tokens: result.tokens,
+      tokens: await this.#withKey(result.tokens),
       principal: this.#principal(as.issuer, where.client.clientId, result.subject),
       server: this.#options.server,
       scopes,
@@ -373,8 +415,14 @@ export class OAuthSession {
     return this.#current;
   }
 
+  /**
+   * Who a new login acts for: the subject when the token response named one; else, for a user's
+   * login, an id of this login (kept by its refreshes) so that two users of one client never
+   * share a principal; for client credentials, the client.
+   */
   #principal(issuer: string, clientId: string, subject: string | undefined): string {
-    return subject === undefined ? `${issuer} client:${clientId}` : `${issuer} ${subject}`;
+    if (subject !== undefined) return `${issuer} ${subject}`;
+    return this.#codeFlow ? `${issuer} login:${randomUUID()}` : `${issuer} client:${clientId}`;
   }
 
   /** Refresh through the single flight (threads, processes, the fleet); adopts a newer login. */
@@ -392,10 +440,16 @@ export class OAuthSession {
             issuer: current.key.issuer,
           });
         }
+        // Refreshed with the key the stored login is bound to (another process may have made it).
+        if (!(await this.#adoptKey(stored))) {
+          throw authRequired(this.context, 'the stored DPoP-bound login has no usable key', {
+            issuer: current.key.issuer,
+          });
+        }
         const grant = await this.#grantContext(where, refreshSignal);
         const result = await refreshGrant(grant, refreshToken);
         return {
-          tokens: result.tokens,
+          tokens: await this.#withKey(result.tokens),
           principal: stored.principal,
           ...(stored.server === undefined ? {} : { server: stored.server }),
           ...(stored.scopes === undefined ? {} : { scopes: stored.scopes }),
@@ -404,6 +458,8 @@ export class OAuthSession {
       ...(signal === undefined ? {} : { signal }),
     });
     this.#learn(login);
+    // A newer login another process wrote may be bound to its own key.
+    await this.#adoptKey(login);
     this.#current = { key: current.key, login };
     return this.#current;
   }

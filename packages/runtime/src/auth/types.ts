@@ -57,6 +57,11 @@ export interface OAuthTokens {
   readonly expiresAt?: number;
   /** The scopes granted (space-separated, as the server answered), when it said. */
   readonly scope?: string;
+  /**
+   * For a DPoP-bound token: the private key it is bound to, as JWK JSON (with its `alg`), so that
+   * another process sharing the store can use and refresh the login. A secret like the tokens.
+   */
+  readonly dpopKey?: string;
 }
 
 /**
@@ -73,9 +78,10 @@ export interface TokenKey {
 export interface StoredLogin {
   readonly tokens: OAuthTokens;
   /**
-   * Who the tokens act for: `issuer + ' ' + subject` (the id token's or introspected `sub`) or,
-   * without a subject, `issuer + ' client:' + clientId`. Goes into audience and listing keys; the
-   * token never does.
+   * Who the tokens act for: `issuer + ' ' + subject` (the id token's `sub`); without a subject,
+   * `issuer + ' login:' + id` (a random id made at login and kept by every refresh, so two users of
+   * one client never share a principal) or, for client credentials, `issuer + ' client:' +
+   * clientId`. Goes into audience and listing keys; the token never does.
    */
   readonly principal: string;
   /** ms since the epoch of the write. */

@@ -4,18 +4,15 @@
  * reuse detection (a second use of a rotated refresh token revokes the whole login, so a double
  * refresh cannot hide). Every process must stay logged in, without an `authorize` hook, and the
  * authorization server must see exactly one refresh per expiry.
- *
- * Needs slices A1/A2 (the flow and its wiring) and B (`FileTokenStore` in
- * `src/auth/file-token-store.ts`, compiled to `dist/`): the file-store suite enables itself once that
- * file exists. The PostgreSQL suite waits for the fleet store to keep tokens: flip
- * `FLEET_TOKEN_STORE_LANDED`.
+ * The authorization server offers DPoP, so the shared login is DPoP-bound: its key travels with it
+ * through the store. The workers run the built `dist/` (the suite runs after `tsc -b`).
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { McpRuntime, type McpRuntimeOptions } from '@stepbind/runtime';
+import { FileTokenStore, McpRuntime, type McpRuntimeOptions } from '@stepbind/runtime';
 import {
   propertyRun,
   startAuthorizationServer,
@@ -26,26 +23,14 @@ import {
 } from '@stepbind/testkit';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { AuthorizeHook, TokenStore } from '../../src/auth/types.js';
 import { usePostgres } from '../support/postgres.js';
 import { within } from '../support/wait.js';
 
 const WORKER = fileURLToPath(new URL('./oidc-fleet-worker.mjs', import.meta.url));
-const FILE_STORE_SOURCE = new URL('../../src/auth/file-token-store.ts', import.meta.url);
 const FILE_STORE_DIST = new URL('../../dist/auth/file-token-store.js', import.meta.url);
-const FILE_STORE_LANDED = existsSync(fileURLToPath(FILE_STORE_SOURCE));
-/** Set to true once a fleet `store` keeps OAuth tokens in PostgreSQL (slice B). */
-const FLEET_TOKEN_STORE_LANDED = false;
 const PROCESSES = 8;
 /** Spawning 8 runtimes is slow on a shared 2-core machine: a guard against a hang, not a threshold. */
 const FLEET_TIMEOUT_MS = 120_000;
-
-/** The options issue 18 adds to `McpRuntime.open`; `withAuth` is the identity after the merge. */
-function withAuth(
-  options: McpRuntimeOptions & { authorize?: AuthorizeHook; tokenStore?: TokenStore },
-): McpRuntimeOptions {
-  return options;
-}
 
 type StorePlan =
   | { readonly kind: 'file'; readonly module: string; readonly path: string }
@@ -145,20 +130,18 @@ async function fleetRun(
     readonly close: () => Promise<void>;
   }>,
 ): Promise<void> {
-  // Without DPoP on offer: a DPoP-bound token is usable only in the process holding its key, and
-  // this test is about sharing one login (DPoP has its own tests in oidc.http.test.ts).
-  await using as = await startAuthorizationServer({ dpop: false });
+  await using as = await startAuthorizationServer();
   await using mcp = await startProtectedMcpServer({ authorizationServer: as });
   const store = await storeFor();
   const workers: Worker[] = [];
   try {
     const login = await McpRuntime.open(
       { mcpServers: { remote: serverEntry(as, mcp) } },
-      withAuth({
+      {
         ...store.parentOptions,
         approval: 'none',
         authorize: async (request) => as.interact(request.authorizationUrl),
-      }),
+      },
     );
     await login.close();
     expect(as.counts.grants['authorization_code']).toBe(1);
@@ -200,14 +183,11 @@ const arbRounds = fc.array(
   },
 );
 
-describe.skipIf(!FILE_STORE_LANDED)('fleet refresh over one FileTokenStore', () => {
+describe('fleet refresh over one FileTokenStore', () => {
   it(
     `keeps ${String(PROCESSES)} processes logged in with exactly one refresh per expiry`,
     async () => {
       expect(existsSync(fileURLToPath(FILE_STORE_DIST)), 'run `pnpm -s build` first').toBe(true);
-      const { FileTokenStore } = (await import(FILE_STORE_SOURCE.href)) as {
-        FileTokenStore: new (options: { path: string }) => TokenStore;
-      };
       const { seed, numRuns } = propertyRun('oidc fleet refresh (file store)', 2);
       await fc.assert(
         fc.asyncProperty(arbRounds, (rounds) =>
@@ -216,7 +196,7 @@ describe.skipIf(!FILE_STORE_LANDED)('fleet refresh over one FileTokenStore', () 
             const path = join(dir.path, 'tokens.json');
             return Promise.resolve({
               plan: { kind: 'file', module: FILE_STORE_DIST.href, path },
-              parentOptions: withAuth({ tokenStore: new FileTokenStore({ path }) }),
+              parentOptions: { tokenStore: new FileTokenStore({ path }) },
               close: async () => {
                 await dir[Symbol.asyncDispose]();
               },
@@ -230,7 +210,7 @@ describe.skipIf(!FILE_STORE_LANDED)('fleet refresh over one FileTokenStore', () 
   );
 });
 
-describe.skipIf(!FLEET_TOKEN_STORE_LANDED)('fleet refresh over one PostgreSQL store', () => {
+describe('fleet refresh over one PostgreSQL store', () => {
   it(
     `keeps ${String(PROCESSES)} processes logged in with exactly one refresh per expiry`,
     async () => {

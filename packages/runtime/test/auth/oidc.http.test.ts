@@ -4,7 +4,9 @@
  * authorization code flow runs through the `authorize` hook (the testkit's scripted browser), tokens
  * are real JWTs the MCP server verifies, and every secret of the run is grepped for afterwards.
  */
-import { readFile, readdir } from 'node:fs/promises';
+import { mkdtempSync } from 'node:fs';
+import { readFile, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isStepbindError } from '@stepbind/binding';
 import { McpRuntime, type McpRuntimeOptions } from '@stepbind/runtime';
@@ -17,6 +19,7 @@ import {
   type ProtectedMcpServerOptions,
 } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FileTokenStore } from '../../src/auth/file-token-store.js';
 import { MemoryTokenStore } from '../../src/auth/memory-token-store.js';
 import type {
   AuthorizeHook,
@@ -24,21 +27,8 @@ import type {
   OAuthConfig,
   StoredLogin,
   TokenKey,
-  TokenStore,
 } from '../../src/auth/types.js';
 import { eventLog, type EventLog } from '../support/events.js';
-
-/**
- * The options issue 18 adds to `McpRuntime.open` (slice A2 wires them). Spelled here so this file
- * compiles before the merge; once `McpRuntimeOptions` has them, `withAuth` is the identity.
- */
-interface AuthOpenOptions {
-  readonly authorize?: AuthorizeHook;
-  readonly tokenStore?: TokenStore;
-}
-function withAuth(options: McpRuntimeOptions & AuthOpenOptions): McpRuntimeOptions {
-  return options;
-}
 
 /** A memory store that remembers every token written to it, for the secrets grep. */
 class RecordingStore extends MemoryTokenStore {
@@ -49,6 +39,10 @@ class RecordingStore extends MemoryTokenStore {
   ): Promise<StoredLogin> {
     this.secrets.add(login.tokens.accessToken);
     if (login.tokens.refreshToken !== undefined) this.secrets.add(login.tokens.refreshToken);
+    if (login.tokens.dpopKey !== undefined) {
+      this.secrets.add(login.tokens.dpopKey);
+      this.secrets.add(String((JSON.parse(login.tokens.dpopKey) as { d?: unknown }).d));
+    }
     return super.put(key, login);
   }
 }
@@ -93,12 +87,12 @@ async function harness(
 async function open(
   h: Harness,
   auth: OAuthConfig,
-  options: McpRuntimeOptions & AuthOpenOptions,
+  options: McpRuntimeOptions,
   server: Record<string, unknown> = {},
 ): Promise<McpRuntime> {
   const runtime = await McpRuntime.open(
     { mcpServers: { remote: { type: 'http', url: h.mcp.url, approval: 'none', auth, ...server } } },
-    withAuth({ approval: 'none', ...options }),
+    { approval: 'none', ...options },
   );
   cleanups.push(() => runtime.close());
   return runtime;
@@ -181,15 +175,28 @@ describe('OAuth 2.1 end to end against oidc-provider (authorization code flow)',
     expect(login?.hasRefreshToken).toBe(true);
   });
 
-  it('sends plain bearer tokens when the resource does not ask for DPoP, so other processes can use the stored login', async () => {
+  it('hands a DPoP-bound login and its key to another runtime sharing the token file: no new login, refreshed with the stored key', async () => {
     const h = await harness();
-    const { hook } = scriptedHook(h.as);
-    const store = new MemoryTokenStore();
-    const runtime = await open(h, publicClient(h), { authorize: hook, tokenStore: store });
-    expect(await whoami(runtime)).toMatchObject({ sub: 'alice', dpop: false });
-    const [summary] = await store.list();
-    const login = summary === undefined ? undefined : await store.get(summary.key);
-    expect(login?.tokens.tokenType).toBe('Bearer');
+    const dir = mkdtempSync(join(tmpdir(), 'stepbind-oidc-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const path = join(dir, 'tokens.json');
+    const { hook, requests } = scriptedHook(h.as);
+    const first = await open(h, publicClient(h), {
+      authorize: hook,
+      tokenStore: new FileTokenStore({ path }),
+    });
+    expect(await whoami(first)).toMatchObject({ sub: 'alice', dpop: true });
+    await first.close();
+
+    const second = await open(h, publicClient(h), { tokenStore: new FileTokenStore({ path }) });
+    expect(await whoami(second)).toMatchObject({ sub: 'alice', dpop: true });
+    h.mcp.expireTokens();
+    expect(await whoami(second)).toMatchObject({ sub: 'alice', dpop: true });
+    expect(requests).toHaveLength(1);
+    expect(h.as.counts.refreshes).toBe(1);
+    expect(h.as.counts.refusals['refresh_token'] ?? 0).toBe(0);
+    const text = await readFile(path, 'utf8');
+    expect(text).toContain('"dpopKey"');
   });
 
   it('registers itself dynamically when no client id is configured', async () => {
