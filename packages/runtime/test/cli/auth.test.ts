@@ -3,22 +3,12 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MemoryTokenStore } from '../../src/auth/memory-token-store.js';
 import type { TokenKey } from '../../src/auth/types.js';
-import { parseConfig } from '../../src/config.js';
 import { runCli } from '../../src/cli/run.js';
 import { cliSandbox, type CliSandbox } from './support.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 
 /** Whether this tree's configuration schema knows `auth` (slice A2); the tests using it wait for it. */
-const configKnowsAuth = ((): boolean => {
-  try {
-    parseConfig({ mcpServers: { r: { url: 'http://127.0.0.1:1/mcp', auth: { type: 'oauth' } } } });
-    return true;
-  } catch {
-    return false;
-  }
-})();
-
 const ACCESS = 'at-5ecret-access-token-value';
 const REFRESH = 'rt-5ecret-refresh-token-value';
 const KEY: TokenKey = {
@@ -139,48 +129,42 @@ describe('stepbind login / logout / auth status: usage', () => {
     });
   });
 
-  it.skipIf(!configKnowsAuth)(
-    'refuses to log in to a bearer-token server and never prints its token',
-    async () => {
-      const config = await sandbox.config('bearer', {
-        remote: {
-          url: 'http://127.0.0.1:9/mcp',
-          auth: { type: 'bearer', token: 'bearer-5ecret-in-config' },
-        },
-      });
+  it('refuses to log in to a bearer-token server and never prints its token', async () => {
+    const config = await sandbox.config('bearer', {
+      remote: {
+        url: 'http://127.0.0.1:9/mcp',
+        auth: { type: 'bearer', token: 'bearer-5ecret-in-config' },
+      },
+    });
 
-      const { code, out, err } = await cli(['login', 'remote', '--config', config]);
+    const { code, out, err } = await cli(['login', 'remote', '--config', config]);
 
-      expect(code).toBe(2);
-      expect(err).toContain('uses a bearer token');
-      expect(out + err).not.toContain('bearer-5ecret-in-config');
-    },
-  );
+    expect(code).toBe(2);
+    expect(err).toContain('uses a bearer token');
+    expect(out + err).not.toContain('bearer-5ecret-in-config');
+  });
 
-  it.skipIf(!configKnowsAuth)(
-    'refuses a non-loopback --redirect-uri with INVALID_OPTIONS before anything is sent',
-    async () => {
-      const config = await sandbox.config('redirect', {
-        remote: { url: 'http://127.0.0.1:9/mcp', auth: { type: 'oauth' } },
-      });
+  it('refuses a non-loopback --redirect-uri with INVALID_OPTIONS before anything is sent', async () => {
+    const config = await sandbox.config('redirect', {
+      remote: { url: 'http://127.0.0.1:9/mcp', auth: { type: 'oauth' } },
+    });
 
-      const { code, out } = await cli([
-        'login',
-        'remote',
-        '--config',
-        config,
-        '--redirect-uri',
-        'http://203.0.113.7:8080/callback',
-        '--json',
-      ]);
+    const { code, out } = await cli([
+      'login',
+      'remote',
+      '--config',
+      config,
+      '--redirect-uri',
+      'http://203.0.113.7:8080/callback',
+      '--json',
+    ]);
 
-      expect(code).toBe(2);
-      expect(JSON.parse(out)).toMatchObject({
-        ok: false,
-        error: { code: 'INVALID_OPTIONS', detail: { option: 'redirectUri' } },
-      });
-    },
-  );
+    expect(code).toBe(2);
+    expect(JSON.parse(out)).toMatchObject({
+      ok: false,
+      error: { code: 'INVALID_OPTIONS', detail: { option: 'redirectUri' } },
+    });
+  });
 
   it('exits 2 from the built binary for a stdio server', async () => {
     const config = await sandbox.config('bin', { files: { command: 'true' } });
@@ -265,23 +249,20 @@ describe('stepbind auth status', () => {
     ]);
   });
 
-  it.skipIf(!configKnowsAuth)(
-    'with --config, shows a bearer server as such without its token',
-    async () => {
-      const config = await sandbox.config('bearer-status', {
-        remote: {
-          url: 'http://127.0.0.1:9/mcp',
-          auth: { type: 'bearer', token: 'bearer-5ecret-in-config' },
-        },
-      });
+  it('with --config, shows a bearer server as such without its token', async () => {
+    const config = await sandbox.config('bearer-status', {
+      remote: {
+        url: 'http://127.0.0.1:9/mcp',
+        auth: { type: 'bearer', token: 'bearer-5ecret-in-config' },
+      },
+    });
 
-      const { code, out } = await cli(['auth', 'status', '--config', config]);
+    const { code, out } = await cli(['auth', 'status', '--config', config]);
 
-      expect(code).toBe(0);
-      expect(out).toContain('remote: bearer token from the configuration');
-      expect(out).not.toContain('bearer-5ecret-in-config');
-    },
-  );
+    expect(code).toBe(0);
+    expect(out).toContain('remote: bearer token from the configuration');
+    expect(out).not.toContain('bearer-5ecret-in-config');
+  });
 
   it('exits 2 naming the file when --config is unreadable', async () => {
     const { code, err } = await cli(['auth', 'status', '--config', '/nonexistent/c.json']);

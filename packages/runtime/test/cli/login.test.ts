@@ -1,89 +1,36 @@
 /**
  * `stepbind login|logout|auth status` end to end: a real authorization server (oidc-provider) in
  * front of a protected MCP server over Streamable HTTP, both on loopback, the CLI's loopback
- * redirect and a scripted browser. These need three other parts of issue 18 in the tree: the
- * OAuth flows (`createServerAuth`), `auth` in the configuration schema, and testkit's
- * `startAuthorizationServer` / `startProtectedMcpServer`; until all three are there, the suite is
- * skipped (it runs after the merge).
+ * redirect and a scripted browser.
  */
 import { spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  startAuthorizationServer,
+  startProtectedMcpServer,
+  type AuthorizationServer,
+  type ProtectedMcpServer,
+} from '@stepbind/testkit';
 import { MemoryTokenStore } from '../../src/auth/memory-token-store.js';
-import { createServerAuth } from '../../src/auth/server-auth.js';
 import type { StoredLogin } from '../../src/auth/types.js';
-import { parseConfig } from '../../src/config.js';
 import { runCli } from '../../src/cli/run.js';
 import { cliSandbox, type CliSandbox } from './support.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
-
-/** The part of testkit's OAuth servers these tests use (typed here so this compiles before C). */
-interface AuthorizationServer {
-  readonly issuer: string;
-  readonly clients: {
-    readonly secretBasic: { readonly clientId: string; readonly clientSecret: string };
-  };
-  readonly counts: { readonly authorizations: number; readonly refreshes: number };
-  interact(authorizationUrl: string | URL): Promise<string>;
-  close(): Promise<void>;
-}
-interface ProtectedMcpServer {
-  readonly url: string;
-  close(): Promise<void>;
-}
-interface OAuthTestkit {
-  startAuthorizationServer(): Promise<AuthorizationServer>;
-  startProtectedMcpServer(options: {
-    authorizationServer: AuthorizationServer;
-  }): Promise<ProtectedMcpServer>;
-}
-
-const testkit = (await import('@stepbind/testkit')) as unknown as Partial<OAuthTestkit>;
-
-const flowsBuilt = ((): boolean => {
-  try {
-    createServerAuth({
-      server: 'probe',
-      url: 'http://127.0.0.1:9/mcp',
-      config: { type: 'oauth' },
-      store: new MemoryTokenStore(),
-    });
-    return true;
-  } catch (error) {
-    return !String(error).includes('not built yet');
-  }
-})();
-const configKnowsAuth = ((): boolean => {
-  try {
-    parseConfig({ mcpServers: { r: { url: 'http://127.0.0.1:9/mcp', auth: { type: 'oauth' } } } });
-    return true;
-  } catch {
-    return false;
-  }
-})();
-const ready =
-  flowsBuilt &&
-  configKnowsAuth &&
-  testkit.startAuthorizationServer !== undefined &&
-  testkit.startProtectedMcpServer !== undefined;
 
 let sandbox: CliSandbox;
 let as: AuthorizationServer;
 let mcp: ProtectedMcpServer;
 beforeEach(async () => {
   sandbox = await cliSandbox();
-  if (!ready) return;
-  const kit = testkit as OAuthTestkit;
-  as = await kit.startAuthorizationServer();
-  mcp = await kit.startProtectedMcpServer({ authorizationServer: as });
+  as = await startAuthorizationServer();
+  mcp = await startProtectedMcpServer({ authorizationServer: as });
 });
 afterEach(async () => {
-  if (ready) {
-    await mcp.close();
-    await as.close();
-  }
+  await mcp.close();
+  await as.close();
   await sandbox.cleanup();
 });
 
@@ -140,7 +87,7 @@ async function refused(port: number): Promise<boolean> {
   });
 }
 
-describe.skipIf(!ready)('stepbind login against a real authorization server', () => {
+describe('stepbind login against a real authorization server', () => {
   it('logs in through the loopback redirect, stores the login, shows it, and logs out', async () => {
     const config = await sandbox.config('remote', {
       remote: { url: mcp.url, auth: { type: 'oauth' } },
