@@ -243,6 +243,8 @@ function requiredFailed(
           server: f.server,
           code: f.error.code,
           message: f.error.message,
+          // The server's typed detail (AUTH_REQUIRED's command, a limit...), already redacted.
+          detail: f.error.detail,
         })),
       },
     },
