@@ -132,6 +132,7 @@ describe('@stepbind/binding/internal', () => {
       'sanitizeNamePart',
       'sha256Hex',
       'transition',
+      'untilAborted',
       'validateCatalog',
       'validateTool',
       'withGeneration',

@@ -15,7 +15,7 @@ import {
   generateKeyPair,
   type JSONWebKeySet,
 } from 'jose';
-import Provider, { errors, type ProviderClient, type ProviderContext } from 'oidc-provider';
+import type { ProviderClient, ProviderContext } from 'oidc-provider';
 import { walkAuthorization } from './interact.js';
 import { AdapterStore } from './memory-adapter.js';
 
@@ -159,6 +159,8 @@ export async function startAuthorizationServer(
     if (model === 'AuthorizationCode') counts.authorizations += 1;
   };
 
+  // Loaded on first use: importing the testkit must not load oidc-provider (it warns on Node 20).
+  const { default: Provider, errors } = await import('oidc-provider');
   const provider = new Provider(issuer, {
     adapter: store.adapterFor(),
     clients: [
