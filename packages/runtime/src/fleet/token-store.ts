@@ -128,7 +128,7 @@ export class PostgresTokenStore implements TokenStore {
       'store a login',
       'unreachable',
       cause,
-      "the connection holding the login's lock was lost, so the login was not stored (another worker may hold the lock now); the work is retried on the next request",
+      "the connection holding the login's lock was lost, so the login was not stored (another worker may hold the lock now); a later request reads the login again (log in again if the server then refuses its refresh token)",
     );
   }
 
