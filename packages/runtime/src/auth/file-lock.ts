@@ -1,12 +1,14 @@
 /**
- * A cross-process lock made of one file (DESIGN §16): created with `O_EXCL`, holding its owner's
- * host, pid and start time. Other processes wait with backoff (bounded; their signal ends the
- * wait) and take the lock over when its owner died (same host, pid gone) or it outlived
+ * A cross-process lock made of one file (DESIGN §16): the owner record (host, boot id, pid, start
+ * time) is written to a private temp file first and then hard-linked to the lock path (`link`
+ * fails with `EEXIST` like `O_EXCL`), so a lock file is never seen empty or half written. Other processes wait with backoff (bounded; their signal ends the
+ * wait) and take the lock over when its owner died (same host and boot, pid gone) or it outlived
  * `staleMs` (a hung owner, another host). The lock file is removed on release; nothing else
  * (no timer, no handle) outlives the call.
  */
 import { randomUUID } from 'node:crypto';
-import { open, readFile, stat, unlink } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { link, open, readFile, stat, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { onAbort } from '@stepbind/binding/internal';
 
@@ -38,6 +40,8 @@ export class FileLockTimeout extends Error {
 /** What a lock file says about its owner. */
 interface LockOwner {
   readonly host: string;
+  /** The kernel's boot id (Linux), absent where unreadable: a pid is judged only within one boot. */
+  readonly boot?: string;
   readonly pid: number;
   readonly at: number;
   /** Unique per acquisition: a takeover removes exactly the lock it judged stale. */
@@ -45,6 +49,7 @@ interface LockOwner {
 }
 
 const HOST = hostname();
+const BOOT = readBootId();
 /** First and largest pause between attempts. */
 const FIRST_PAUSE_MS = 2;
 const MAX_PAUSE_MS = 50;
@@ -82,11 +87,11 @@ async function acquire(path: string, options: FileLockOptions): Promise<string> 
     if (await tryCreate(path, nonce)) return nonce;
     const owner = await readOwner(path);
     if (owner === 'gone') continue;
-    // A lock file without an owner record (its creator died between create and write) is stale
-    // once it is older than any creator takes to write one.
+    // A lock file without a readable owner record (never one of ours: ours are linked complete)
+    // is stale once it is older than GUARD_STALE_MS.
     const stale =
       owner === 'unreadable' ? (await ageMs(path)) > GUARD_STALE_MS : isStale(owner, staleMs);
-    if (stale && (await takeOver(path, owner))) {
+    if (stale && (await takeOver(path, owner, staleMs))) {
       options.onTakeover?.();
       continue;
     }
@@ -96,22 +101,38 @@ async function acquire(path: string, options: FileLockOptions): Promise<string> 
   }
 }
 
-/** Creates the lock file holding this process's owner record; false when it exists. */
+/**
+ * Creates the lock file holding this process's owner record; false when it exists. The record is
+ * complete before the lock path exists: written to `<path>.<nonce>.tmp`, then linked.
+ */
 async function tryCreate(path: string, nonce: string): Promise<boolean> {
-  let handle;
+  const temp = `${path}.${nonce}.tmp`;
+  const owner: LockOwner = {
+    host: HOST,
+    ...(BOOT === undefined ? {} : { boot: BOOT }),
+    pid: process.pid,
+    at: Date.now(),
+    nonce,
+  };
+  await writeFile(temp, JSON.stringify(owner), { mode: 0o600, flag: 'wx' });
   try {
-    handle = await open(path, 'wx', 0o600);
+    await link(temp, path);
+    return true;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
     throw error;
-  }
-  try {
-    const owner: LockOwner = { host: HOST, pid: process.pid, at: Date.now(), nonce };
-    await handle.writeFile(JSON.stringify(owner));
   } finally {
-    await handle.close();
+    await unlink(temp).catch(() => undefined);
   }
-  return true;
+}
+
+function readBootId(): string | undefined {
+  try {
+    const id = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    return id === '' ? undefined : id;
+  } catch {
+    return undefined;
+  }
 }
 
 async function readOwner(path: string): Promise<LockOwner | 'gone' | 'unreadable'> {
@@ -128,19 +149,21 @@ async function readOwner(path: string): Promise<LockOwner | 'gone' | 'unreadable
       typeof owner.host === 'string' &&
       typeof owner.pid === 'number' &&
       typeof owner.at === 'number' &&
-      typeof owner.nonce === 'string'
+      typeof owner.nonce === 'string' &&
+      (owner.boot === undefined || typeof owner.boot === 'string')
     ) {
       return owner as LockOwner;
     }
   } catch {
-    // Between the owner's create and its write the file is empty: judged below.
+    // Lock files are linked complete; an unreadable one is left by something else: judged below.
   }
   return 'unreadable';
 }
 
 function isStale(owner: LockOwner, staleMs: number): boolean {
   if (Date.now() - owner.at > staleMs) return true;
-  return owner.host === HOST && !isAlive(owner.pid);
+  // A pid means nothing on another host or after a reboot (pids are reused): only age counts there.
+  return owner.host === HOST && owner.boot === BOOT && !isAlive(owner.pid);
 }
 
 function isAlive(pid: number): boolean {
@@ -160,7 +183,11 @@ function isAlive(pid: number): boolean {
  * other's fresh lock. A guard left by a waiter that died holding it is removed once it is older
  * than {@link GUARD_STALE_MS}.
  */
-async function takeOver(path: string, judged: LockOwner | 'unreadable'): Promise<boolean> {
+async function takeOver(
+  path: string,
+  judged: LockOwner | 'unreadable',
+  staleMs: number,
+): Promise<boolean> {
   const guard = `${path}.takeover`;
   let handle;
   try {
@@ -173,10 +200,12 @@ async function takeOver(path: string, judged: LockOwner | 'unreadable'): Promise
   await handle.close();
   try {
     const again = await readOwner(path);
+    // Judged again under the guard: still the same lock, and still stale (an unreadable lock's age
+    // is read again, a record's owner is checked again).
     const same =
       judged === 'unreadable'
-        ? again === 'unreadable'
-        : typeof again === 'object' && again.nonce === judged.nonce;
+        ? again === 'unreadable' && (await ageMs(path)) > GUARD_STALE_MS
+        : typeof again === 'object' && again.nonce === judged.nonce && isStale(again, staleMs);
     if (!same) return false;
     await unlink(path).catch(() => undefined);
     return true;

@@ -35,15 +35,16 @@ export interface CallbackListener extends AsyncDisposable {
   /** The redirect URI it serves, with the port actually bound. */
   readonly redirectUri: string;
   /**
-   * The full callback URL of the first request to the redirect path (with `code`, `state`, `iss`).
+   * The full callback URL of the first request to the redirect path carrying the expected `state`
+   * (with `code`, `state`, `iss`); none settles it before {@link expectState} was called.
    * Rejects `AUTH_FAILED` (detail `oauthError`, reason `authorization`) when the redirect carries
    * `error=`, `TIMEOUT` after `timeoutMs`, `ABORTED` on `signal` or `close()`.
    */
   readonly callback: Promise<string>;
   /**
-   * Sets the `state` the authorization request carries: from then on a request to the redirect
-   * path with another `state` gets a 400 page and is ignored, so a stray or forged request cannot
-   * end the login.
+   * Sets the `state` the authorization request carries. Until then every request to the redirect
+   * path gets a 400 page and is ignored; from then on so does one with another `state`, so a stray
+   * or forged request (even an `error=` one) cannot end the login.
    */
   expectState(state: string): void;
   /** Stops listening and ends every connection; idempotent. */
@@ -178,7 +179,8 @@ function invalidRedirect(value: string, why: string, cause?: unknown): RuntimeEr
 }
 
 /**
- * Answers one request: `undefined` when it is not the callback (404, or 400 for a wrong `state`),
+ * Answers one request: `undefined` when it is not the callback (404, or 400 for a `state` that is
+ * not the expected one or none expected yet),
  * the callback URL, or the `AUTH_FAILED` error of an `error=` redirect.
  */
 function answer(
@@ -195,7 +197,8 @@ function answer(
     return undefined;
   }
   const params = url.searchParams;
-  if (state !== undefined && params.get('state') !== state) {
+  // Nothing is accepted before the state is known: the login it would answer is not under way.
+  if (state === undefined || params.get('state') !== state) {
     page(response, 400, 'Unexpected login callback', 'It does not answer this login attempt.');
     return undefined;
   }
@@ -271,7 +274,15 @@ export async function presentAndWait(
   options: Pick<LoopbackAuthorizeOptions, 'print' | 'open'>,
 ): Promise<string> {
   const state = request.authorizationUrl.searchParams.get('state');
-  if (state !== null) listener.expectState(state);
+  if (state === null) {
+    // Without a state no callback could be told from a forged one (and none would be accepted).
+    throw new RuntimeError(
+      ErrorCode.AUTH_FAILED,
+      `The authorization URL of the login to "${request.server}" carries no state parameter, so its callback cannot be accepted; the authorize hook was given a request not made by stepbind.`,
+      { detail: { reason: 'config', server: request.server } },
+    );
+  }
+  listener.expectState(state);
   const url = request.authorizationUrl.href;
   options.print(`To log in to "${request.server}", open this URL in a browser:\n  ${url}\n`);
   try {

@@ -21,7 +21,7 @@ import {
   type TokenStore,
 } from '../auth/types.js';
 import type { RuntimeConfig, ServerConfig } from '../config.js';
-import { createRedactor, REDACTED } from '../redact.js';
+import { createRedactor, type LearningRedactor } from '../redact.js';
 import { configFrom, describeError, parseArgs, type ParsedArgs } from './options.js';
 import type { CliIo } from './io.js';
 
@@ -134,27 +134,40 @@ function oauthTarget(config: RuntimeConfig, name: string, file: string): OAuthTa
   return { name, config, url: server.url, headers: server.headers, auth };
 }
 
-/** Scrubs the server's URL secrets, its configured secrets and every secret the flow learned. */
-class Scrubber {
-  readonly #secrets = new Set<string>();
-  readonly #base: (text: string) => string;
+/**
+ * Scrubs the server's URL secrets, its configured secrets (client secret, private key: also each
+ * line of a PEM key) and every secret the flow learned, raw, percent-encoded and JSON-escaped: the
+ * one redactor of `src/redact.ts`. Exported for tests only.
+ */
+export class Scrubber {
+  readonly #redactor: LearningRedactor | undefined;
 
-  constructor(target: OAuthTarget | undefined) {
-    const redactor = target === undefined ? undefined : createRedactor(target.url, target.headers);
-    this.#base = redactor === undefined ? (t) => t : (t) => redactor.text(t);
-    if (target?.auth.clientSecret !== undefined) this.learn(target.auth.clientSecret);
-    if (target?.auth.privateKey !== undefined) this.learn(target.auth.privateKey);
+  constructor(target: Pick<OAuthTarget, 'url' | 'headers' | 'auth'> | undefined) {
+    const secrets = [target?.auth.clientSecret, target?.auth.privateKey].filter(
+      (secret): secret is string => typeof secret === 'string',
+    );
+    this.#redactor =
+      target === undefined ? undefined : createRedactor(target.url, target.headers, secrets);
   }
 
   learn = (secret: string): void => {
-    if (secret.length >= 4) this.#secrets.add(secret);
+    this.#redactor?.learn(secret);
   };
 
   text(text: string): string {
-    let out = this.#base(text);
-    const longestFirst = [...this.#secrets].sort((a, b) => b.length - a.length);
-    for (const secret of longestFirst) out = out.split(secret).join(REDACTED);
-    return out;
+    return this.#redactor === undefined ? text : this.#redactor.text(text);
+  }
+
+  /** JSON data with every string in it (keys and values, at any depth) scrubbed. */
+  value(value: unknown): unknown {
+    if (typeof value === 'string') return this.text(value);
+    if (Array.isArray(value)) return value.map((item) => this.value(item));
+    if (value !== null && typeof value === 'object') {
+      return Object.fromEntries(
+        Object.entries(value).map(([key, item]) => [this.text(key), this.value(item)]),
+      );
+    }
+    return value;
   }
 }
 
@@ -423,13 +436,16 @@ function expiry(ms: number): string {
   return `${iso(ms)} (${minutes >= 0 ? `in ${minutes} min` : `${-minutes} min ago`})`;
 }
 
-function errorJson(error: unknown, scrub: Scrubber | undefined): unknown {
+/** An error as the CLI prints it, scrubbed (exported for tests only). */
+export function errorJson(error: unknown, scrub: Scrubber | undefined): unknown {
   const text = (s: string): string => (scrub === undefined ? s : scrub.text(s));
   if (error instanceof StepbindError) {
+    // Scrubbed string by string, before stringifying: escaping would hide a secret from the scrub.
+    const detail = JSON.parse(JSON.stringify(error.detail ?? {})) as unknown;
     return {
       code: error.code,
       message: text(error.message),
-      detail: JSON.parse(text(JSON.stringify(error.detail))) as unknown,
+      detail: scrub === undefined ? detail : scrub.value(detail),
     };
   }
   return { code: 'INTERNAL', message: text(describeError(error)) };

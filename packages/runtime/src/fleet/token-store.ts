@@ -7,6 +7,7 @@
  * its wait on the server). The tokens are stored (they must be, to be shared), but never logged,
  * never in an error: errors name the store (URL redacted) and the key, not the row.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type pg from 'pg';
 import { abortedError, ErrorCode, onAbort, RuntimeError } from '@stepbind/binding/internal';
 
@@ -19,7 +20,7 @@ import type {
   TokenKey,
   TokenStore,
 } from '../auth/types.js';
-import { destroyClient, type PgHandle } from './pg.js';
+import { destroyClient, settlesWithin, type PgHandle } from './pg.js';
 
 /** Options of {@link PostgresTokenStore}. */
 export interface PostgresTokenStoreOptions {
@@ -39,6 +40,16 @@ interface LoginRow {
   updated_at: string;
 }
 
+/** One held lock: its connection, and why it was lost (the session ended while held). */
+interface LockSession {
+  readonly id: string;
+  readonly client: pg.Client;
+  lost?: unknown;
+}
+
+/** `undefined_object`: a setting this server version does not know. */
+const UNDEFINED_OBJECT = '42704';
+
 /** `lock_not_available`: the server's `lock_timeout` ended the wait. */
 const LOCK_NOT_AVAILABLE = '55P03';
 
@@ -53,6 +64,10 @@ export class PostgresTokenStore implements TokenStore {
   readonly #lockTimeoutMs: number;
   /** The dedicated connections of locks held or being waited for. */
   readonly #lockClients = new Set<pg.Client>();
+  /** The locked work running (`close()` lets it finish, bounded). */
+  readonly #running = new Set<Promise<unknown>>();
+  /** The lock the current async context runs under: `put` of its key goes through its session. */
+  readonly #session = new AsyncLocalStorage<LockSession>();
   #closed = false;
 
   constructor(handle: PgHandle, options: PostgresTokenStoreOptions = {}) {
@@ -74,32 +89,47 @@ export class PostgresTokenStore implements TokenStore {
     key: TokenKey,
     login: Omit<StoredLogin, 'version' | 'updatedAt'>,
   ): Promise<StoredLogin> {
-    const tokens = JSON.stringify(login.tokens);
-    const scopes = login.scopes === undefined ? null : JSON.stringify(login.scopes);
-    const row = await this.#pg.tx('store a login', async (client) => {
-      const { rows } = await client.query<LoginRow>(
-        `INSERT INTO auth_logins AS l
-           (issuer, resource, client_id, version, principal, server, scopes, tokens, updated_at)
-         VALUES ($1, $2, $3, 1, $4, $5, $6, $7, $8)
-         ON CONFLICT (issuer, resource, client_id) DO UPDATE SET
-           version = l.version + 1, principal = EXCLUDED.principal, server = EXCLUDED.server,
-           scopes = EXCLUDED.scopes, tokens = EXCLUDED.tokens, updated_at = EXCLUDED.updated_at
-         RETURNING *`,
-        [
-          key.issuer,
-          key.resource,
-          key.clientId,
-          login.principal,
-          login.server ?? null,
-          scopes,
-          tokens,
-          Date.now(),
-        ],
-      );
-      return rows[0];
-    });
+    const session = this.#session.getStore();
+    if (session !== undefined && session.id === tokenKeyId(key)) {
+      return await this.#putUnderLock(session, key, login);
+    }
+    const row = await this.#pg.tx('store a login', (client) => upsert(client, key, login));
     if (row === undefined) throw this.#corrupt(key);
     return this.#login(row);
+  }
+
+  /**
+   * A put under this key's lock runs on the lock's own session: it lands only while the lock is
+   * held (a lost session fails it), never after another worker took the lock over.
+   */
+  async #putUnderLock(
+    session: LockSession,
+    key: TokenKey,
+    login: Omit<StoredLogin, 'version' | 'updatedAt'>,
+  ): Promise<StoredLogin> {
+    if (session.lost !== undefined) throw this.#lockLost(session.lost);
+    let row: LoginRow | undefined;
+    try {
+      row = await upsert(session.client, key, login);
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      const dropped = typeof code !== 'string' || /^(08|57P)/.test(code);
+      if (session.lost === undefined && !dropped) {
+        throw this.#pg.failure('store a login', 'query', error);
+      }
+      throw this.#lockLost(session.lost ?? error);
+    }
+    if (row === undefined) throw this.#corrupt(key);
+    return this.#login(row);
+  }
+
+  #lockLost(cause: unknown): RuntimeError {
+    return this.#pg.failure(
+      'store a login',
+      'unreachable',
+      cause,
+      "the connection holding the login's lock was lost, so the login was not stored (another worker may hold the lock now); a later request reads the login again (log in again if the server then refuses its refresh token)",
+    );
   }
 
   async delete(key: TokenKey): Promise<boolean> {
@@ -153,37 +183,63 @@ export class PostgresTokenStore implements TokenStore {
    *
    * @throws RuntimeError `STORE_UNAVAILABLE` (`reason: 'timeout'` when another worker held the
    *   lock for `lockTimeoutMs`); `ABORTED` (or the signal's stepbind reason) when `signal` ended
-   *   the wait. Once `work` started, its result or error is what returns.
+   *   the wait; `STORE_UNAVAILABLE` (`reason: 'unreachable'`) when the lock's session was lost
+   *   while `work` ran (a `put` of the key inside `work` runs on that session, so none lands after
+   *   the loss). Otherwise, once `work` started, its result or error is what returns.
    */
   async withLock<T>(key: TokenKey, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     if (this.#closed || this.#pg.closed) {
       throw this.#pg.failure('lock a login', 'closed', undefined, 'the store is closed');
     }
     const client = this.#pg.client('stepbind-token-lock');
-    client.on('error', () => undefined);
+    const session: LockSession = { id: tokenKeyId(key), client };
+    let ending = false;
+    // A session that ends while held (server restart, dropped connection) releases the lock on the
+    // server: the work's put is then refused and its completion fails.
+    client.on('error', (error) => (session.lost ??= error));
+    client.on('end', () => {
+      if (!ending) session.lost ??= new Error('the lock connection ended');
+    });
     this.#lockClients.add(client);
     try {
-      await this.#lock(client, tokenKeyId(key), signal);
+      await this.#lock(client, session.id, signal);
+      // Registered before `work` starts: a close() from inside it waits for it too.
+      let finished: () => void = () => undefined;
+      const running = new Promise<void>((resolve) => (finished = resolve));
+      this.#running.add(running);
       try {
-        return await work();
+        const result = await this.#session.run(session, work);
+        if (session.lost !== undefined) throw this.#lockLost(session.lost);
+        return result;
       } finally {
+        finished();
+        this.#running.delete(running);
         // Ending the session releases the lock even when the unlock itself fails.
-        await client
-          .query("SELECT pg_advisory_unlock(hashtext('stepbind:token'), hashtext($1))", [
-            tokenKeyId(key),
-          ])
-          .catch(() => undefined);
+        if (session.lost === undefined) {
+          await client
+            .query("SELECT pg_advisory_unlock(hashtext('stepbind:token'), hashtext($1))", [
+              session.id,
+            ])
+            .catch(() => undefined);
+        }
       }
     } finally {
+      ending = true;
       this.#lockClients.delete(client);
       await client.end().catch(() => undefined);
     }
   }
 
-  /** Ends the lock connections still open (their locks are released with them). Idempotent. */
+  /**
+   * Lets running locked work finish (at most the handle's close grace), then ends the lock
+   * connections still open (their locks are released with them). Idempotent.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    if (this.#running.size > 0) {
+      await settlesWithin(Promise.allSettled([...this.#running]), this.#pg.closeGraceMs);
+    }
     const clients = [...this.#lockClients];
     this.#lockClients.clear();
     for (const client of clients) destroyClient(client);
@@ -196,7 +252,16 @@ export class PostgresTokenStore implements TokenStore {
       signal === undefined ? () => undefined : onAbort(signal, () => destroyClient(client));
     try {
       await client.connect();
+      // Held while a refresh runs: the OS notices a dead peer, and the server never ends the
+      // session for being idle (which would release the lock mid-refresh).
+      (
+        client as unknown as { connection?: { stream?: { setKeepAlive?(on: boolean): void } } }
+      ).connection?.stream?.setKeepAlive?.(true);
       await client.query(`SET statement_timeout = 0; SET lock_timeout = ${this.#lockTimeoutMs}`);
+      await client.query('SET idle_session_timeout = 0').catch((error: unknown) => {
+        // Servers before 14 have no idle session timeout.
+        if ((error as { code?: unknown }).code !== UNDEFINED_OBJECT) throw error;
+      });
       // pg reads `query_timeout` per query (its types omit it): the client-side bound of a server
       // that stopped answering, past the server's own `lock_timeout`.
       const lock = {
@@ -261,6 +326,36 @@ export class PostgresTokenStore implements TokenStore {
       { detail: { store: this.location, reason: 'corrupt', issuer } },
     );
   }
+}
+
+/** Inserts or replaces `key`'s login (one statement: atomic on its own), returning its row. */
+async function upsert(
+  client: pg.ClientBase,
+  key: TokenKey,
+  login: Omit<StoredLogin, 'version' | 'updatedAt'>,
+): Promise<LoginRow | undefined> {
+  const tokens = JSON.stringify(login.tokens);
+  const scopes = login.scopes === undefined ? null : JSON.stringify(login.scopes);
+  const { rows } = await client.query<LoginRow>(
+    `INSERT INTO auth_logins AS l
+       (issuer, resource, client_id, version, principal, server, scopes, tokens, updated_at)
+     VALUES ($1, $2, $3, 1, $4, $5, $6, $7, $8)
+     ON CONFLICT (issuer, resource, client_id) DO UPDATE SET
+       version = l.version + 1, principal = EXCLUDED.principal, server = EXCLUDED.server,
+       scopes = EXCLUDED.scopes, tokens = EXCLUDED.tokens, updated_at = EXCLUDED.updated_at
+     RETURNING *`,
+    [
+      key.issuer,
+      key.resource,
+      key.clientId,
+      login.principal,
+      login.server ?? null,
+      scopes,
+      tokens,
+      Date.now(),
+    ],
+  );
+  return rows[0];
 }
 
 function rowKey(row: LoginRow): TokenKey {

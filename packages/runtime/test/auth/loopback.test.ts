@@ -37,6 +37,7 @@ const portOf = (url: string): number => Number(new URL(url).port);
 describe('listenForCallback', () => {
   it('resolves with the full callback URL, answers the browser and closes the port', async () => {
     const listener = await listenForCallback({ redirectUri: 'http://127.0.0.1:0/callback' });
+    listener.expectState('s1');
     const port = portOf(listener.redirectUri);
     expect(port).toBeGreaterThan(0);
     expect(listener.redirectUri).toBe(`http://127.0.0.1:${port}/callback`);
@@ -59,9 +60,10 @@ describe('listenForCallback', () => {
     await using listener = await listenForCallback({
       redirectUri: 'http://127.0.0.1:0/cb',
     });
+    listener.expectState('s1');
 
     const page = await get(
-      `${listener.redirectUri}?error=access_denied&error_description=%3Cb%3Eno%3C%2Fb%3E`,
+      `${listener.redirectUri}?error=access_denied&error_description=%3Cb%3Eno%3C%2Fb%3E&state=s1`,
     );
 
     expect(page.status).toBe(400);
@@ -77,14 +79,32 @@ describe('listenForCallback', () => {
 
   it('answers 404 on other paths and keeps waiting for the callback', async () => {
     await using listener = await listenForCallback({ redirectUri: 'http://127.0.0.1:0/callback' });
+    listener.expectState('s');
     const origin = new URL(listener.redirectUri).origin;
 
     expect((await get(`${origin}/favicon.ico`)).status).toBe(404);
     expect((await get(`${origin}/callback/x?code=1`)).status).toBe(404);
     expect((await get(`${origin}//evil.example/callback?code=1`)).status).toBe(404);
-    expect((await get(`${listener.redirectUri}?code=right`)).status).toBe(200);
+    expect((await get(`${listener.redirectUri}?code=right&state=s`)).status).toBe(200);
 
-    await expect(listener.callback).resolves.toBe(`${listener.redirectUri}?code=right`);
+    await expect(listener.callback).resolves.toBe(`${listener.redirectUri}?code=right&state=s`);
+  });
+
+  it('accepts no callback before the state is known: a stray error= or code gets 400 and the login goes on', async () => {
+    await using listener = await listenForCallback({ redirectUri: 'http://127.0.0.1:0/callback' });
+    let settled = false;
+    void listener.callback.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+
+    expect((await get(`${listener.redirectUri}?error=access_denied`)).status).toBe(400);
+    expect((await get(`${listener.redirectUri}?code=early&state=s`)).status).toBe(400);
+    expect(settled).toBe(false);
+    listener.expectState('s');
+    expect((await get(`${listener.redirectUri}?code=c&state=s`)).status).toBe(200);
+
+    await expect(listener.callback).resolves.toBe(`${listener.redirectUri}?code=c&state=s`);
   });
 
   it('ignores a callback whose state is not the expected one', async () => {
@@ -212,7 +232,7 @@ describe('loopbackAuthorize', () => {
       print: (line) => {
         printed.push(line);
         // The user copies the printed URL by hand; the redirect comes back.
-        void get(`${redirectUri}?code=by-hand`).catch(() => undefined);
+        void get(`${redirectUri}?code=by-hand&state=st9`).catch(() => undefined);
       },
       open: () => {
         throw new Error('no browser here');
@@ -221,11 +241,11 @@ describe('loopbackAuthorize', () => {
 
     const callback = await hook({
       server: 'remote',
-      authorizationUrl: new URL('https://as.example/authorize'),
+      authorizationUrl: new URL('https://as.example/authorize?state=st9'),
       redirectUri,
       signal: new AbortController().signal,
     });
 
-    expect(String(callback)).toBe(`${redirectUri}?code=by-hand`);
+    expect(String(callback)).toBe(`${redirectUri}?code=by-hand&state=st9`);
   });
 });

@@ -39,6 +39,15 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
+/** This boot's id as the lock records it (absent where unreadable). */
+function bootId(): { boot?: string } {
+  try {
+    return { boot: readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() };
+  } catch {
+    return {};
+  }
+}
+
 /** The pid of a process that has exited. */
 function deadPid(): number {
   const child = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], {
@@ -153,14 +162,39 @@ describe('the lock file', () => {
     const lock = join(dir, 'a.lock');
     writeFileSync(
       lock,
-      JSON.stringify({ host: hostname(), pid: deadPid(), at: Date.now(), nonce: 'n' }),
+      JSON.stringify({ host: hostname(), ...bootId(), pid: deadPid(), at: Date.now(), nonce: 'n' }),
     );
     let tookOver = false;
     const result = await withFileLock(lock, async () => readFileSync(lock, 'utf8'), {
       onTakeover: () => (tookOver = true),
     });
     expect(tookOver).toBe(true);
-    expect(JSON.parse(result)).toMatchObject({ pid: process.pid });
+    expect(JSON.parse(result)).toMatchObject({ pid: process.pid, ...bootId() });
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('trusts a dead pid only within the same boot: a record from another boot waits for staleMs', async () => {
+    const lock = join(dir, 'boot.lock');
+    const held = JSON.stringify({
+      host: hostname(),
+      boot: 'another-boot',
+      pid: deadPid(),
+      at: Date.now(),
+      nonce: 'other-boot',
+    });
+    writeFileSync(lock, held);
+    let ran = false;
+    await expect(
+      withFileLock(lock, async () => (ran = true), { maxWaitMs: 30 }),
+    ).rejects.toMatchObject({ name: 'FileLockTimeout', path: lock });
+    expect(ran).toBe(false);
+    expect(readFileSync(lock, 'utf8')).toBe(held);
+  });
+
+  it('never shows a waiter an empty lock: the owner record is complete when the lock exists, and no temp file stays', async () => {
+    const lock = join(dir, 'c.lock');
+    const seen = await withFileLock(lock, async () => readFileSync(lock, 'utf8'));
+    expect(JSON.parse(seen)).toMatchObject({ host: hostname(), pid: process.pid });
     expect(readdirSync(dir)).toEqual([]);
   });
 

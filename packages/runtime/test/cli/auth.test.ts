@@ -1,8 +1,10 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { RuntimeError } from '@stepbind/binding';
 import { MemoryTokenStore } from '../../src/auth/memory-token-store.js';
 import type { TokenKey } from '../../src/auth/types.js';
+import { errorJson, Scrubber } from '../../src/cli/auth.js';
 import { runCli } from '../../src/cli/run.js';
 import { cliSandbox, type CliSandbox } from './support.js';
 
@@ -270,5 +272,45 @@ describe('stepbind auth status', () => {
     expect(code).toBe(2);
     expect(err).toContain('INVALID_CONFIG');
     expect(err).toContain('/nonexistent/c.json');
+  });
+});
+
+describe('the CLI error scrub', () => {
+  it('hides a secret that is percent-encoded, JSON-escaped, a PEM line, or in detail with quotes and newlines', () => {
+    const clientSecret = 'cs-"quoted"\\back\nslash-0001';
+    const pemLine = 'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7';
+    const privateKey = `-----BEGIN PRIVATE KEY-----\n${pemLine}\n-----END PRIVATE KEY-----`;
+    const learned = 'rt-"learned"\n-0002';
+    const scrub = new Scrubber({
+      url: 'https://mcp.example/mcp?key=url-secret-0003',
+      headers: {},
+      auth: { type: 'oauth', clientId: 'c', clientSecret, privateKey } as never,
+    });
+    scrub.learn(learned);
+    const error = new RuntimeError(
+      'AUTH_FAILED',
+      `refused ${encodeURIComponent(clientSecret)} ${JSON.stringify(learned)} line ${pemLine}`,
+      {
+        detail: {
+          reason: 'token',
+          body: JSON.stringify({ client_secret: clientSecret }),
+          nested: { list: [learned, `key ${pemLine}`, encodeURIComponent('url-secret-0003')] },
+        },
+      },
+    );
+    const printed = JSON.stringify(errorJson(error, scrub));
+    for (const secret of [clientSecret, learned, 'url-secret-0003']) {
+      for (const form of [
+        secret,
+        encodeURIComponent(secret),
+        JSON.stringify(secret).slice(1, -1),
+      ]) {
+        expect(printed).not.toContain(form);
+      }
+    }
+    expect(printed).not.toContain(pemLine);
+    expect(printed).not.toContain('quoted');
+    expect(printed).not.toContain('learned');
+    expect(printed).toContain('"reason":"token"');
   });
 });

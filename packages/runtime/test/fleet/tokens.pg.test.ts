@@ -165,6 +165,63 @@ describe.skipIf(server === undefined)('PostgreSQL token store', () => {
     }
   });
 
+  it('refuses the put of work whose lock session was lost (the row stays as it was) and fails the work', async () => {
+    const fleet = await stores(1);
+    const [store] = fleet.stores as [PostgresTokenStore];
+    const admin = new PgHandle({
+      url: server!.url,
+      schema: store.location.match(/schema (\w+)/)![1]!,
+    });
+    try {
+      await store.put(KEY, LOGIN);
+      const outcome = await store
+        .withLock(KEY, async () => {
+          // Another party ends the lock's session (a restart, a dropped connection): the lock is free.
+          await admin.query(
+            `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE application_name = 'stepbind-token-lock' AND datname = current_database()
+                AND pid <> pg_backend_pid()`,
+          );
+          return await store.put(KEY, {
+            ...LOGIN,
+            tokens: { ...LOGIN.tokens, accessToken: 'at-2' },
+          });
+        })
+        .catch((e: unknown) => e);
+      expect(outcome).toMatchObject({
+        code: 'STORE_UNAVAILABLE',
+        detail: { reason: 'unreachable' },
+      });
+      expect((outcome as Error).message).toMatch(/lock was lost|lock.* lost/);
+      expect(String((outcome as Error).message)).not.toContain('secret');
+      const row = await store.get(KEY);
+      expect(row).toMatchObject({ version: 1, tokens: { accessToken: 'at-secret-0001' } });
+    } finally {
+      await admin.close();
+      await fleet.close();
+    }
+  });
+
+  it('close() lets running locked work finish (its put lands) before it ends the lock connections', async () => {
+    const fleet = await stores(1);
+    const [store] = fleet.stores as [PostgresTokenStore];
+    const order: string[] = [];
+    try {
+      let closing: Promise<void> | undefined;
+      const stored = await store.withLock(KEY, async () => {
+        closing = store.close().then(() => void order.push('closed'));
+        const login = await store.put(KEY, LOGIN);
+        order.push('work');
+        return login;
+      });
+      await closing;
+      expect(stored.version).toBe(1);
+      expect(order).toEqual(['work', 'closed']);
+    } finally {
+      await fleet.close();
+    }
+  });
+
   it('reports an altered row as STORE_UNAVAILABLE (reason corrupt) without quoting it', async () => {
     const fleet = await stores(1);
     const [store] = fleet.stores as [PostgresTokenStore];
