@@ -8,7 +8,9 @@
  */
 import * as oauth from 'oauth4webapi';
 
-import { authFailed } from './auth-error.js';
+import { StepbindError } from '@stepbind/binding';
+
+import { authFailed, describe } from './auth-error.js';
 import { isLoopback } from './discovery.js';
 import type { Challenge, CurrentLogin, OAuthSession } from './session.js';
 
@@ -18,7 +20,15 @@ export const MAX_STEP_UPS = 2;
 /** `base` with the session's authorization. */
 export function authorizedFetch(session: OAuthSession, base: typeof fetch): typeof fetch {
   return async (input, init) => {
-    const url = new URL(input instanceof Request ? input.url : String(input));
+    if (input instanceof Request) {
+      // Its body, headers and signal would have to be merged with `init`; the transports pass a URL.
+      throw authFailed(session.context, {
+        reason: 'config',
+        message: 'a Request object was given to the authorized fetch, which takes a URL and init',
+        fix: 'pass the URL and a RequestInit instead of a Request',
+      });
+    }
+    const url = new URL(String(input));
     if (url.protocol !== 'https:' && !isLoopback(url)) {
       throw authFailed(session.context, {
         reason: 'config',
@@ -26,9 +36,12 @@ export function authorizedFetch(session: OAuthSession, base: typeof fetch): type
         fix: 'use an https:// URL for this server',
       });
     }
+    // A URL outside the resource gets no token: it is not the audience the token was issued for.
+    if (!withinResource(url, session.context.resource)) return await base(url, init);
     const signal = init?.signal ?? undefined;
-    const replayable = !(init?.body instanceof ReadableStream);
-    let login = await session.token(signal);
+    const replayable = isReplayable(init?.body);
+    const guard = <T>(step: () => Promise<T>): Promise<T> => guarded(session, signal, step);
+    let login = await guard(() => session.token(signal));
     let recovered = false;
     let nonceRetried = false;
     let stepUps = 0;
@@ -54,7 +67,8 @@ export function authorizedFetch(session: OAuthSession, base: typeof fetch): type
         }
         await response.body?.cancel();
         recovered = true;
-        login = await session.recover(challenge, login, signal);
+        const refused = login;
+        login = await guard(() => session.recover(challenge, refused, signal));
         continue;
       }
       if (challenge.error !== 'insufficient_scope') return response;
@@ -69,9 +83,58 @@ export function authorizedFetch(session: OAuthSession, base: typeof fetch): type
         });
       }
       stepUps++;
-      login = await session.stepUp(challenge, signal);
+      login = await guard(() => session.stepUp(challenge, signal));
     }
   };
+}
+
+/**
+ * An authorizer step (token, recover, step-up): a failure that is not already typed (a hook that
+ * rejects with a plain Error, a store error, a bad callback URL) is `AUTH_FAILED`, so transports
+ * report it as an authorization refusal (nothing sent), not as the server's network failure. The
+ * caller's own abort passes through as it is.
+ */
+async function guarded<T>(
+  session: OAuthSession,
+  signal: AbortSignal | undefined,
+  step: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await step();
+  } catch (error) {
+    if (error instanceof StepbindError) throw error;
+    if (signal?.aborted === true && error === signal.reason) throw error;
+    throw authFailed(session.context, {
+      reason: 'authorization',
+      // The words only: a library error's `cause` (or a URL's `input`) may carry a code or token.
+      message: `the authorization step failed: ${describe(error)}`,
+    });
+  }
+}
+
+/** Bodies that can be sent again unchanged after a 401/403 (a stream or anything else cannot). */
+function isReplayable(body: RequestInit['body'] | undefined): boolean {
+  return (
+    body === undefined ||
+    body === null ||
+    typeof body === 'string' ||
+    body instanceof URLSearchParams ||
+    body instanceof Blob ||
+    body instanceof ArrayBuffer ||
+    ArrayBuffer.isView(body) ||
+    body instanceof FormData
+  );
+}
+
+/**
+ * True when `url` is within the protected resource: its origin, and a path under the directory of
+ * the resource's path (so a legacy SSE server's POST endpoint, a sibling of its `/sse` path, is in).
+ */
+export function withinResource(url: URL, resource: string): boolean {
+  const named = new URL(resource);
+  if (named.origin !== url.origin) return false;
+  const directory = named.pathname.slice(0, named.pathname.lastIndexOf('/') + 1);
+  return url.pathname.startsWith(directory);
 }
 
 /** One attempt: without a login as is, with one through oauth4webapi (Bearer or DPoP). */

@@ -6,11 +6,12 @@
  * endpoint: `none`, `client_secret_basic` / `_post` (as the server supports), or `private_key_jwt`
  * with a key imported by jose. Every secret is told to `learnSecret` before it is used.
  */
+import { StepbindError } from '@stepbind/binding';
 import { importJWK, importPKCS8, type JWK } from 'jose';
 import * as oauth from 'oauth4webapi';
 
-import { authFailed, describe, type AuthErrorContext } from './auth-error.js';
-import { insecureFor } from './discovery.js';
+import { authConfigPath, authFailed, describe, type AuthErrorContext } from './auth-error.js';
+import { bounded, insecureFor } from './discovery.js';
 import type { OAuthConfig, TokenEndpointAuthMethod, TokenStore } from './types.js';
 
 /** A client ready for the token endpoint. */
@@ -120,7 +121,7 @@ async function importKey(
 ): Promise<SigningKey> {
   try {
     if (text.trimStart().startsWith('{')) {
-      const jwk = JSON.parse(text) as JWK;
+      const jwk = parseJwk(text, context);
       const key = await importJWK(jwk, alg ?? jwk.alg ?? defaultAlg(jwk.kty));
       if (key instanceof Uint8Array) throw new Error('a symmetric key cannot sign private_key_jwt');
       return key;
@@ -129,10 +130,24 @@ async function importKey(
     if (alg !== undefined) return await importPKCS8(text, alg);
     return await importPKCS8(text, 'ES256').catch(() => importPKCS8(text, 'RS256'));
   } catch (error) {
+    if (error instanceof StepbindError) throw error;
     // The key's text is never quoted: jose's message names only what it expected.
     throw authFailed(context, {
       reason: 'config',
       message: `"privateKey" is not a usable PEM PKCS#8 or JWK private key (${describe(error)})`,
+    });
+  }
+}
+
+/** The JWK of `text`; the parser's message quotes the input, so it is not passed on. */
+function parseJwk(text: string, context: AuthErrorContext): JWK {
+  try {
+    return JSON.parse(text) as JWK;
+  } catch {
+    throw authFailed(context, {
+      reason: 'config',
+      message: '"privateKey" starts like a JWK but is not valid JSON',
+      fix: `give a PEM PKCS#8 key or a JWK as JSON in ${authConfigPath(context.server)}.privateKey`,
     });
   }
 }
@@ -192,7 +207,7 @@ async function register(request: ClientRequest): Promise<Registered> {
     const response = await oauth.dynamicClientRegistrationRequest(as, metadata, {
       [oauth.customFetch]: request.fetch,
       ...insecureFor(as.registration_endpoint),
-      ...(request.signal === undefined ? {} : { signal: request.signal }),
+      signal: bounded(request.signal),
     });
     client = await oauth.processDynamicClientRegistrationResponse(await lenient(response));
   } catch (error) {

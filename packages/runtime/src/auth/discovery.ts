@@ -40,6 +40,50 @@ export function insecureFor(url: string | URL): { [oauth.allowInsecureRequests]?
   return isLoopback(url) ? { [oauth.allowInsecureRequests]: true } : {};
 }
 
+/** How long one discovery, registration or token request may take when the caller sets no bound. */
+export const NETWORK_TIMEOUT_MS = 30_000;
+
+/** The caller's signal, bounded by {@link NETWORK_TIMEOUT_MS}. */
+export function bounded(signal: AbortSignal | undefined): AbortSignal {
+  const timeout = AbortSignal.timeout(NETWORK_TIMEOUT_MS);
+  return signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
+}
+
+/** A URL as an error may show it: no credentials, query or fragment. */
+export function shownUrl(url: string | URL): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.origin}${parsed.pathname}`;
+  } catch {
+    return '(not a URL)';
+  }
+}
+
+/**
+ * Refuses (`AUTH_FAILED`, reason `metadata`) a discovered URL that is neither `https:` nor on a
+ * loopback host: metadata, the issuer and its endpoints must not be reachable by a network
+ * attacker.
+ */
+export function requireSecure(url: string, what: string, context: AuthErrorContext): void {
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    parsed = undefined;
+  }
+  if (
+    parsed !== undefined &&
+    (parsed.protocol === 'https:' || (parsed.protocol === 'http:' && isLoopback(parsed)))
+  ) {
+    return;
+  }
+  throw authFailed(context, {
+    reason: 'metadata',
+    message: `the ${what} ${shownUrl(url)} is neither https:// nor on a loopback host`,
+    fix: 'stepbind uses only https:// (or loopback http://) for authorization; tell the server operator',
+  });
+}
+
 /**
  * The RFC 8707 canonical URI of a server URL: scheme, host, port and path, without query or
  * fragment, and without the lone `/` of an empty path.
@@ -75,13 +119,25 @@ export async function discoverProtectedResource(
       : [`${server.origin}/.well-known/oauth-protected-resource${server.pathname}`]),
     `${server.origin}/.well-known/oauth-protected-resource`,
   ];
-  for (const candidate of candidates) {
-    const body = await getJson(candidate, io);
+  // A server error at one well-known URL falls through to the next; it is reported only when no
+  // later URL answers either.
+  let failure: Error | undefined;
+  for (const [index, candidate] of candidates.entries()) {
+    let body: Record<string, unknown> | undefined;
+    try {
+      body = await getJson(candidate, io);
+    } catch (error) {
+      if (!(error instanceof ServerFailure)) throw error;
+      if (index === candidates.length - 1) throw failure ?? error.error;
+      failure ??= error.error;
+      continue;
+    }
     if (body === undefined) continue;
     const metadata = parseProtectedResource(body, candidate, io.context);
     checkResourceCovers(metadata.resource, server, io.context);
     return metadata;
   }
+  if (failure !== undefined) throw failure;
   return undefined;
 }
 
@@ -141,6 +197,7 @@ export async function discoverAuthorizationServer(
   io: DiscoveryIo,
   legacy: boolean,
 ): Promise<oauth.AuthorizationServer> {
+  requireSecure(issuer, 'authorization server (issuer)', io.context);
   const url = new URL(issuer);
   const path = url.pathname.replace(/\/$/, '');
   const candidates =
@@ -155,7 +212,9 @@ export async function discoverAuthorizationServer(
           `${url.origin}${path}/.well-known/openid-configuration`,
         ];
   for (const candidate of candidates) {
-    const response = await get(candidate, io);
+    const response = await get(candidate, io).catch((error: unknown) => {
+      throw error instanceof ServerFailure ? error.error : error;
+    });
     if (response === undefined) continue;
     let as: oauth.AuthorizationServer;
     try {
@@ -174,6 +233,10 @@ export async function discoverAuthorizationServer(
       });
     }
     requireS256(as, io.context);
+    for (const name of ENDPOINTS) {
+      const value = as[name];
+      if (typeof value === 'string') requireSecure(value, `${name} of ${issuer}`, io.context);
+    }
     return as;
   }
   if (legacy) return legacyEndpoints(url.origin);
@@ -184,6 +247,19 @@ export async function discoverAuthorizationServer(
     fix: 'the authorization server is unreachable or misconfigured; tell its operator',
   });
 }
+
+/** The metadata's endpoints stepbind may send a request or a user to. */
+const ENDPOINTS = [
+  'authorization_endpoint',
+  'token_endpoint',
+  'registration_endpoint',
+  'revocation_endpoint',
+  'introspection_endpoint',
+  'pushed_authorization_request_endpoint',
+  'device_authorization_endpoint',
+  'userinfo_endpoint',
+  'jwks_uri',
+] as const;
 
 /** The 2025-03-26 default endpoints of a server without metadata. */
 function legacyEndpoints(origin: string): oauth.AuthorizationServer {
@@ -208,29 +284,43 @@ function requireS256(as: oauth.AuthorizationServer, context: AuthErrorContext): 
   }
 }
 
-/** GET `url` as JSON metadata: the response when 2xx, none on 4xx, `AUTH_FAILED` otherwise. */
+/** A 5xx answer to a metadata request: the `AUTH_FAILED` to throw when no other URL answers. */
+class ServerFailure extends Error {
+  constructor(readonly error: Error) {
+    super(error.message);
+  }
+}
+
+/**
+ * GET `url` as JSON metadata: the response when 2xx, none on 4xx, `AUTH_FAILED` otherwise (a 5xx
+ * as a {@link ServerFailure}). Only `https:` or loopback URLs, no redirects, bounded in time.
+ */
 async function get(url: string, io: DiscoveryIo): Promise<Response | undefined> {
+  requireSecure(url, 'metadata URL', io.context);
   let response: Response;
   try {
     response = await io.fetch(url, {
       headers: { accept: 'application/json' },
-      ...(io.signal === undefined ? {} : { signal: io.signal }),
+      redirect: 'error',
+      signal: bounded(io.signal),
     });
   } catch (error) {
     if (io.signal?.aborted === true) throw error;
     throw authFailed(io.context, {
       reason: 'unreachable',
-      message: `could not fetch ${url}: ${describe(error)}`,
+      message: `could not fetch ${shownUrl(url)} (redirects are refused): ${describe(error)}`,
     });
   }
   if (response.ok) return response;
   await response.body?.cancel();
   if (response.status >= 400 && response.status < 500) return undefined;
-  throw authFailed(io.context, {
+  const failure = authFailed(io.context, {
     reason: 'metadata',
-    message: `${url} answered HTTP ${response.status}`,
+    message: `${shownUrl(url)} answered HTTP ${response.status}`,
     httpStatus: response.status,
   });
+  if (response.status >= 500) throw new ServerFailure(failure);
+  throw failure;
 }
 
 async function getJson(url: string, io: DiscoveryIo): Promise<Record<string, unknown> | undefined> {

@@ -34,10 +34,22 @@ export class DpopBinding {
     if (!resourceAsked && (offered === undefined || offered.length === 0)) return undefined;
     const alg = ALGORITHMS.find((a) => offered === undefined || offered.includes(a));
     if (alg === undefined) return undefined;
-    const keys = oauth.generateKeyPair(alg, { extractable: true });
-    this.#key = keys.then(async (k) => JSON.stringify({ ...(await exportJWK(k.privateKey)), alg }));
-    this.#handle = keys.then((k) => oauth.DPoP({}, k));
-    return await this.#handle;
+    // Both promises come from one attempt: a failure forgets both (the next need tries again), and
+    // #key is always observed, so its rejection is never unhandled.
+    const attempt = oauth.generateKeyPair(alg, { extractable: true }).then(async (k) => ({
+      jwk: JSON.stringify({ ...(await exportJWK(k.privateKey)), alg }),
+      handle: oauth.DPoP({}, k),
+    }));
+    const key = attempt.then((a) => a.jwk);
+    const handle = attempt.then((a) => a.handle);
+    this.#key = key;
+    this.#handle = handle;
+    attempt.catch(() => {
+      if (this.#handle === handle) this.#handle = undefined;
+      if (this.#key === key) this.#key = undefined;
+    });
+    key.catch(() => undefined);
+    return await handle;
   }
 
   /** The private key (JWK JSON) tokens made now are bound to, when DPoP is in use. */

@@ -9,7 +9,7 @@ import * as oauth from 'oauth4webapi';
 
 import { authFailed, describe, type AuthErrorContext } from './auth-error.js';
 import type { ResolvedClient } from './client.js';
-import { insecureFor } from './discovery.js';
+import { bounded, insecureFor } from './discovery.js';
 import { isNonceRefusal } from './dpop.js';
 import type { AuthorizeHook, OAuthTokens } from './types.js';
 
@@ -92,7 +92,7 @@ export async function authorizationCodeGrant(
     redirectUri: request.redirectUri,
     signal: request.signal,
   });
-  const params = validateCallback(grant, new URL(callback), state);
+  const params = validateCallback(grant, callbackUrl(grant, callback), state);
   const code = params.get('code');
   if (code !== null) grant.learnSecret(code);
   return await tokenRequest(grant, 'token', (dpop) =>
@@ -111,6 +111,21 @@ export async function authorizationCodeGrant(
       )
       .then((response) => oauth.processAuthorizationCodeResponse(as, client.client, response)),
   );
+}
+
+/** The hook's answer as a URL; a failure never quotes it (it holds the code). */
+function callbackUrl(grant: GrantContext, callback: unknown): URL {
+  if (callback instanceof URL) return callback;
+  try {
+    return new URL(String(callback));
+  } catch {
+    throw authFailed(grant.context, {
+      reason: 'authorization',
+      message: 'the authorize hook returned something that is not a URL',
+      issuer: grant.as.issuer,
+      fix: 'the authorize hook must resolve to the full callback URL the browser was sent to',
+    });
+  }
 }
 
 function validateCallback(grant: GrantContext, callback: URL, state: string): URLSearchParams {
@@ -180,7 +195,7 @@ function requestOptions(
   return {
     [oauth.customFetch]: grant.fetch,
     ...insecureFor(endpoint(grant.as.token_endpoint, 'token_endpoint', grant.context)),
-    ...(grant.signal === undefined ? {} : { signal: grant.signal }),
+    signal: bounded(grant.signal),
     ...(dpop === undefined ? {} : { DPoP: dpop }),
   };
 }

@@ -76,7 +76,8 @@ describe('OAuth flows against a real loopback authorization server', () => {
     expect(authorization.get('scope')).toBe('mcp:read');
     expect(tiny.log.tokenRequests[0]!.get('resource')).toBe(tiny.mcpUrl);
     expect(tiny.log.resourceAuth.at(-1)).toMatch(/^Bearer at-/);
-    expect(h.auth.principal()).toBe(`${tiny.origin} client:tiny-client`);
+    // No subject from the server: a user login gets its own principal (DESIGN §16).
+    expect(h.auth.principal()).toMatch(/^http:\/\/127\.0\.0\.1:\d+ login:/);
     expect((await h.store.list()).map((s) => s.key)).toEqual([
       { issuer: tiny.origin, resource: tiny.mcpUrl, clientId: 'tiny-client' },
     ]);

@@ -20,6 +20,17 @@ export interface TinyOAuthOptions {
   readonly alwaysInsufficientScope?: boolean;
   /** The token endpoint refuses the code with this OAuth error. */
   readonly refuseCode?: string;
+  /** The challenge's `resource_metadata`. @default the path-based well-known URL */
+  readonly challengeMetadata?: string;
+  /** The resource metadata's `authorization_servers`. @default [the server's origin] */
+  readonly authorizationServers?: readonly string[];
+  /** The metadata's `authorization_endpoint`. @default `${origin}/authorize` */
+  readonly authorizationEndpoint?: string;
+  /**
+   * How the path-based resource metadata URL answers: `redirect` sends a 302 to the root
+   * well-known URL, a number answers that status; either way the root URL serves the metadata.
+   */
+  readonly pathMetadata?: 'redirect' | number;
 }
 
 /** What the tiny servers saw. */
@@ -68,18 +79,29 @@ export async function startTinyOAuth(options: TinyOAuthOptions = {}): Promise<Ti
       ...(scope === '' ? {} : { scope }),
     });
   };
+  const resourceMetadata = (): unknown => ({
+    resource: `${origin}/mcp`,
+    authorization_servers: options.authorizationServers ?? [origin],
+    scopes_supported: ['mcp:read'],
+  });
   const routes: Record<string, (req: IncomingMessage, res: ServerResponse, body: string) => void> =
     {
-      'GET /.well-known/oauth-protected-resource/mcp': (_req, res) =>
-        json(res, 200, {
-          resource: `${origin}/mcp`,
-          authorization_servers: [origin],
-          scopes_supported: ['mcp:read'],
-        }),
+      'GET /.well-known/oauth-protected-resource/mcp': (_req, res) => {
+        if (options.pathMetadata === 'redirect') {
+          res.writeHead(302, { location: `${origin}/.well-known/oauth-protected-resource` });
+          return res.end();
+        }
+        if (options.pathMetadata !== undefined) return json(res, options.pathMetadata, {});
+        return json(res, 200, resourceMetadata());
+      },
+      'GET /.well-known/oauth-protected-resource': (_req, res) =>
+        options.pathMetadata === undefined
+          ? json(res, 404, { error: 'not_found' })
+          : json(res, 200, resourceMetadata()),
       'GET /.well-known/oauth-authorization-server': (_req, res) =>
         json(res, 200, {
           issuer: options.metadataIssuer ?? origin,
-          authorization_endpoint: `${origin}/authorize`,
+          authorization_endpoint: options.authorizationEndpoint ?? `${origin}/authorize`,
           token_endpoint: `${origin}/token`,
           registration_endpoint: `${origin}/register`,
           response_types_supported: ['code'],
@@ -126,7 +148,7 @@ export async function startTinyOAuth(options: TinyOAuthOptions = {}): Promise<Ti
       'POST /mcp': (req, res) => {
         const header = req.headers.authorization ?? '';
         log.resourceAuth.push(header);
-        const metadata = `resource_metadata="${origin}/.well-known/oauth-protected-resource/mcp"`;
+        const metadata = `resource_metadata="${options.challengeMetadata ?? `${origin}/.well-known/oauth-protected-resource/mcp`}"`;
         if (!valid.has(header.replace(/^Bearer /, ''))) {
           return json(
             res,
