@@ -210,7 +210,10 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
       ? {}
       : { authorizer: ctx.options.auth.authorizer }),
   });
-  const outcome = await startAndProbe(name, modernHttp, ctx.plan.probeMs, ctx.options.signal);
+  const authorizer = ctx.options.auth?.authorizer;
+  const outcome = await startAndProbe(name, modernHttp, ctx.plan.probeMs, ctx.options.signal, () =>
+    authorizer?.busy?.() === true,
+  );
   if (outcome.era === 'modern') {
     ctx.remember('modern');
     return modernConnection({
@@ -354,18 +357,23 @@ function startError(ctx: ConnectContext, error: unknown): Error {
   );
 }
 
-/** Starts a transport and probes its era; the transport is closed when either fails. */
+/**
+ * Starts a transport and probes its era; the transport is closed when either fails. `busy` (the
+ * authorizer logging in) stops the probe's budget from running out under a login.
+ */
 async function startAndProbe(
   name: string,
   transport: Transport,
   timeoutMs: number,
   signal: AbortSignal | undefined,
+  busy?: () => boolean,
 ): ReturnType<typeof probeEraWithRetry> {
   try {
     await transport.start();
     return await probeEraWithRetry(name, transport, {
       timeoutMs,
       ...(signal === undefined ? {} : { signal }),
+      ...(busy === undefined ? {} : { busy }),
     });
   } catch (error) {
     // Ends the whole process group (and waits for it) before the start error is reported.

@@ -86,6 +86,20 @@ function oauthAuth(
 ): ServerAuthorizer {
   if (config.clientSecret !== undefined) learnSecret(config.clientSecret);
   if (config.privateKey !== undefined) learnSecret(config.privateKey);
+  // The hook's calls in progress: busy() holds for them even without the session's own flag.
+  let hooks = 0;
+  const given = options.authorize;
+  const authorize: AuthorizeHook | undefined =
+    given === undefined
+      ? undefined
+      : async (request) => {
+          hooks += 1;
+          try {
+            return await given(request);
+          } finally {
+            hooks -= 1;
+          }
+        };
   const session = new OAuthSession({
     server: options.server,
     url: options.url,
@@ -95,7 +109,7 @@ function oauthAuth(
     learnSecret,
     command: options.loginCommand ?? `stepbind login ${options.server} --config FILE`,
     fetch: options.fetch ?? globalThis.fetch,
-    ...(options.authorize === undefined ? {} : { authorize: options.authorize }),
+    ...(authorize === undefined ? {} : { authorize }),
     ...(options.now === undefined ? {} : { now: options.now }),
   });
   return Object.freeze({
@@ -108,5 +122,6 @@ function oauthAuth(
     },
     logout: (signal?: AbortSignal) => session.logout(signal),
     status: () => session.status(),
+    busy: () => hooks > 0 || (session as { busy?: boolean }).busy === true,
   });
 }
