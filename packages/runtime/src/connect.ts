@@ -211,8 +211,12 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
       : { authorizer: ctx.options.auth.authorizer }),
   });
   const authorizer = ctx.options.auth?.authorizer;
-  const outcome = await startAndProbe(name, modernHttp, ctx.plan.probeMs, ctx.options.signal, () =>
-    authorizer?.busy?.() === true,
+  const outcome = await startAndProbe(
+    name,
+    modernHttp,
+    ctx.plan.probeMs,
+    ctx.options.signal,
+    () => authorizer?.busy?.() === true,
   );
   if (outcome.era === 'modern') {
     ctx.remember('modern');

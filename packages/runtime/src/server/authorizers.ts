@@ -75,7 +75,10 @@ export function serializedHook(hook: AuthorizeHook): AuthorizeHook {
 }
 
 /** Resolves when `promise` settles; rejects with the signal's reason when it aborts first. */
-async function untilSettledOrAborted(promise: Promise<unknown>, signal: AbortSignal): Promise<void> {
+async function untilSettledOrAborted(
+  promise: Promise<unknown>,
+  signal: AbortSignal,
+): Promise<void> {
   signal.throwIfAborted();
   let onAbort: (() => void) | undefined;
   try {

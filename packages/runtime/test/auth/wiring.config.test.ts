@@ -6,6 +6,7 @@ import { createRedactor, parseConfig, type HttpServerConfig } from '@stepbind/ru
 import { describe, expect, it } from 'vitest';
 import { configCheckJson, formatConfigCheck } from '../../src/cli/config-check.js';
 import { principalOf } from '../../src/era/listing-cache.js';
+import { loginCommand } from '../../src/server/authorizers.js';
 import { identityKeyOf } from '../../src/transports/index.js';
 
 const TOKEN = 'tok-0123456789abcdef0123';
@@ -318,5 +319,13 @@ describe('auth secrets in the redactor and config check', () => {
     expect(validate(entry({ type: 'oauth', bogus: 1 }))).toBe(false);
     expect(validate(entry({ type: 'bearer' }))).toBe(false);
     expect(validate(entry({ type: 'bearer', token: 't' }, { command: 'x' }))).toBe(false);
+  });
+});
+
+describe('the AUTH_REQUIRED login command', () => {
+  it('names --config FILE (the CLI needs it) and shell-quotes a name that needs it', () => {
+    expect(loginCommand('web')).toBe('stepbind login web --config FILE');
+    expect(loginCommand('my server')).toBe("stepbind login 'my server' --config FILE");
+    expect(loginCommand("it's;rm")).toBe("stepbind login 'it'\\''s;rm' --config FILE");
   });
 });

@@ -192,7 +192,12 @@ describe.each(Object.entries(ERAS))('OAuth wiring, %s era', (_era, { start, prot
     expect(isStepbindError(error, 'AUTH_REQUIRED')).toBe(true);
     expect(error).toMatchObject({
       name: 'CallError',
-      detail: { server: 'web', tool: 'alpha', delivery: 'not-sent', command: 'stepbind login web --config FILE' },
+      detail: {
+        server: 'web',
+        tool: 'alpha',
+        delivery: 'not-sent',
+        command: 'stepbind login web --config FILE',
+      },
     });
     expect(server.seen.filter((s) => s.method === 'tools/call')).toEqual([]);
     // Logged in again, the same connection serves the next call.
@@ -211,7 +216,9 @@ describe.each(Object.entries(ERAS))('OAuth wiring, %s era', (_era, { start, prot
     await authorizers[0]?.logout();
     const error: unknown = await runtime.hardRefresh('web').catch((e: unknown) => e);
     expect(isStepbindError(error, 'AUTH_REQUIRED')).toBe(true);
-    expect(error).toMatchObject({ detail: { server: 'web', command: 'stepbind login web --config FILE' } });
+    expect(error).toMatchObject({
+      detail: { server: 'web', command: 'stepbind login web --config FILE' },
+    });
     expect(runtime.status().servers[0]).toMatchObject({
       state: 'ready',
       revision: before?.revision,
