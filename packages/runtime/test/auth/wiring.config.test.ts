@@ -329,3 +329,50 @@ describe('the AUTH_REQUIRED login command', () => {
     expect(loginCommand("it's;rm")).toBe("stepbind login 'it'\\''s;rm' --config FILE");
   });
 });
+
+describe('an auth block refuses what would leak or log in as no one', () => {
+  it.each([
+    ['bearer', { type: 'bearer', token: '${env:MCP_TOKEN}' }],
+    ['oauth', { type: 'oauth', clientId: 'agent' }],
+  ])('refuses a plain http URL to a non-loopback host (%s)', (_type, auth) => {
+    const result = refusal({ mcpServers: { web: { url: 'http://mcp.example/mcp', auth } } });
+    expect(result.path).toBe('$.mcpServers.web.url');
+    expect(result.message).toContain('must be https (or a loopback address) when auth is set');
+    expect(result.message).not.toContain(TOKEN);
+  });
+
+  it.each(['http://127.0.0.1:8080/mcp', 'http://localhost:8080/mcp', 'http://[::1]:8080/mcp'])(
+    'accepts plain http on loopback (%s)',
+    (url) => {
+      const config = parseConfig(
+        { mcpServers: { web: { url, auth: { type: 'oauth', clientId: 'agent' } } } },
+        { env },
+      );
+      expect((config.servers.get('web') as HttpServerConfig).auth).toMatchObject({ type: 'oauth' });
+    },
+  );
+
+  it('accepts plain http to any host without auth', () => {
+    const config = parseConfig({ mcpServers: { web: { url: 'http://mcp.example/mcp' } } });
+    expect(config.servers.get('web')).toMatchObject({ url: 'http://mcp.example/mcp' });
+  });
+
+  it.each([
+    ['clientId', { type: 'oauth', clientId: '' }],
+    ['clientId', { type: 'oauth', clientId: '${env:EMPTY}' }],
+    ['clientSecret', { type: 'oauth', clientId: 'agent', clientSecret: ' ' }],
+    ['privateKey', { type: 'oauth', clientId: 'agent', privateKey: '${env:EMPTY}' }],
+    ['token', { type: 'bearer', token: '${env:EMPTY}' }],
+    ['scopes[1]', { type: 'oauth', scopes: ['tools', ''] }],
+  ])('refuses an empty %s naming .auth.FIELD', (field, auth) => {
+    let result: { path: string; message: string };
+    try {
+      parseConfig({ mcpServers: { web: { url: URL_, auth } } }, { env: { ...env, EMPTY: '' } });
+      throw new Error('expected INVALID_CONFIG');
+    } catch (error) {
+      if (!isStepbindError(error, 'INVALID_CONFIG')) throw error;
+      result = { path: String(error.detail['path']), message: error.message };
+    }
+    expect(result.path).toBe(`$.mcpServers.web.auth.${field}`);
+  });
+});
