@@ -98,6 +98,11 @@ interface ConnectContext<C extends ServerConfig = ServerConfig> {
   readonly state: {
     /** The probe got no answer in time: the start error then suggests a longer budget. */
     probeTimedOut: boolean;
+    /**
+     * When the probe last found the authorizer logging in: a login is not the server's start,
+     * so `initialize`'s share of the budget counts from here.
+     */
+    busyAt?: number;
   };
 }
 
@@ -216,7 +221,11 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
     modernHttp,
     ctx.plan.probeMs,
     ctx.options.signal,
-    () => authorizer?.busy?.() === true,
+    () => {
+      const busy = authorizer?.busy?.() === true;
+      if (busy) ctx.state.busyAt = performance.now();
+      return busy;
+    },
   );
   if (outcome.era === 'modern') {
     ctx.remember('modern');
@@ -292,7 +301,10 @@ function initialize(
   signal: AbortSignal | undefined,
 ): Promise<Connection> {
   return openSession(ctx.name, transport, {
-    timeoutMs: Math.max(1, ctx.timeoutMs - Math.round(performance.now() - ctx.started)),
+    timeoutMs: Math.max(
+      1,
+      ctx.timeoutMs - Math.round(performance.now() - Math.max(ctx.started, ctx.state.busyAt ?? 0)),
+    ),
     ...(signal === undefined ? {} : { signal }),
     pid: ctx.pid,
     fault: ctx.fault,

@@ -88,6 +88,8 @@ function oauthAuth(
   if (config.privateKey !== undefined) learnSecret(config.privateKey);
   // The hook's calls in progress: busy() holds for them even without the session's own flag.
   let hooks = 0;
+  // Requests inside the authorizer's own work (token, discovery, registration, login), not `base`.
+  let authorizing = 0;
   const given = options.authorize;
   const authorize: AuthorizeHook | undefined =
     given === undefined
@@ -114,7 +116,27 @@ function oauthAuth(
   });
   return Object.freeze({
     server: options.server,
-    wrap: (base: typeof fetch) => authorizedFetch(session, base),
+    wrap: (base: typeof fetch): typeof fetch => {
+      // A request is authorizing (not waiting for the server) from its start until it reaches
+      // `base`, and again from `base`'s answer until it returns (a 401's refresh or login).
+      const sending: typeof fetch = async (input, init) => {
+        authorizing -= 1;
+        try {
+          return await base(input, init);
+        } finally {
+          authorizing += 1;
+        }
+      };
+      const authorized = authorizedFetch(session, sending);
+      return async (input, init) => {
+        authorizing += 1;
+        try {
+          return await authorized(input, init);
+        } finally {
+          authorizing -= 1;
+        }
+      };
+    },
     principal: () => session.principal(),
     login: async (signal?: AbortSignal) => {
       await session.login(signal);
@@ -122,6 +144,6 @@ function oauthAuth(
     },
     logout: (signal?: AbortSignal) => session.logout(signal),
     status: () => session.status(),
-    busy: () => hooks > 0 || (session as { busy?: boolean }).busy === true,
+    busy: () => authorizing > 0 || hooks > 0 || (session as { busy?: boolean }).busy === true,
   });
 }

@@ -55,11 +55,13 @@ describe('the era probe under a first login', () => {
     const mcp = await protectedServer(as);
     const budgetMs = 400;
     const signals: AbortSignal[] = [];
+    const cancelled: boolean[] = [];
     // A user who takes several probe budgets to log in: the hook ends early only if the runtime
     // cancels it (the probe giving up on the server/discover request that needed the login).
     const hook: AuthorizeHook = async (request) => {
       signals.push(request.signal);
       await aborted(AbortSignal.any([request.signal, AbortSignal.timeout(budgetMs * 4)]));
+      cancelled.push(request.signal.aborted);
       request.signal.throwIfAborted();
       return as.interact(request.authorizationUrl);
     };
@@ -80,10 +82,39 @@ describe('the era probe under a first login', () => {
     cleanups.push(() => runtime.close());
     expect(await whoami(runtime, 'remote')).toMatchObject({ sub: 'alice' });
     expect(signals).toHaveLength(1);
-    expect(signals[0]?.aborted).toBe(false);
+    expect(cancelled).toEqual([false]);
     expect(as.counts.authorizations).toBe(1);
     // The server answered the probe (after the login) rather than timing out: one MCP session.
     expect(mcp.counts.initializes).toBe(1);
+  });
+
+  it('a login longer than startupTimeoutMs leaves initialize its share of the start budget', async () => {
+    const as = await authorizationServer();
+    const mcp = await protectedServer(as);
+    const startupMs = 1000;
+    const hook: AuthorizeHook = async (request) => {
+      await aborted(AbortSignal.any([request.signal, AbortSignal.timeout(startupMs * 1.5)]));
+      request.signal.throwIfAborted();
+      return as.interact(request.authorizationUrl);
+    };
+    const runtime = await McpRuntime.open(
+      {
+        mcpServers: {
+          remote: {
+            type: 'http',
+            url: mcp.url,
+            approval: 'none',
+            startupTimeoutMs: startupMs,
+            discoverTimeoutMs: startupMs / 5,
+            auth: { type: 'oauth', clientId: as.clients.public.clientId },
+          },
+        },
+      },
+      { approval: 'none', authorize: hook, tokenStore: new MemoryTokenStore() },
+    );
+    cleanups.push(() => runtime.close());
+    expect(await whoami(runtime, 'remote')).toMatchObject({ sub: 'alice' });
+    expect(as.counts.authorizations).toBe(1);
   });
 });
 
