@@ -98,6 +98,11 @@ interface ConnectContext<C extends ServerConfig = ServerConfig> {
   readonly state: {
     /** The probe got no answer in time: the start error then suggests a longer budget. */
     probeTimedOut: boolean;
+    /**
+     * When the probe last found the authorizer logging in: a login is not the server's start,
+     * so `initialize`'s share of the budget counts from here.
+     */
+    busyAt?: number;
   };
 }
 
@@ -210,7 +215,18 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
       ? {}
       : { authorizer: ctx.options.auth.authorizer }),
   });
-  const outcome = await startAndProbe(name, modernHttp, ctx.plan.probeMs, ctx.options.signal);
+  const authorizer = ctx.options.auth?.authorizer;
+  const outcome = await startAndProbe(
+    name,
+    modernHttp,
+    ctx.plan.probeMs,
+    ctx.options.signal,
+    () => {
+      const busy = authorizer?.busy?.() === true;
+      if (busy) ctx.state.busyAt = performance.now();
+      return busy;
+    },
+  );
   if (outcome.era === 'modern') {
     ctx.remember('modern');
     return modernConnection({
@@ -285,7 +301,10 @@ function initialize(
   signal: AbortSignal | undefined,
 ): Promise<Connection> {
   return openSession(ctx.name, transport, {
-    timeoutMs: Math.max(1, ctx.timeoutMs - Math.round(performance.now() - ctx.started)),
+    timeoutMs: Math.max(
+      1,
+      ctx.timeoutMs - Math.round(performance.now() - Math.max(ctx.started, ctx.state.busyAt ?? 0)),
+    ),
     ...(signal === undefined ? {} : { signal }),
     pid: ctx.pid,
     fault: ctx.fault,
@@ -354,18 +373,23 @@ function startError(ctx: ConnectContext, error: unknown): Error {
   );
 }
 
-/** Starts a transport and probes its era; the transport is closed when either fails. */
+/**
+ * Starts a transport and probes its era; the transport is closed when either fails. `busy` (the
+ * authorizer logging in) stops the probe's budget from running out under a login.
+ */
 async function startAndProbe(
   name: string,
   transport: Transport,
   timeoutMs: number,
   signal: AbortSignal | undefined,
+  busy?: () => boolean,
 ): ReturnType<typeof probeEraWithRetry> {
   try {
     await transport.start();
     return await probeEraWithRetry(name, transport, {
       timeoutMs,
       ...(signal === undefined ? {} : { signal }),
+      ...(busy === undefined ? {} : { busy }),
     });
   } catch (error) {
     // Ends the whole process group (and waits for it) before the start error is reported.

@@ -86,6 +86,22 @@ function oauthAuth(
 ): ServerAuthorizer {
   if (config.clientSecret !== undefined) learnSecret(config.clientSecret);
   if (config.privateKey !== undefined) learnSecret(config.privateKey);
+  // The hook's calls in progress: busy() holds for them even without the session's own flag.
+  let hooks = 0;
+  // Requests inside the authorizer's own work (token, discovery, registration, login), not `base`.
+  let authorizing = 0;
+  const given = options.authorize;
+  const authorize: AuthorizeHook | undefined =
+    given === undefined
+      ? undefined
+      : async (request) => {
+          hooks += 1;
+          try {
+            return await given(request);
+          } finally {
+            hooks -= 1;
+          }
+        };
   const session = new OAuthSession({
     server: options.server,
     url: options.url,
@@ -95,12 +111,32 @@ function oauthAuth(
     learnSecret,
     command: options.loginCommand ?? `stepbind login ${options.server} --config FILE`,
     fetch: options.fetch ?? globalThis.fetch,
-    ...(options.authorize === undefined ? {} : { authorize: options.authorize }),
+    ...(authorize === undefined ? {} : { authorize }),
     ...(options.now === undefined ? {} : { now: options.now }),
   });
   return Object.freeze({
     server: options.server,
-    wrap: (base: typeof fetch) => authorizedFetch(session, base),
+    wrap: (base: typeof fetch): typeof fetch => {
+      // A request is authorizing (not waiting for the server) from its start until it reaches
+      // `base`, and again from `base`'s answer until it returns (a 401's refresh or login).
+      const sending: typeof fetch = async (input, init) => {
+        authorizing -= 1;
+        try {
+          return await base(input, init);
+        } finally {
+          authorizing += 1;
+        }
+      };
+      const authorized = authorizedFetch(session, sending);
+      return async (input, init) => {
+        authorizing += 1;
+        try {
+          return await authorized(input, init);
+        } finally {
+          authorizing -= 1;
+        }
+      };
+    },
     principal: () => session.principal(),
     login: async (signal?: AbortSignal) => {
       await session.login(signal);
@@ -108,5 +144,6 @@ function oauthAuth(
     },
     logout: (signal?: AbortSignal) => session.logout(signal),
     status: () => session.status(),
+    busy: () => authorizing > 0 || hooks > 0 || (session as { busy?: boolean }).busy === true,
   });
 }

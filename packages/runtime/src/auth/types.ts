@@ -193,4 +193,10 @@ export interface ServerAuthorizer {
   /** Forgets the stored login (and revokes the refresh token where the server supports it). */
   logout(signal?: AbortSignal): Promise<void>;
   status(): Promise<AuthStatus>;
+  /**
+   * True while a login is in progress (discovery, registration, the `authorize` hook): a request
+   * waiting for it is not a slow server, so the era probe's budget does not run meanwhile.
+   * @default never busy
+   */
+  busy?(): boolean;
 }

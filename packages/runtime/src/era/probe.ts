@@ -32,8 +32,22 @@ export type ProbeOutcome =
       readonly supported?: readonly string[];
     };
 
+/** Options of {@link probeEra}. */
+export interface ProbeOptions {
+  /** How long the server may take to answer, not counting time while `busy()` is true. */
+  readonly timeoutMs: number;
+  readonly signal?: AbortSignal;
+  /**
+   * True while the transport's authorizer is logging in (discovery, registration, the `authorize`
+   * hook): the budget is for the server's answer, so a timer that ends while it is busy is armed
+   * again and the probe never abandons (and so cancels) a login in progress.
+   */
+  readonly busy?: () => boolean;
+}
+
 /**
- * Sends `server/discover` on a started transport and waits at most `timeoutMs` for its answer.
+ * Sends `server/discover` on a started transport and waits at most `timeoutMs` for its answer
+ * (time while `busy()` is true not counted).
  * The transport's `onmessage`/`onclose` are borrowed and released again on every path.
  *
  * @throws RuntimeError `SERVER_START_FAILED` when the server exits (or the write fails) before
@@ -43,9 +57,10 @@ export type ProbeOutcome =
 export function probeEra(
   server: string,
   transport: Transport,
-  options: { readonly timeoutMs: number; readonly signal?: AbortSignal },
+  options: ProbeOptions,
 ): Promise<ProbeOutcome> {
   return new Promise<ProbeOutcome>((resolve, reject) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const release = (): void => {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', abort);
@@ -64,10 +79,19 @@ export function probeEra(
         }),
       );
     };
-    const timer = setTimeout(() => {
-      release();
-      resolve({ era: 'legacy', answer: 'timeout' });
-    }, options.timeoutMs);
+    const arm = (): void => {
+      timer = setTimeout(() => {
+        // A login in progress (an authorize hook a user takes minutes with) is not the server
+        // being slow: the budget starts again rather than cancelling the login.
+        if (options.busy?.() === true) {
+          arm();
+          return;
+        }
+        release();
+        resolve({ era: 'legacy', answer: 'timeout' });
+      }, options.timeoutMs);
+    };
+    arm();
     if (options.signal?.aborted === true) {
       abort();
       return;
@@ -120,7 +144,7 @@ function errorFacts(error: unknown): { code?: number; supported?: readonly strin
 export async function probeEraWithRetry(
   server: string,
   transport: Transport,
-  options: { readonly timeoutMs: number; readonly signal?: AbortSignal },
+  options: ProbeOptions,
 ): Promise<ProbeOutcome> {
   const first = await probeEra(server, transport, options);
   if (

@@ -5,7 +5,7 @@
  * server's redactor, which learns every token the authorizer sees. The token store is opened at
  * the first OAuth server and closed with the runtime.
  */
-import type { AuthStatus, ServerAuthorizer, TokenStore } from '../auth/types.js';
+import type { AuthorizeHook, AuthStatus, ServerAuthorizer, TokenStore } from '../auth/types.js';
 import { DEFAULT_REDIRECT_URI } from '../auth/types.js';
 import { openDefaultTokenStore } from '../auth/default-store.js';
 import { createServerAuth, type ServerAuthOptions } from '../auth/server-auth.js';
@@ -39,9 +39,62 @@ export type AuthorizerOptions = Pick<
   readonly [SERVER_AUTH_FACTORY]?: ServerAuthFactory;
 };
 
-/** The command that fixes `AUTH_REQUIRED` for server `name`. */
+/**
+ * The command that fixes `AUTH_REQUIRED` for server `name` (the CLI needs the config file; the
+ * runtime is given a parsed config, so `FILE` stands for it). `name` is shell-quoted when needed.
+ */
 export function loginCommand(name: string): string {
-  return `stepbind login ${name}`;
+  return `stepbind login ${shellQuote(name)} --config FILE`;
+}
+
+/** `word` as one POSIX shell word: as is when it is plainly safe, else in single quotes. */
+function shellQuote(word: string): string {
+  return /^[A-Za-z0-9_.,:@%+=/-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * `hook` called one at a time: two servers logging in at once would both listen on the one
+ * loopback redirect port. A waiting call gives up when its request's signal aborts.
+ */
+export function serializedHook(hook: AuthorizeHook): AuthorizeHook {
+  let tail: Promise<unknown> = Promise.resolve();
+  return async (request) => {
+    const previous = tail;
+    let done!: () => void;
+    const mine = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    tail = previous.then(() => mine);
+    try {
+      await untilSettledOrAborted(previous, request.signal);
+      return await hook(request);
+    } finally {
+      done();
+    }
+  };
+}
+
+/** Resolves when `promise` settles; rejects with the signal's reason when it aborts first. */
+async function untilSettledOrAborted(
+  promise: Promise<unknown>,
+  signal: AbortSignal,
+): Promise<void> {
+  signal.throwIfAborted();
+  let onAbort: (() => void) | undefined;
+  try {
+    await Promise.race([
+      promise.then(
+        () => undefined,
+        () => undefined,
+      ),
+      new Promise<never>((_, reject) => {
+        onAbort = () => reject(signal.reason as Error);
+        signal.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+  }
 }
 
 /** See the module comment. */
@@ -51,6 +104,8 @@ export class ServerAuthorizers {
   #store: TokenStore | undefined;
   /** True when the runtime opened the store (and so closes it); a given store is the caller's. */
   #ownsStore = false;
+  /** The application's `authorize` hook, one call at a time across this runtime's servers. */
+  readonly #authorize: AuthorizeHook | undefined;
 
   /** The fleet's PostgreSQL token store, when the runtime has a fleet `store`. */
   readonly #fleetStore: (() => TokenStore) | undefined;
@@ -58,6 +113,8 @@ export class ServerAuthorizers {
   constructor(options: AuthorizerOptions, fleetStore?: () => TokenStore) {
     this.#options = options;
     this.#fleetStore = fleetStore;
+    this.#authorize =
+      options.authorize === undefined ? undefined : serializedHook(options.authorize);
   }
 
   /**
@@ -79,9 +136,7 @@ export class ServerAuthorizers {
             url: config.url,
             config: auth,
             store: this.#tokenStore(),
-            ...(this.#options.authorize === undefined
-              ? {}
-              : { authorize: this.#options.authorize }),
+            ...(this.#authorize === undefined ? {} : { authorize: this.#authorize }),
             redirectUri: this.#options.redirectUri ?? DEFAULT_REDIRECT_URI,
             learnSecret: (secret) => redactor.learn(secret),
             loginCommand: loginCommand(name),

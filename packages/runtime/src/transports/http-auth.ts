@@ -74,8 +74,18 @@ export function parseAuthConfig(
     return Object.freeze({ type, token } satisfies BearerAuthConfig);
   }
   checkKeys(obj, path, OAUTH_KEYS);
-  const opt = (key: string): string | undefined =>
-    obj[key] === undefined ? undefined : text(obj[key], `${path}.${key}`);
+  const opt = (key: string): string | undefined => {
+    if (obj[key] === undefined) return undefined;
+    const value = text(obj[key], `${path}.${key}`);
+    // An empty value (often an unset environment variable) would log in as no one, or send nothing.
+    if (value.trim() === '') {
+      fail(
+        `${path}.${key}`,
+        `is empty; give a value (check the variable it names) or remove "${key}"`,
+      );
+    }
+    return value;
+  };
   const clientId = opt('clientId');
   const clientSecret = opt('clientSecret');
   const privateKey = opt('privateKey');
@@ -89,6 +99,7 @@ export function parseAuthConfig(
   const scopes =
     obj['scopes'] === undefined ? undefined : stringList(obj['scopes'], `${path}.scopes`);
   scopes?.forEach((scope, i) => {
+    if (scope === '') fail(`${path}.scopes[${i}]`, 'is empty; give a scope or remove the item');
     if (!SCOPE_TOKEN.test(scope))
       fail(`${path}.scopes[${i}]`, 'is not a scope (one token, no spaces)');
   });

@@ -80,6 +80,12 @@ export function parseHttpConfig(
   );
   const auth =
     obj['auth'] === undefined ? undefined : parseAuthConfig(obj['auth'], `${path}.auth`, text);
+  if (auth !== undefined && parsed.protocol === 'http:' && !LOOPBACK_HOSTS.has(parsed.hostname)) {
+    fail(
+      `${path}.url`,
+      'must be https (or a loopback address) when auth is set: plain http would send the tokens in clear',
+    );
+  }
   const authorization = Object.keys(headers).find((h) => h.toLowerCase() === 'authorization');
   if (auth !== undefined && authorization !== undefined) {
     fail(
@@ -96,6 +102,9 @@ export function parseHttpConfig(
   };
   return Object.freeze(config);
 }
+
+/** The hosts an `auth` entry may reach over plain `http://` (as `auth/discovery.ts` `isLoopback`). */
+const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
 
 /** The identity key of an HTTP server: url, headers, auth (secrets digested), audience, roots, a non-default message limit. */
 export function httpIdentityKey(config: HttpServerConfig): string {

@@ -6,6 +6,7 @@ import { createRedactor, parseConfig, type HttpServerConfig } from '@stepbind/ru
 import { describe, expect, it } from 'vitest';
 import { configCheckJson, formatConfigCheck } from '../../src/cli/config-check.js';
 import { principalOf } from '../../src/era/listing-cache.js';
+import { loginCommand } from '../../src/server/authorizers.js';
 import { identityKeyOf } from '../../src/transports/index.js';
 
 const TOKEN = 'tok-0123456789abcdef0123';
@@ -318,5 +319,60 @@ describe('auth secrets in the redactor and config check', () => {
     expect(validate(entry({ type: 'oauth', bogus: 1 }))).toBe(false);
     expect(validate(entry({ type: 'bearer' }))).toBe(false);
     expect(validate(entry({ type: 'bearer', token: 't' }, { command: 'x' }))).toBe(false);
+  });
+});
+
+describe('the AUTH_REQUIRED login command', () => {
+  it('names --config FILE (the CLI needs it) and shell-quotes a name that needs it', () => {
+    expect(loginCommand('web')).toBe('stepbind login web --config FILE');
+    expect(loginCommand('my server')).toBe("stepbind login 'my server' --config FILE");
+    expect(loginCommand("it's;rm")).toBe("stepbind login 'it'\\''s;rm' --config FILE");
+  });
+});
+
+describe('an auth block refuses what would leak or log in as no one', () => {
+  it.each([
+    ['bearer', { type: 'bearer', token: '${env:MCP_TOKEN}' }],
+    ['oauth', { type: 'oauth', clientId: 'agent' }],
+  ])('refuses a plain http URL to a non-loopback host (%s)', (_type, auth) => {
+    const result = refusal({ mcpServers: { web: { url: 'http://mcp.example/mcp', auth } } });
+    expect(result.path).toBe('$.mcpServers.web.url');
+    expect(result.message).toContain('must be https (or a loopback address) when auth is set');
+    expect(result.message).not.toContain(TOKEN);
+  });
+
+  it.each(['http://127.0.0.1:8080/mcp', 'http://localhost:8080/mcp', 'http://[::1]:8080/mcp'])(
+    'accepts plain http on loopback (%s)',
+    (url) => {
+      const config = parseConfig(
+        { mcpServers: { web: { url, auth: { type: 'oauth', clientId: 'agent' } } } },
+        { env },
+      );
+      expect((config.servers.get('web') as HttpServerConfig).auth).toMatchObject({ type: 'oauth' });
+    },
+  );
+
+  it('accepts plain http to any host without auth', () => {
+    const config = parseConfig({ mcpServers: { web: { url: 'http://mcp.example/mcp' } } });
+    expect(config.servers.get('web')).toMatchObject({ url: 'http://mcp.example/mcp' });
+  });
+
+  it.each([
+    ['clientId', { type: 'oauth', clientId: '' }],
+    ['clientId', { type: 'oauth', clientId: '${env:EMPTY}' }],
+    ['clientSecret', { type: 'oauth', clientId: 'agent', clientSecret: ' ' }],
+    ['privateKey', { type: 'oauth', clientId: 'agent', privateKey: '${env:EMPTY}' }],
+    ['token', { type: 'bearer', token: '${env:EMPTY}' }],
+    ['scopes[1]', { type: 'oauth', scopes: ['tools', ''] }],
+  ])('refuses an empty %s naming .auth.FIELD', (field, auth) => {
+    let result: { path: string; message: string };
+    try {
+      parseConfig({ mcpServers: { web: { url: URL_, auth } } }, { env: { ...env, EMPTY: '' } });
+      throw new Error('expected INVALID_CONFIG');
+    } catch (error) {
+      if (!isStepbindError(error, 'INVALID_CONFIG')) throw error;
+      result = { path: String(error.detail['path']), message: error.message };
+    }
+    expect(result.path).toBe(`$.mcpServers.web.auth.${field}`);
   });
 });

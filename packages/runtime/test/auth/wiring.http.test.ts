@@ -192,7 +192,12 @@ describe.each(Object.entries(ERAS))('OAuth wiring, %s era', (_era, { start, prot
     expect(isStepbindError(error, 'AUTH_REQUIRED')).toBe(true);
     expect(error).toMatchObject({
       name: 'CallError',
-      detail: { server: 'web', tool: 'alpha', delivery: 'not-sent', command: 'stepbind login web' },
+      detail: {
+        server: 'web',
+        tool: 'alpha',
+        delivery: 'not-sent',
+        command: 'stepbind login web --config FILE',
+      },
     });
     expect(server.seen.filter((s) => s.method === 'tools/call')).toEqual([]);
     // Logged in again, the same connection serves the next call.
@@ -211,7 +216,9 @@ describe.each(Object.entries(ERAS))('OAuth wiring, %s era', (_era, { start, prot
     await authorizers[0]?.logout();
     const error: unknown = await runtime.hardRefresh('web').catch((e: unknown) => e);
     expect(isStepbindError(error, 'AUTH_REQUIRED')).toBe(true);
-    expect(error).toMatchObject({ detail: { server: 'web', command: 'stepbind login web' } });
+    expect(error).toMatchObject({
+      detail: { server: 'web', command: 'stepbind login web --config FILE' },
+    });
     expect(runtime.status().servers[0]).toMatchObject({
       state: 'ready',
       revision: before?.revision,
@@ -252,10 +259,20 @@ describe.each(Object.entries(ERAS))('OAuth wiring, %s era', (_era, { start, prot
       url: server.url,
       config: { type: 'oauth', clientId: 'stepbind-test', scopes: ['tools'] },
       redirectUri: DEFAULT_REDIRECT_URI,
-      loginCommand: 'stepbind login web',
+      loginCommand: 'stepbind login web --config FILE',
     });
     expect(made[0]?.store).toBe(tokenStore);
-    expect(made[0]?.authorize).toBe(authorize);
+    // The hook itself, behind the runtime-wide one-login-at-a-time lock.
+    const hook = made[0]?.authorize;
+    if (hook === undefined) throw new Error('no hook handed to the factory');
+    await expect(
+      hook({
+        server: 'web',
+        authorizationUrl: new URL('https://as.example/authorize'),
+        redirectUri: DEFAULT_REDIRECT_URI,
+        signal: new AbortController().signal,
+      }),
+    ).rejects.toThrow('no browser here');
     expect(runtime.status().servers[0]?.auth).toEqual({
       type: 'oauth',
       state: 'logged-in',
