@@ -518,11 +518,13 @@ function checkAuthOptions(options: McpRuntimeOptions): void {
     if (
       url === undefined ||
       (url.protocol !== 'http:' && url.protocol !== 'https:') ||
-      url.hash !== ''
+      url.hash !== '' ||
+      // Port 0 would send the authorization server back to a port nobody listens on.
+      url.port === '0'
     ) {
       bad(
         'redirectUri',
-        'an absolute http(s) URL without a fragment, such as http://127.0.0.1:33418/callback',
+        'an absolute http(s) URL without a fragment or port 0, such as http://127.0.0.1:33418/callback',
       );
     }
   }

@@ -370,6 +370,7 @@ describe('OAuth options', () => {
     ['tokenStore without its methods', { tokenStore: { get: () => undefined } }],
     ['redirectUri not a URL', { redirectUri: 'callback' }],
     ['redirectUri with a fragment', { redirectUri: 'http://127.0.0.1:1/cb#x' }],
+    ['redirectUri on port 0', { redirectUri: 'http://127.0.0.1:0/cb' }],
   ])('refuses %s with INVALID_OPTIONS before starting anything', async (_, options) => {
     const error: unknown = await McpRuntime.open(
       config,
