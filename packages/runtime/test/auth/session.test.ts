@@ -42,7 +42,7 @@ function gatedBrowser(): {
       gate,
       new Promise((_, reject) =>
         signal.addEventListener('abort', () =>
-          reject(new Error('aborted', { cause: signal.reason })),
+          reject(signal.reason instanceof Error ? signal.reason : new Error('aborted')),
         ),
       ),
     ]);
