@@ -78,11 +78,12 @@ function session(
   tiny: TinyOAuth,
   store: TokenStore,
   authorize: AuthorizeHook | undefined = browser,
+  scopes?: readonly string[],
 ): OAuthSession {
   return new OAuthSession({
     server: 'tiny',
     url: tiny.mcpUrl,
-    config: { type: 'oauth' },
+    config: { type: 'oauth', ...(scopes === undefined ? {} : { scopes }) },
     store,
     redirectUri: DEFAULT_REDIRECT_URI,
     learnSecret: () => undefined,
@@ -222,5 +223,43 @@ describe('OAuthSession', () => {
 
     expect(await s.token(undefined)).toEqual(login);
     expect(refreshGrants(tiny)).toEqual([]);
+  });
+
+  it('after a 401, adopts a login another process stored instead of logging in again', async () => {
+    await using tiny = await startTinyOAuth();
+    const store = new MemoryTokenStore();
+    // A login without a refresh token: the 401 cannot refresh it.
+    await store.put(
+      { issuer: tiny.origin, resource: tiny.mcpUrl, clientId: 'tiny-client' },
+      { tokens: { accessToken: 'at-dead', tokenType: 'Bearer' }, principal: 'p' },
+    );
+    const s = session(tiny, store);
+    const refused = await s.token(undefined);
+    const elsewhere = await session(tiny, store).login(undefined); // `stepbind login`
+
+    const login = await s.recover({ dpop: false }, refused, undefined);
+
+    expect(login.login.tokens.accessToken).toBe(elsewhere.login.tokens.accessToken);
+    expect(tiny.log.authorizations).toHaveLength(1);
+  });
+
+  it('a step-up adopts a newer login that covers the challenged scopes', async () => {
+    await using tiny = await startTinyOAuth();
+    const store = new MemoryTokenStore();
+    await store.put(
+      { issuer: tiny.origin, resource: tiny.mcpUrl, clientId: 'tiny-client' },
+      {
+        tokens: { accessToken: 'at-read', tokenType: 'Bearer', scope: 'mcp:read' },
+        principal: 'p',
+      },
+    );
+    const s = session(tiny, store);
+    const refused = await s.token(undefined);
+    const wider = await session(tiny, store, browser, ['mcp:read', 'mcp:admin']).login(undefined);
+
+    const login = await s.stepUp({ dpop: false, scopes: ['mcp:admin'] }, undefined, refused);
+
+    expect(login.login.tokens.accessToken).toBe(wider.login.tokens.accessToken);
+    expect(tiny.log.authorizations).toHaveLength(1);
   });
 });
