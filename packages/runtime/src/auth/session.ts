@@ -5,17 +5,17 @@
  * it never touches the connection, so a refreshed token never restarts one.
  */
 import { isStepbindError } from '@stepbind/binding';
+import { untilAborted } from '@stepbind/binding/internal';
 import { randomUUID } from 'node:crypto';
 
-import * as oauth from 'oauth4webapi';
+import type * as oauth from 'oauth4webapi';
 
 import { authFailed, authRequired, describe, type AuthErrorContext } from './auth-error.js';
-import { resolveClient, type ResolvedClient } from './client.js';
+import { resolveClient } from './client.js';
 import {
   canonicalResource,
   discoverAuthorizationServer,
   discoverProtectedResource,
-  insecureFor,
   type Discovery,
 } from './discovery.js';
 import { DpopBinding } from './dpop.js';
@@ -29,12 +29,26 @@ import {
   type GrantContext,
 } from './flows.js';
 import { refreshSingleFlight } from './refresh.js';
+import {
+  fresh,
+  granted,
+  learnLogin,
+  matches,
+  removeAll,
+  closedError,
+  loginWaitAborted,
+  revoke,
+  statusOf,
+  withKey,
+  type Where,
+} from './session-logins.js';
 import type {
   AuthorizeHook,
   AuthStatus,
   OAuthConfig,
   OAuthTokens,
   StoredLogin,
+  StoredLoginSummary,
   TokenKey,
   TokenStore,
 } from './types.js';
@@ -72,11 +86,6 @@ export interface Challenge {
   readonly dpop: boolean;
 }
 
-interface Where {
-  readonly discovery: Discovery;
-  readonly client: ResolvedClient;
-}
-
 /** See the file comment. */
 export class OAuthSession {
   readonly context: AuthErrorContext;
@@ -89,6 +98,13 @@ export class OAuthSession {
   #loading: Promise<void> | undefined;
   #scopes: readonly string[] | undefined;
   #loginFlight: Promise<CurrentLogin> | undefined;
+  /** The shared login runs on its own signal: aborted only by {@link close}. */
+  #loginAbort: AbortController | undefined;
+  /** Refreshes of this session under way. */
+  #refreshing = 0;
+  /** Grows with every logout and new login: an outdated result never becomes `#current`. */
+  #generation = 0;
+  #closed = false;
 
   constructor(options: OAuthSessionOptions) {
     this.#options = options;
@@ -108,6 +124,21 @@ export class OAuthSession {
     return this.#options.config.grant !== 'client_credentials';
   }
 
+  /** True while a login or a refresh of this session is in flight. */
+  get busy(): boolean {
+    return this.#loginFlight !== undefined || this.#refreshing > 0;
+  }
+
+  /** Aborts a login in flight; later calls fail `ABORTED`. */
+  close(): void {
+    this.#closed = true;
+    this.#loginAbort?.abort(closedError(this.context.server));
+  }
+
+  #open(): void {
+    if (this.#closed) throw closedError(this.context.server);
+  }
+
   /** Who the current tokens act for. */
   principal(): string | undefined {
     return this.#current?.login.principal;
@@ -119,10 +150,20 @@ export class OAuthSession {
    * then says how to log in).
    */
   async token(signal: AbortSignal | undefined): Promise<CurrentLogin | undefined> {
+    this.#open();
     // One shared read: a second request at the same moment must not go out without the token.
-    this.#loading ??= this.#stored().then((stored) => {
-      this.#current ??= stored;
-    });
+    if (this.#loading === undefined) {
+      const generation = this.#generation;
+      const loading = this.#stored().then((stored) => {
+        // A logout (or a login) meanwhile wins over what was read before it.
+        if (generation === this.#generation) this.#current ??= stored;
+      });
+      this.#loading = loading;
+      // A failed read is not kept: the next request reads again.
+      loading.catch(() => {
+        if (this.#loading === loading) this.#loading = undefined;
+      });
+    }
     await this.#loading;
     const current = this.#current;
     if (current === undefined || this.#fresh(current.login)) return current;
@@ -145,11 +186,15 @@ export class OAuthSession {
     refused: CurrentLogin | undefined,
     signal: AbortSignal | undefined,
   ): Promise<CurrentLogin> {
+    this.#open();
     const where = await this.#discover(challenge, signal);
-    const sameIssuer = refused !== undefined && refused.key.issuer === where.discovery.as.issuer;
-    const newer = this.#current !== undefined && this.#current !== refused;
-    if (newer && this.#current?.key.issuer === where.discovery.as.issuer) return this.#current;
-    if (sameIssuer && refused.login.tokens.refreshToken !== undefined) {
+    const adopted = await this.#newerThan(refused, where);
+    if (adopted !== undefined) return adopted;
+    if (
+      refused !== undefined &&
+      matches(where, refused.key) &&
+      refused.login.tokens.refreshToken !== undefined
+    ) {
       try {
         return await this.#refresh(refused, signal);
       } catch (error) {
@@ -158,6 +203,28 @@ export class OAuthSession {
       }
     }
     return await this.#login(where, this.#scopesFor(challenge, where), signal);
+  }
+
+  /**
+   * A login other than `refused` at `where`'s server and client: the one in use, else one in the
+   * store (another process, `stepbind login`, may have logged in meanwhile).
+   */
+  async #newerThan(
+    refused: CurrentLogin | undefined,
+    where: Where,
+    covers: (login: StoredLogin) => boolean = () => true,
+  ): Promise<CurrentLogin | undefined> {
+    const other = (c: CurrentLogin | undefined): c is CurrentLogin =>
+      c !== undefined &&
+      matches(where, c.key) &&
+      covers(c.login) &&
+      (refused === undefined || c.login.tokens.accessToken !== refused.login.tokens.accessToken);
+    if (other(this.#current)) return this.#current;
+    const generation = this.#generation;
+    const stored = await this.#stored(where);
+    if (!other(stored) || generation !== this.#generation) return undefined;
+    this.#current = stored;
+    return stored;
   }
 
   /** The scopes of a new login: configured, else challenged, else the resource's, else none. */
@@ -175,83 +242,98 @@ export class OAuthSession {
     });
   }
 
-  /** After a 403 `insufficient_scope`: log in again for the union of the scopes asked so far. */
-  async stepUp(challenge: Challenge, signal: AbortSignal | undefined): Promise<CurrentLogin> {
+  /**
+   * After a 403 `insufficient_scope`: log in again for the union of the scopes asked so far,
+   * unless a login other than `refused` that covers the challenged scopes is already there.
+   */
+  async stepUp(
+    challenge: Challenge,
+    signal: AbortSignal | undefined,
+    refused?: CurrentLogin,
+  ): Promise<CurrentLogin> {
+    this.#open();
     const where = await this.#discover(challenge, signal);
-    const granted = this.#current?.login.tokens.scope?.split(' ').filter((s) => s !== '');
-    const scopes = unionScopes(this.#scopes, granted, challenge.scopes);
+    const wanted = challenge.scopes ?? [];
+    const covers = (login: StoredLogin): boolean => {
+      const has = new Set([...granted(login), ...(login.scopes ?? [])]);
+      return wanted.every((s) => has.has(s));
+    };
+    if (refused !== undefined) {
+      const newer = await this.#newerThan(refused, where, covers);
+      if (newer !== undefined) return newer;
+    }
+    const current = this.#current;
+    const asked = this.#scopes ?? current?.login.scopes;
+    const scopes = unionScopes(
+      asked,
+      current === undefined ? undefined : granted(current.login),
+      challenge.scopes,
+    );
     return await this.#login(where, scopes, signal);
   }
 
   /** Logs in now, whatever is stored (`stepbind login`). */
   async login(signal: AbortSignal | undefined): Promise<CurrentLogin> {
+    this.#open();
     const where = await this.#discover({ dpop: false }, signal);
     return await this.#login(where, this.#scopesFor({ dpop: false }, where), signal);
   }
 
-  /** Forgets the login (revoking its refresh token where the server supports revocation). */
+  /**
+   * Forgets every stored login of this resource (and the configured client), each under its key's
+   * lock so that a refresh under way cannot bring it back, then revokes their refresh tokens at
+   * the authorization server that issued them to this client (a courtesy: a failure is ignored).
+   */
   async logout(signal: AbortSignal | undefined): Promise<void> {
-    const current = this.#current ?? (await this.#stored());
+    this.#generation++;
     this.#current = undefined;
     this.#loading = Promise.resolve();
-    if (current === undefined) return;
-    await this.#options.store.delete(current.key);
-    const refreshToken = current.login.tokens.refreshToken;
-    const where = this.#where;
-    if (refreshToken === undefined || where?.discovery.as.revocation_endpoint === undefined) return;
+    const removed = await removeAll(this.#options.store, await this.#summaries(), signal);
+    const revocable = removed.filter((r) => r.login.tokens.refreshToken !== undefined);
+    if (revocable.length === 0) return;
+    let where: Where;
     try {
-      const response = await oauth.revocationRequest(
-        where.discovery.as,
-        where.client.client,
-        where.client.clientAuth,
-        refreshToken,
-        {
-          [oauth.customFetch]: this.#options.fetch,
-          ...insecureFor(where.discovery.as.revocation_endpoint),
-          ...(signal === undefined ? {} : { signal }),
-        },
-      );
-      await oauth.processRevocationResponse(response);
+      where = this.#where ?? (await this.#discover({ dpop: false }, signal));
     } catch {
-      // Revocation is a courtesy: the login is forgotten here either way.
+      return; // Revocation is a courtesy: the logins are forgotten here either way.
+    }
+    for (const { key, login } of revocable) {
+      if (matches(where, key)) await revoke(where, login, this.#options.fetch, signal);
     }
   }
 
   /** The login state, without secrets. */
   async status(): Promise<AuthStatus> {
-    const current = this.#current ?? (await this.#stored());
-    if (current === undefined)
-      return Object.freeze({ server: this.#options.server, state: 'logged-out' });
-    const { login, key } = current;
-    const expired = login.tokens.expiresAt !== undefined && login.tokens.expiresAt <= this.#now;
-    return Object.freeze({
-      server: this.#options.server,
-      state: expired
-        ? login.tokens.refreshToken === undefined
-          ? 'logged-out'
-          : 'expired'
-        : 'logged-in',
-      issuer: key.issuer,
-      principal: login.principal,
-      ...(login.scopes === undefined ? {} : { scopes: login.scopes }),
-      ...(login.tokens.expiresAt === undefined ? {} : { expiresAt: login.tokens.expiresAt }),
-    });
+    return statusOf(this.#options.server, this.#current ?? (await this.#stored()), this.#now);
   }
 
-  #fresh(login: StoredLogin): boolean {
-    const expiresAt = login.tokens.expiresAt;
-    return expiresAt === undefined || expiresAt - REFRESH_MARGIN_MS > this.#now;
-  }
-
-  /** The newest stored login for this resource (and the configured client, when one is). */
-  async #stored(): Promise<CurrentLogin | undefined> {
+  /** The stored logins for this resource (and the configured client, when one is). */
+  async #summaries(): Promise<readonly StoredLoginSummary[]> {
     const clientId = this.#options.config.clientId;
-    const summaries = (await this.#options.store.list()).filter(
+    return (await this.#options.store.list()).filter(
       (s) =>
         s.key.resource === this.#resource &&
         (clientId === undefined || s.key.clientId === clientId),
     );
-    const newest = summaries.sort((a, b) => b.updatedAt - a.updatedAt)[0];
+  }
+
+  #fresh(login: StoredLogin): boolean {
+    return fresh(login, this.#now, REFRESH_MARGIN_MS);
+  }
+
+  #learn(login: StoredLogin): void {
+    learnLogin(login, this.#options.learnSecret);
+  }
+
+  #withKey(tokens: OAuthTokens, dpopKey: string | undefined): OAuthTokens {
+    return withKey(tokens, dpopKey, this.#options.learnSecret);
+  }
+
+  async #stored(where: Where | undefined = this.#where): Promise<CurrentLogin | undefined> {
+    const rank = (s: StoredLoginSummary): number =>
+      where !== undefined && matches(where, s.key) ? 1 : 0;
+    const summaries = [...(await this.#summaries())];
+    const newest = summaries.sort((a, b) => rank(b) - rank(a) || b.updatedAt - a.updatedAt)[0];
     if (newest === undefined) return undefined;
     const login = await this.#options.store.get(newest.key);
     if (login === undefined) return undefined;
@@ -259,27 +341,6 @@ export class OAuthSession {
     // A DPoP-bound token is usable only with its key, stored with it (a login without one is not).
     if (login.tokens.tokenType === 'DPoP' && !(await this.#adoptKey(login))) return undefined;
     return { key: newest.key, login };
-  }
-
-  #learn(login: StoredLogin): void {
-    this.#options.learnSecret(login.tokens.accessToken);
-    if (login.tokens.refreshToken !== undefined)
-      this.#options.learnSecret(login.tokens.refreshToken);
-    if (login.tokens.dpopKey !== undefined) this.#learnKey(login.tokens.dpopKey);
-  }
-
-  /** The key JSON and each of its private members are secrets. */
-  #learnKey(jwkJson: string): void {
-    this.#options.learnSecret(jwkJson);
-    try {
-      const jwk = JSON.parse(jwkJson) as Record<string, unknown>;
-      for (const name of ['d', 'p', 'q', 'dp', 'dq', 'qi']) {
-        const value = jwk[name];
-        if (typeof value === 'string') this.#options.learnSecret(value);
-      }
-    } catch {
-      // Not JSON: the whole string was learnt.
-    }
   }
 
   /** Uses a DPoP-bound login's stored key; false when it has none or it does not import. */
@@ -292,15 +353,6 @@ export class OAuthSession {
     } catch {
       return false;
     }
-  }
-
-  /** `tokens` with the DPoP key they are bound to (stored with them for other processes). */
-  async #withKey(tokens: OAuthTokens): Promise<OAuthTokens> {
-    if (tokens.tokenType !== 'DPoP') return tokens;
-    const dpopKey = await this.dpop.exportKey();
-    if (dpopKey === undefined) return tokens;
-    this.#learnKey(dpopKey);
-    return Object.freeze({ ...tokens, dpopKey });
   }
 
   /** Resource metadata, then its authorization server, then the client there. */
@@ -344,9 +396,20 @@ export class OAuthSession {
     return this.#where;
   }
 
-  async #grantContext(where: Where, signal: AbortSignal | undefined): Promise<GrantContext> {
-    const dpop = await this.dpop.handleFor(where.discovery.as, false);
+  /** The grant's context, and the DPoP key of its proof maker (captured together). */
+  async #grantContext(
+    where: Where,
+    signal: AbortSignal | undefined,
+  ): Promise<GrantContext & { readonly dpopKey?: string }> {
+    let dpop: oauth.DPoPHandle | undefined;
+    let dpopKey: string | undefined;
+    // An adopt between the two reads swaps the pair: read again until they belong together.
+    do {
+      dpop = await this.dpop.handleFor(where.discovery.as, false);
+      dpopKey = dpop === undefined ? undefined : await this.dpop.exportKey();
+    } while (dpop !== undefined && (await this.dpop.current()) !== dpop);
     return {
+      ...(dpopKey === undefined ? {} : { dpopKey }),
       as: where.discovery.as,
       client: where.client,
       resource: where.discovery.resource,
@@ -358,23 +421,35 @@ export class OAuthSession {
     };
   }
 
-  /** A new login, one at a time: concurrent refusals share the first one's login. */
+  /**
+   * A new login, one at a time: concurrent refusals share it. It runs on its own signal (aborted
+   * by {@link close} only); each caller's signal ends that caller's wait, and a login every caller
+   * left goes on (the user may be in the browser): a later caller joins it.
+   */
   async #login(
     where: Where,
     scopes: readonly string[],
     signal: AbortSignal | undefined,
   ): Promise<CurrentLogin> {
-    this.#loginFlight ??= this.#runLogin(where, scopes, signal).finally(() => {
-      this.#loginFlight = undefined;
-    });
-    return await this.#loginFlight;
+    if (this.#loginFlight === undefined) {
+      const abort = new AbortController();
+      this.#loginAbort = abort;
+      const flight = this.#runLogin(where, scopes, abort.signal).finally(() => {
+        if (this.#loginFlight === flight) this.#loginFlight = undefined;
+        if (this.#loginAbort === abort) this.#loginAbort = undefined;
+      });
+      flight.catch(() => undefined);
+      this.#loginFlight = flight;
+    }
+    return await untilAborted(this.#loginFlight, signal, loginWaitAborted);
   }
 
   async #runLogin(
     where: Where,
     scopes: readonly string[],
-    signal: AbortSignal | undefined,
+    signal: AbortSignal,
   ): Promise<CurrentLogin> {
+    const generation = this.#generation;
     const { as } = where.discovery;
     const grant = await this.#grantContext(where, signal);
     let result: Grant;
@@ -396,21 +471,32 @@ export class OAuthSession {
         authorize,
         redirectUri: this.#options.redirectUri,
         scopes,
-        signal: signal ?? new AbortController().signal,
+        signal,
       });
     }
-    this.#scopes = scopes;
     const key: TokenKey = {
       issuer: as.issuer,
       resource: this.#resource,
       clientId: where.client.clientId,
     };
-    const login = await this.#options.store.put(key, {
-      tokens: await this.#withKey(result.tokens),
-      principal: this.#principal(as.issuer, where.client.clientId, result.subject),
-      server: this.#options.server,
-      scopes,
+    const tokens = this.#withKey(result.tokens, grant.dpopKey);
+    const principal = this.#principal(as.issuer, where.client.clientId, result.subject);
+    // Under the key's lock (a refresh under way cannot overwrite it), and never after a logout.
+    const login = await this.#options.store.withLock(key, async () => {
+      if (generation !== this.#generation) {
+        throw authRequired(this.context, 'the login was logged out while it was under way', {
+          issuer: as.issuer,
+        });
+      }
+      return await this.#options.store.put(key, {
+        tokens,
+        principal,
+        server: this.#options.server,
+        scopes,
+      });
     });
+    this.#generation++;
+    this.#scopes = scopes;
     this.#current = { key, login };
     return this.#current;
   }
@@ -425,9 +511,30 @@ export class OAuthSession {
     return this.#codeFlow ? `${issuer} login:${randomUUID()}` : `${issuer} client:${clientId}`;
   }
 
-  /** Refresh through the single flight (threads, processes, the fleet); adopts a newer login. */
+  /**
+   * Refresh through the single flight (threads, processes, the fleet); adopts a newer login. Only
+   * at the authorization server and client the login came from: a refresh token never goes
+   * elsewhere (then AUTH_REQUIRED, and a 401 logs in again).
+   */
   async #refresh(current: CurrentLogin, signal: AbortSignal | undefined): Promise<CurrentLogin> {
+    this.#refreshing++;
+    try {
+      return await this.#runRefresh(current, signal);
+    } finally {
+      this.#refreshing--;
+    }
+  }
+
+  async #runRefresh(current: CurrentLogin, signal: AbortSignal | undefined): Promise<CurrentLogin> {
+    const generation = this.#generation;
     const where = this.#where ?? (await this.#discoverIssuer(current.key.issuer, signal));
+    if (!matches(where, current.key)) {
+      throw authRequired(
+        this.context,
+        'the stored login is from another authorization server or client than the resource names now',
+        { issuer: where.discovery.as.issuer },
+      );
+    }
     const login = await refreshSingleFlight({
       store: this.#options.store,
       key: current.key,
@@ -449,19 +556,29 @@ export class OAuthSession {
         const grant = await this.#grantContext(where, refreshSignal);
         const result = await refreshGrant(grant, refreshToken);
         return {
-          tokens: await this.#withKey(result.tokens),
+          tokens: this.#withKey(result.tokens, grant.dpopKey),
           principal: stored.principal,
           ...(stored.server === undefined ? {} : { server: stored.server }),
           ...(stored.scopes === undefined ? {} : { scopes: stored.scopes }),
         };
       },
+      server: this.#options.server,
+      command: this.#options.command,
       ...(signal === undefined ? {} : { signal }),
     });
     this.#learn(login);
+    const next = { key: current.key, login };
+    // A logout or a new login (a step-up) meanwhile wins: this result is not the session's login.
+    if (generation !== this.#generation) {
+      if (this.#current !== undefined) return this.#current;
+      throw authRequired(this.context, 'the login was logged out while it was refreshed', {
+        issuer: current.key.issuer,
+      });
+    }
     // A newer login another process wrote may be bound to its own key.
     await this.#adoptKey(login);
-    this.#current = { key: current.key, login };
-    return this.#current;
+    this.#current = next;
+    return next;
   }
 
   /** Discovery from a stored login's issuer alone (no challenge yet in this process). */
