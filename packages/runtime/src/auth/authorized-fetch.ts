@@ -83,7 +83,7 @@ export function authorizedFetch(session: OAuthSession, base: typeof fetch): type
         });
       }
       stepUps++;
-      login = await guard(() => session.stepUp(challenge, signal));
+      login = await guard(() => session.stepUp(challenge, signal, login));
     }
   };
 }

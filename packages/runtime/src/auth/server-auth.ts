@@ -144,6 +144,10 @@ function oauthAuth(
     },
     logout: (signal?: AbortSignal) => session.logout(signal),
     status: () => session.status(),
-    busy: () => authorizing > 0 || hooks > 0 || (session as { busy?: boolean }).busy === true,
+    busy: () => authorizing > 0 || hooks > 0 || session.busy,
+    close: () => {
+      session.close();
+      return Promise.resolve();
+    },
   });
 }

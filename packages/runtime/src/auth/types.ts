@@ -199,4 +199,9 @@ export interface ServerAuthorizer {
    * @default never busy
    */
   busy?(): boolean;
+  /**
+   * Ends the authorizer with its runtime: a login in progress is aborted (its hook's signal fires)
+   * and later requests fail `ABORTED`. @default nothing to end
+   */
+  close?(): Promise<void>;
 }

@@ -180,8 +180,12 @@ export class ServerAuthorizers {
     return Object.freeze(out);
   }
 
-  /** Closes the token store the runtime opened. Idempotent. */
+  /** Ends every authorizer (a login in progress is aborted), then closes the token store the
+   * runtime opened. Idempotent. */
   async close(): Promise<void> {
+    const entries = [...this.#byKey.values()];
+    this.#byKey.clear();
+    await Promise.all(entries.map((entry) => entry.authorizer.close?.()));
     const store = this.#store;
     this.#store = undefined;
     if (store !== undefined && this.#ownsStore) await store.close?.();

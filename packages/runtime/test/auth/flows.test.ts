@@ -143,12 +143,16 @@ describe('OAuth flows against a real loopback authorization server', () => {
   });
 
   it('refreshes a token that expires within the margin before sending it, without a 401', async () => {
-    // 30 s of life is inside the refresh margin: the next request refreshes first.
+    // 30 s of life: the margin is half of it (15 s). 16 s later the next request refreshes first.
     await using tiny = await startTinyOAuth({ expiresIn: 30 });
-    const h = harness(tiny, {}, { authorize: browser() });
+    let skewMs = 0;
+    const h = harness(tiny, {}, { authorize: browser(), now: () => Date.now() + skewMs });
     await call(h, tiny);
+    await call(h, tiny);
+    expect(tiny.log.tokenRequests.map((t) => t.get('grant_type'))).toEqual(['authorization_code']);
     const firstToken = tiny.log.resourceAuth.at(-1);
     const requestsBefore = tiny.log.resourceAuth.length;
+    skewMs = 16_000;
 
     const response = await call(h, tiny);
 
