@@ -185,7 +185,7 @@ export class ServerAuthorizers {
   async close(): Promise<void> {
     const entries = [...this.#byKey.values()];
     this.#byKey.clear();
-    await Promise.all(entries.map((entry) => entry.authorizer.close?.()));
+    await Promise.all(entries.map(async (entry) => await entry.authorizer.close?.()));
     const store = this.#store;
     this.#store = undefined;
     if (store !== undefined && this.#ownsStore) await store.close?.();
