@@ -151,6 +151,7 @@ async function fleetRun(
     }
     await within(Promise.all(workers.map((w) => w.ready)), 'every worker ready', FLEET_TIMEOUT_MS);
 
+    let calls = 0;
     for (const [round, callsPerWorker] of rounds.entries()) {
       expect(mcp.expireTokens()).toBeGreaterThan(0);
       const replies = await within(
@@ -160,6 +161,7 @@ async function fleetRun(
         `round ${String(round + 1)} of calls`,
         FLEET_TIMEOUT_MS,
       );
+      calls += replies.flat().length;
       const failed = replies.flat().filter((r) => !r.ok);
       expect(failed, JSON.stringify(failed)).toEqual([]);
       expect(new Set(replies.flat().map((r) => r.sub))).toEqual(new Set(['alice']));
@@ -168,6 +170,9 @@ async function fleetRun(
     }
     expect(as.counts.refusals['refresh_token'] ?? 0).toBe(0);
     expect(as.counts.grants['authorization_code']).toBe(1);
+    process.stdout.write(
+      `[oidc fleet] ${store.plan.kind}: ${String(PROCESSES)} processes, ${String(rounds.length)} expiries, ${String(calls)} calls, ${String(as.counts.refreshes)} refreshes seen by the server, 0 refused\n`,
+    );
   } finally {
     await Promise.all(workers.map((w) => w.close()));
     await store.close();
