@@ -662,8 +662,8 @@ const MUTANTS: readonly Mutant[] = [
     // DESIGN §16: a lock file whose owner is alive is waited for, never taken over.
     name: "take over a live owner's token lock",
     file: 'packages/runtime/src/auth/file-lock.ts',
-    find: 'return owner.host === HOST && !isAlive(owner.pid);',
-    replace: 'return owner.host === HOST;',
+    find: 'return owner.host === HOST && owner.boot === BOOT && !isAlive(owner.pid);',
+    replace: 'return owner.host === HOST && owner.boot === BOOT;',
     testFile: 'packages/runtime/test/auth/store.file.test.ts',
     testName:
       'waits for a live owner: the wait ends with FileLockTimeout after maxWaitMs, or on abort, and the lock is left alone',
@@ -725,8 +725,8 @@ const MUTANTS: readonly Mutant[] = [
   {
     name: 'take a login callback whose state is not the expected one',
     file: 'packages/runtime/src/auth/loopback.ts',
-    find: "if (state !== undefined && params.get('state') !== state) {",
-    replace: 'if (false as boolean) {',
+    find: "if (state === undefined || params.get('state') !== state) {",
+    replace: 'if (state === undefined) {',
     testFile: 'packages/runtime/test/auth/loopback.test.ts',
     testName: 'ignores a callback whose state is not the expected one',
     diagnostic: 'expected 200 to be 400',
@@ -854,9 +854,9 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'refresh only once the token has expired',
-    file: 'packages/runtime/src/auth/session.ts',
-    find: 'expiresAt - REFRESH_MARGIN_MS > this.#now',
-    replace: 'expiresAt > this.#now',
+    file: 'packages/runtime/src/auth/session-logins.ts',
+    find: 'return expiresAt - Math.min(marginMs, lifetime / 2) > now;',
+    replace: 'return expiresAt > now;',
     testFile: 'packages/runtime/test/auth/flows.test.ts',
     testName: 'refreshes a token that expires within the margin before sending it, without a 401',
     diagnostic: "expected [ 'authorization_code' ] to deeply equal",

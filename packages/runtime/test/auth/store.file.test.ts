@@ -202,6 +202,7 @@ describe('the lock file', () => {
     const lock = join(dir, 'b.lock');
     const held = JSON.stringify({
       host: hostname(),
+      ...bootId(),
       pid: process.pid,
       at: Date.now(),
       nonce: 'live',
