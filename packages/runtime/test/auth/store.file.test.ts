@@ -246,7 +246,14 @@ describe('the lock file', () => {
   it('reports a lock held past lockTimeoutMs as AUTH_FAILED (reason store) naming the lock file', async () => {
     const store = new FileTokenStore({ path, lockTimeoutMs: 20 });
     let release: () => void = () => undefined;
-    const holder = store.withLock(KEY, () => new Promise<void>((resolve) => (release = resolve)));
+    let entered: () => void = () => undefined;
+    const inside = new Promise<void>((resolve) => (entered = resolve));
+    const holder = store.withLock(KEY, () => {
+      entered();
+      return new Promise<void>((resolve) => (release = resolve));
+    });
+    // The holder has the lock before the second waiter starts (both race for it otherwise).
+    await inside;
     const error = await store.withLock(KEY, async () => 'never').catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'AUTH_FAILED', detail: { reason: 'store', path } });
     expect((error as Error).message).toMatch(/\.lock stayed held/);
