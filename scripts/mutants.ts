@@ -738,7 +738,7 @@ const MUTANTS: readonly Mutant[] = [
     replace: 'url === undefined',
     testFile: 'packages/runtime/test/auth/loopback.test.ts',
     testName: 'answers 404 on other paths and keeps waiting for the callback',
-    diagnostic: 'expected 200 to be 404',
+    diagnostic: 'to be 404',
   },
   {
     name: "leave the browser's connections open when the login listener closes",
