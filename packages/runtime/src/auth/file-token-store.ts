@@ -56,7 +56,12 @@ export class FileTokenStore implements TokenStore {
   readonly #lockTimeoutMs: number;
   readonly #staleLockMs: number;
 
+  /**
+   * @throws RuntimeError `INVALID_OPTIONS` (nothing opened) for an unknown option, a `path` that is
+   *   not a non-empty string, or a timeout that is not a whole number of ms in 1..2^31-1.
+   */
   constructor(options: FileTokenStoreOptions) {
+    checkStoreOptions(options);
     this.#path = options.path;
     this.location = options.path;
     this.#lockTimeoutMs = options.lockTimeoutMs ?? 30_000;
@@ -302,5 +307,40 @@ async function syncDirectory(dir: string): Promise<void> {
     await handle.sync().catch(() => undefined);
   } finally {
     await handle.close();
+  }
+}
+
+const STORE_OPTION_KEYS: readonly string[] = ['path', 'lockTimeoutMs', 'staleLockMs'];
+
+/** The options of a {@link FileTokenStore}, checked at run time: nothing is ignored. */
+function checkStoreOptions(options: unknown): asserts options is FileTokenStoreOptions {
+  const bad = (option: string, why: string): never => {
+    throw new RuntimeError(ErrorCode.INVALID_OPTIONS, `FileTokenStore: ${option} ${why}.`, {
+      detail: { option },
+    });
+  };
+  if (typeof options !== 'object' || options === null) {
+    return bad(
+      'options',
+      'must be an object such as { path: "/home/me/.local/state/stepbind/tokens.json" }',
+    );
+  }
+  const given = options as Record<string, unknown>;
+  for (const key of Object.keys(given)) {
+    if (!STORE_OPTION_KEYS.includes(key)) {
+      bad(key, `is not an option (the options are ${STORE_OPTION_KEYS.join(', ')})`);
+    }
+  }
+  if (typeof given['path'] !== 'string' || given['path'] === '') {
+    bad('path', "must be the token file's path, a non-empty string");
+  }
+  for (const key of ['lockTimeoutMs', 'staleLockMs']) {
+    const value = given[key];
+    if (
+      value !== undefined &&
+      (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 2 ** 31 - 1)
+    ) {
+      bad(key, 'must be a whole number of milliseconds from 1 to 2147483647');
+    }
   }
 }

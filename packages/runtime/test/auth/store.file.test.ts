@@ -11,7 +11,7 @@ import { hostname } from 'node:os';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDefaultTokenStore, stateDirectory } from '../../src/auth/default-store.js';
 import { withFileLock } from '../../src/auth/file-lock.js';
-import { FileTokenStore } from '../../src/auth/file-token-store.js';
+import { FileTokenStore, type FileTokenStoreOptions } from '../../src/auth/file-token-store.js';
 import type { StoredLogin, TokenKey } from '../../src/auth/types.js';
 
 const KEY: TokenKey = {
@@ -259,5 +259,21 @@ describe('the lock file', () => {
     expect((error as Error).message).toMatch(/\.lock stayed held/);
     release();
     await holder;
+  });
+
+  it.each([
+    ['an unknown option', { path: 'tokens.json', dir: '/tmp' }, 'dir'],
+    ['no path', {}, 'path'],
+    ['an empty path', { path: '' }, 'path'],
+    ['a fractional lockTimeoutMs', { path: 'tokens.json', lockTimeoutMs: 1.5 }, 'lockTimeoutMs'],
+    ['a zero staleLockMs', { path: 'tokens.json', staleLockMs: 0 }, 'staleLockMs'],
+  ])('refuses %s with INVALID_OPTIONS naming it', (_name, options, option) => {
+    let error: unknown;
+    try {
+      new FileTokenStore(options as unknown as FileTokenStoreOptions);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({ code: 'INVALID_OPTIONS', detail: { option } });
   });
 });
