@@ -71,9 +71,10 @@ export class PostgresTokenStore implements TokenStore {
   #closed = false;
 
   constructor(handle: PgHandle, options: PostgresTokenStoreOptions = {}) {
+    checkOptions(options);
     this.#pg = handle;
     this.location = handle.location;
-    this.#lockTimeoutMs = Math.max(1, Math.trunc(options.lockTimeoutMs ?? 45_000));
+    this.#lockTimeoutMs = options.lockTimeoutMs ?? 45_000;
   }
 
   async get(key: TokenKey): Promise<StoredLogin | undefined> {
@@ -368,5 +369,27 @@ function parseJson(text: string): unknown {
     return JSON.parse(text) as unknown;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * The options of a {@link PostgresTokenStore}, checked at run time (an unknown key or a bad value is
+ * `INVALID_OPTIONS`, never ignored or silently rounded).
+ */
+function checkOptions(options: unknown): void {
+  const bad = (option: string, why: string): never => {
+    throw new RuntimeError(ErrorCode.INVALID_OPTIONS, `PostgresTokenStore: ${option} ${why}.`, {
+      detail: { option },
+    });
+  };
+  if (typeof options !== 'object' || options === null) bad('options', 'must be an object');
+  for (const [key, value] of Object.entries(options as Record<string, unknown>)) {
+    if (key !== 'lockTimeoutMs') bad(key, 'is not an option (the only option is lockTimeoutMs)');
+    if (
+      value !== undefined &&
+      (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 2 ** 31 - 1)
+    ) {
+      bad(key, 'must be a whole number of milliseconds from 1 to 2147483647');
+    }
   }
 }

@@ -286,3 +286,23 @@ describe.skipIf(server === undefined)(
     }, 120_000);
   },
 );
+
+describe('PostgresTokenStore options', () => {
+  it.each([
+    ['an unknown option', { lockTimeout: 5 }, 'lockTimeout'],
+    ['a fractional lockTimeoutMs', { lockTimeoutMs: 2.5 }, 'lockTimeoutMs'],
+    ['a zero lockTimeoutMs', { lockTimeoutMs: 0 }, 'lockTimeoutMs'],
+  ])(
+    'refuses %s with INVALID_OPTIONS naming it, before touching the database',
+    (_n, options, option) => {
+      let error: unknown;
+      try {
+        // The options are checked first: no handle is needed to refuse them.
+        new PostgresTokenStore(undefined as never, options as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toMatchObject({ code: 'INVALID_OPTIONS', detail: { option } });
+    },
+  );
+});
