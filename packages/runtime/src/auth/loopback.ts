@@ -68,6 +68,7 @@ const LOOPBACK_HOSTS = new Map([
 export async function listenForCallback(
   options: CallbackListenerOptions,
 ): Promise<CallbackListener> {
+  checkLoopbackOptions('listenForCallback', options, ['redirectUri', 'signal', 'timeoutMs']);
   if (options.signal?.aborted === true) {
     throw abortedError('the login was cancelled before it listened', options.signal.reason, {
       as: RuntimeError,
@@ -254,6 +255,7 @@ export interface LoopbackAuthorizeOptions {
  * resolves with the callback URL. Rejects as {@link CallbackListener.callback} does.
  */
 export function loopbackAuthorize(options: LoopbackAuthorizeOptions): AuthorizeHook {
+  checkLoopbackOptions('loopbackAuthorize', options, ['print', 'open', 'timeoutMs']);
   return async (request) => {
     await using listener = await listenForCallback({
       redirectUri: request.redirectUri,
@@ -321,4 +323,25 @@ function onPath(command: string): boolean {
     }
   }
   return false;
+}
+
+/** Options checked at run time: an unknown key or a bad `timeoutMs` is `INVALID_OPTIONS`. */
+function checkLoopbackOptions(fn: string, options: unknown, keys: readonly string[]): void {
+  const bad = (option: string, why: string): never => {
+    throw new RuntimeError(ErrorCode.INVALID_OPTIONS, `${fn}: ${option} ${why}.`, {
+      detail: { option },
+    });
+  };
+  if (typeof options !== 'object' || options === null) bad('options', 'must be an object');
+  const given = options as Record<string, unknown>;
+  for (const key of Object.keys(given)) {
+    if (!keys.includes(key)) bad(key, `is not an option (the options are ${keys.join(', ')})`);
+  }
+  const timeoutMs = given['timeoutMs'];
+  if (
+    timeoutMs !== undefined &&
+    (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1)
+  ) {
+    bad('timeoutMs', 'must be a whole number of milliseconds, at least 1');
+  }
 }

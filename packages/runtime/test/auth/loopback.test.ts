@@ -249,3 +249,31 @@ describe('loopbackAuthorize', () => {
     expect(String(callback)).toBe(`${redirectUri}?code=by-hand&state=st9`);
   });
 });
+
+describe('loopback options', () => {
+  it.each([
+    [
+      'listenForCallback with an unknown option',
+      () => listenForCallback({ redirectUri: 'http://127.0.0.1:0/cb', timeout: 5 } as never),
+      'timeout',
+    ],
+    [
+      'listenForCallback with a zero timeoutMs',
+      () => listenForCallback({ redirectUri: 'http://127.0.0.1:0/cb', timeoutMs: 0 }),
+      'timeoutMs',
+    ],
+    [
+      'loopbackAuthorize with an unknown option',
+      () => loopbackAuthorize({ print: () => undefined, browser: false } as never),
+      'browser',
+    ],
+  ])('refuses %s with INVALID_OPTIONS naming it', async (_n, run, option) => {
+    const error: unknown = await Promise.resolve()
+      .then(async (): Promise<unknown> => await run())
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(error).toMatchObject({ code: 'INVALID_OPTIONS', detail: { option } });
+  });
+});
