@@ -5,6 +5,7 @@
  *
  * @packageDocumentation
  */
+import type { OptionProblem } from './options-check.js';
 
 /** The fixed table of error codes. Codes are stable across releases; messages are not. */
 export const ErrorCode = {
@@ -150,10 +151,22 @@ export interface LimitErrorDetail extends BaseErrorDetail {
  */
 export interface ErrorDetailMap {
   INVALID_OPTIONS: BaseErrorDetail & {
-    /** The option at fault. */
+    /** The option at fault (its path below the bag: `journal.path`). */
     readonly option?: string;
     readonly value?: unknown;
     readonly key?: string;
+    /** The function whose options were refused (`McpRuntime.open`). */
+    readonly function?: string;
+    /** The first problem's full path (`options.journal.pth`). */
+    readonly path?: string;
+    /** What is wrong at `path`. */
+    readonly problem?: string;
+    /** For an unknown key: the keys accepted there. */
+    readonly allowed?: readonly string[];
+    /** For an unknown key: the nearest accepted key. */
+    readonly didYouMean?: string;
+    /** Every problem of the bag, the first one first. */
+    readonly problems?: readonly OptionProblem[];
   };
   DUPLICATE_TOOL_NAME: ToolErrorDetail & {
     readonly firstIndex?: number;

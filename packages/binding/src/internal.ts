@@ -90,3 +90,20 @@ export type { InputRoundListener } from './call/input-rounds.js';
 export { JournalClaim } from './journal/claim.js';
 export type { BeginOptions, BeginResult, CallIntent, ResolveInput } from './journal/claim.js';
 export { recordFinding } from './journal/audit.js';
+export {
+  abortSignal,
+  bagOf,
+  checkOptions,
+  describeValue,
+  descriptionOf,
+  distance,
+  fn,
+  keysOf,
+  millis,
+  nearest,
+  optionProblems,
+  problemIssue,
+  withMethods,
+} from './options-check.js';
+export type { OptionProblem, OptionsContext } from './options-check.js';
+export { runOptionsSchema } from './call/run-options.js';

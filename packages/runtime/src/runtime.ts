@@ -1,5 +1,4 @@
 import {
-  ConfigError,
   createBinding,
   ErrorCode,
   RuntimeError,
@@ -9,6 +8,7 @@ import {
   type McpBinding,
   type ResolveInput,
 } from '@stepbind/binding/internal';
+import { checkOptions } from '@stepbind/binding/internal';
 import type { ClientHandlers } from './client-capabilities.js';
 import { parseConfig, type RuntimeConfig } from './config.js';
 import type { ConnectionSet } from './connection-set.js';
@@ -25,6 +25,7 @@ import type {
   ServerConnector,
 } from './options.js';
 import { RuntimePolicy } from './policy.js';
+import { captureOptionsSchema, runtimeOptionsSchema } from './options-schema.js';
 import { refreshIfDirty } from './refresh.js';
 import { connectServer } from './connect.js';
 import type { EraMemory } from './connection.js';
@@ -114,14 +115,19 @@ export class McpRuntime {
    * Opens the journal (the configured one, or in memory) and recovers the keys a dead process left
    * in progress (a `journal-recovered` event lists them).
    *
-   * @throws ConfigError `INVALID_CONFIG` for a bad configuration; JournalError `JOURNAL_CORRUPT`,
+   * @throws RuntimeError `INVALID_OPTIONS` naming every option that is unknown (with a did-you-mean)
+   *   or wrong, before anything is started or opened (see `options-schema.ts`);
+   *   ConfigError `INVALID_CONFIG` for a bad configuration; JournalError `JOURNAL_CORRUPT`,
    *   `JOURNAL_VERSION` or `JOURNAL_UNAVAILABLE` for a journal that cannot be used, RuntimeError
    *   `STORE_UNAVAILABLE` for a fleet store that cannot be reached (nothing was started);
    *   RuntimeError `REQUIRED_SERVERS_FAILED` listing every required server that failed and why
    *   (all started servers are closed again).
    */
   static async open(config: unknown, options: McpRuntimeOptions = {}): Promise<McpRuntime> {
-    checkAuthOptions(options);
+    checkOptions(runtimeOptionsSchema, options, {
+      fn: 'McpRuntime.open',
+      consequence: 'Nothing was started, opened or journaled; fix the option and call again.',
+    });
     const parsed = isRuntimeConfig(config) ? config : parseConfig(config);
     const fleet = await attachFleetFor(options.store ?? parsed.store);
     let journal: CallJournal | undefined;
@@ -253,9 +259,14 @@ export class McpRuntime {
    * Captures the binding of one sampling step: refreshes first if dirty, gives optional servers
    * still starting one bounded grace per ConnectionSet, then freezes the current view. O(servers).
    *
-   * @throws RuntimeError `SERVER_NOT_READY` when a required server is not bound; refresh errors.
+   * @throws RuntimeError `INVALID_OPTIONS` for an unknown or wrong option; `SERVER_NOT_READY` when
+   *   a required server is not bound; refresh errors.
    */
   async captureBinding(options: CaptureOptions = {}): Promise<McpBinding> {
+    checkOptions(captureOptionsSchema, options, {
+      fn: 'McpRuntime.captureBinding',
+      consequence: 'Nothing was captured; fix the option and call again.',
+    });
     this.#ensureOpen();
     const signalOption = options.signal === undefined ? {} : { signal: options.signal };
     let set: ConnectionSet | undefined;
@@ -467,67 +478,6 @@ function registryView(registry: CatalogRegistry): RegistryView {
       return registry.policyEpoch;
     },
   });
-}
-
-/**
- * The OAuth options checked as a configuration is (JavaScript callers have no compiler).
- *
- * @throws ConfigError `INVALID_OPTIONS` naming the option and what it must be.
- */
-function checkAuthOptions(options: McpRuntimeOptions): void {
-  const bad = (name: string, expected: string): never => {
-    throw new ConfigError(
-      ErrorCode.INVALID_OPTIONS,
-      `McpRuntime.open: option "${name}" must be ${expected}.`,
-      { detail: { option: name } },
-    );
-  };
-  const { authorize, tokenStore, redirectUri } = options as Record<string, unknown>;
-  if (authorize !== undefined && typeof authorize !== 'function') {
-    bad(
-      'authorize',
-      'a function ({ server, authorizationUrl, redirectUri, signal }) => callback URL',
-    );
-  }
-  if (tokenStore !== undefined) {
-    const store = tokenStore as Record<string, unknown> | null;
-    const methods = [
-      'get',
-      'put',
-      'delete',
-      'list',
-      'getRegistration',
-      'putRegistration',
-      'withLock',
-    ];
-    if (
-      typeof store !== 'object' ||
-      store === null ||
-      methods.some((m) => typeof store[m] !== 'function')
-    ) {
-      bad('tokenStore', `a TokenStore (an object with ${methods.join(', ')})`);
-    }
-  }
-  if (redirectUri !== undefined) {
-    let url: URL | undefined;
-    try {
-      url = typeof redirectUri === 'string' ? new URL(redirectUri) : undefined;
-    } catch {
-      url = undefined;
-    }
-    if (
-      url === undefined ||
-      (url.protocol !== 'http:' && url.protocol !== 'https:') ||
-      url.hash !== '' ||
-      // Port 0 would send the authorization server back to a port nobody listens on.
-      url.port === '0'
-    ) {
-      bad(
-        'redirectUri',
-        'an absolute http(s) URL without a fragment or port 0, such as http://127.0.0.1:33418/callback',
-      );
-    }
-  }
 }
 
 function isRuntimeConfig(value: unknown): value is RuntimeConfig {

@@ -22,6 +22,7 @@
 import { dynamicTool, jsonSchema, type Tool, type ToolSet } from 'ai';
 import {
   CallError,
+  checkOptions,
   StepbindError,
   toToolResult,
   toolResultParts,
@@ -30,6 +31,7 @@ import {
   type RunOptions,
   type ToolCallResult,
 } from '@stepbind/binding/internal';
+import { aiSdkToolsOptionsSchema } from '../options-schema.js';
 
 /** The AI SDK's tool model output (`ToolResultOutput` of `@ai-sdk/provider-utils`). */
 export type AiSdkToolOutput = Awaited<ReturnType<NonNullable<Tool['toModelOutput']>>>;
@@ -78,8 +80,14 @@ export interface AiSdkToolsOptions {
  * against this one binding: a catalog that changes meanwhile makes the later calls `STALE_CATALOG`
  * (nothing is sent). Capture a new step and call `generateText` again to give the model the new
  * tools.
+ *
+ * @throws RuntimeError `INVALID_OPTIONS` for an unknown or wrong option (no tools are made).
  */
 export function stepToAiSdkTools(step: McpBinding, options: AiSdkToolsOptions = {}): ToolSet {
+  checkOptions(aiSdkToolsOptionsSchema, options, {
+    fn: 'stepToAiSdkTools',
+    consequence: 'No tools were made; fix the option and call again.',
+  });
   const tools: ToolSet = {};
   for (const tool of step.tools) {
     const modelName = tool.name;

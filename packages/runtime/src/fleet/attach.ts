@@ -5,7 +5,12 @@
  * (`isRevoked`). Everything else about the fleet lives behind this object.
  */
 import { hostname } from 'node:os';
-import type { CatalogSnapshot, PrepareContext } from '@stepbind/binding/internal';
+import {
+  checkOptions,
+  type CatalogSnapshot,
+  type PrepareContext,
+} from '@stepbind/binding/internal';
+import { storeOptionSchema } from '../options-schema.js';
 import { PostgresJournalStore } from './journal-store.js';
 import { migrateFleetStore, type MigrationReport } from './migrations.js';
 import { parseStoreTarget, PgHandle, type FleetStoreTarget, type PgTuning } from './pg.js';
@@ -49,10 +54,16 @@ export type StoreOption = string | FleetOptions;
  * Opens the fleet store: connects, applies the migrations (safe from many workers at once),
  * starts listening for policy changes and reads the policy.
  *
- * @throws ConfigError `INVALID_CONFIG` for a malformed `store`; RuntimeError `STORE_UNAVAILABLE`
+ * @throws RuntimeError `INVALID_OPTIONS` for an unknown or wrong option (nothing connected);
+ *   ConfigError `INVALID_CONFIG` for a malformed `store`; RuntimeError `STORE_UNAVAILABLE`
  *   (the database cannot be reached after the bounded retries, or its schema is newer).
  */
 export async function attachFleet(store: StoreOption): Promise<FleetStore> {
+  checkOptions(storeOptionSchema, store, {
+    fn: 'attachFleet',
+    root: 'store',
+    consequence: 'Nothing was connected; fix the option and call again.',
+  });
   const options: FleetOptions = typeof store === 'string' ? { url: store } : store;
   // The target's keys are validated as a configuration file's are (a JavaScript caller's
   // out-of-range timeout is refused here, not clamped by Node to 1 ms).

@@ -11,6 +11,7 @@ import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import {
   chainReceipt,
+  checkOptions,
   ConfigError,
   ErrorCode,
   GENESIS_ANCHOR,
@@ -30,6 +31,7 @@ import {
   type UpdateResult,
 } from '@stepbind/binding/internal';
 import { systemClock, type RuntimeClock } from '../clock.js';
+import { sqliteJournalOptionsSchema } from '../options-schema.js';
 import { isBusy, retryBusy, type JournalOperation } from './sqlite-busy.js';
 import {
   checkIdentity,
@@ -100,7 +102,8 @@ interface ReceiptRow {
 /**
  * Opens (creating or migrating when needed) the SQLite journal at `options.path`.
  *
- * @throws JournalError `JOURNAL_CORRUPT` (not SQLite, another application's database, a damaged
+ * @throws ConfigError `INVALID_OPTIONS` for an unknown or wrong option (nothing opened);
+ *   JournalError `JOURNAL_CORRUPT` (not SQLite, another application's database, a damaged
  *   file or record), `JOURNAL_VERSION` (written by a newer stepbind) or `JOURNAL_UNAVAILABLE`
  *   (read-only path, full disk, missing directory, locked). A file this call created is removed
  *   again on failure; an existing one is never left half-migrated (each migration is one
@@ -150,11 +153,16 @@ export class SqliteJournalStore implements JournalStore {
 
   /** @internal use {@link openSqliteJournal}. */
   constructor(options: SqliteJournalOptions) {
+    checkOptions(sqliteJournalOptionsSchema, options, {
+      fn: 'openSqliteJournal',
+      as: ConfigError,
+      consequence: 'Nothing was opened; fix the option and call again.',
+    });
     const path = resolve(options.path);
     this.location = path;
     this.synchronous = options.synchronous ?? 'full';
     this.#readOnly = options.readOnly === true;
-    this.#busyTimeoutMs = busyBound(options.busyTimeoutMs);
+    this.#busyTimeoutMs = options.busyTimeoutMs ?? 5000;
     this.#clock = options.clock ?? systemClock;
     const existed = existsSync(path);
     if (!existsSync(dirname(path))) {
@@ -510,19 +518,6 @@ const READS: ReadonlySet<JournalOperation> = new Set([
   'readReceipts',
   'anchor',
 ]);
-
-/** `busyTimeoutMs`, checked: a finite whole number of milliseconds a timer can hold. */
-function busyBound(value: number | undefined): number {
-  const ms = value ?? 5000;
-  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > 2_147_483_647) {
-    throw new ConfigError(
-      ErrorCode.INVALID_OPTIONS,
-      `openSqliteJournal: busyTimeoutMs must be a whole number of milliseconds from 0 to 2147483647 (got ${String(value)}).`,
-      { detail: { option: 'busyTimeoutMs', value } },
-    );
-  }
-  return ms;
-}
 
 function parseNullable(text: string | null): unknown {
   return text === null ? null : JSON.parse(text);

@@ -1,0 +1,267 @@
+/**
+ * The schema of every options bag of the runtime (DESIGN §17.1): one zod schema per interface,
+ * keyed exactly like it (`bagOf<T>()` fails to compile when a key is added to one and not the
+ * other), checked at run time by `checkOptions` and rendered into `docs/options.md`.
+ *
+ * @packageDocumentation
+ */
+import {
+  abortSignal,
+  bagOf,
+  fn,
+  millis,
+  problemIssue,
+  withMethods,
+  type JournalStore,
+} from '@stepbind/binding/internal';
+import * as z from 'zod/v4';
+import type { AiSdkToolsOptions } from './adapters/ai-sdk.js';
+import type { SqliteJournalOptions } from './journal/sqlite.js';
+import type { FleetOptions } from './fleet/attach.js';
+import type {
+  CaptureOptions,
+  McpRuntimeOptions,
+  ReconnectOptions,
+  RuntimeJournalOptions,
+} from './options.js';
+
+/** Every key of any member of a union (`keyof` of a union keeps only the shared ones). */
+type AnyKey<T> = T extends unknown ? keyof T : never;
+/** A union of bags as one bag whose keys are all of its members' keys. */
+type Flat<T> = { readonly [K in AnyKey<T>]?: unknown };
+
+const JOURNAL_STORE_METHODS = [
+  'get',
+  'insert',
+  'update',
+  'appendReceipt',
+  'listRecords',
+  'readReceipts',
+  'anchor',
+  'prune',
+  'close',
+] as const;
+const TOKEN_STORE_METHODS = [
+  'get',
+  'put',
+  'delete',
+  'list',
+  'getRegistration',
+  'putRegistration',
+  'withLock',
+] as const;
+
+const positiveMs = z
+  .number()
+  .positive()
+  .describe('a number of milliseconds greater than 0 (finite)');
+
+/** `ReconnectOptions`: the backoff of the background reconnects. */
+export const reconnectOptionsSchema = bagOf<ReconnectOptions>()({
+  initialDelayMs: millis(0).optional(),
+  maxDelayMs: millis(0).optional(),
+  maxAttempts: z
+    .number()
+    .int()
+    .min(0)
+    .describe('an integer from 0 (no background reconnects) up')
+    .optional(),
+});
+
+/**
+ * `RuntimeJournalOptions`: `{ path, synchronous?, busyTimeoutMs? }` or `{ store }`, both with the
+ * retention tuning. Exactly one of `path` and `store`; the SQLite keys only with `path`.
+ */
+export const journalOptionsSchema = bagOf<Flat<RuntimeJournalOptions>>()({
+  path: z.string().min(1).describe('the journal file path (a non-empty string)').optional(),
+  synchronous: z
+    .enum(['full', 'normal'])
+    .describe('"full" (fsync before each send) or "normal"')
+    .optional(),
+  busyTimeoutMs: millis(0).optional(),
+  store: withMethods<JournalStore>('JournalStore', JOURNAL_STORE_METHODS).optional(),
+  retentionMs: positiveMs.optional(),
+  inProgressTtlMs: positiveMs.optional(),
+}).superRefine((bag, ctx) => {
+  if (bag.path === undefined && bag.store === undefined) {
+    ctx.addIssue(
+      problemIssue(
+        [],
+        'needs "path" (the durable SQLite journal file) or "store" (a JournalStore)',
+      ),
+    );
+  }
+  if (bag.path !== undefined && bag.store !== undefined) {
+    ctx.addIssue(problemIssue(['store'], 'cannot be given with "path": choose one journal'));
+  }
+  if (bag.store !== undefined) {
+    for (const key of ['synchronous', 'busyTimeoutMs'] as const) {
+      if (bag[key] !== undefined) {
+        ctx.addIssue(
+          problemIssue([key], 'applies only to a "path" journal (the store given tunes its own)'),
+        );
+      }
+    }
+  }
+});
+
+/** `FleetOptions`: where the fleet store is, plus tuning. */
+export const fleetOptionsSchema = bagOf<FleetOptions>()({
+  url: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//)
+    .describe('a postgres:// or postgresql:// URL'),
+  schema: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,47}$/)
+    .describe('a schema name matching /^[a-z_][a-z0-9_]{0,47}$/')
+    .optional(),
+  connectTimeoutMs: millis(1).optional(),
+  statementTimeoutMs: millis(1).optional(),
+  queryTimeoutMs: millis(1).optional(),
+  idleInTransactionTimeoutMs: millis(1).optional(),
+  keepAliveInitialDelayMs: millis(1).optional(),
+  closeGraceMs: millis(1).optional(),
+  maxStalenessMs: millis(1).optional(),
+  maxAttempts: z.number().int().min(1).describe('an integer from 1 up').optional(),
+  retryDelayMs: millis(0).optional(),
+  poolSize: z.number().int().min(1).describe('an integer from 1 up').optional(),
+  heartbeatMs: millis(1).optional(),
+  reconnect: z
+    .strictObject({ initialMs: millis(0).optional(), maxMs: millis(0).optional() })
+    .optional(),
+  now: fn<() => number>('() => epoch milliseconds').optional(),
+  onEvent: fn<FleetOptions['onEvent']>('(event) => void').optional(),
+  owner: z.string().min(1).describe('a non-empty string').optional(),
+});
+
+/** The `store` option: a `postgres://` URL or `FleetOptions`. */
+export const storeOptionSchema = z
+  .union([
+    z
+      .string()
+      .regex(/^postgres(ql)?:\/\//)
+      .describe('a postgres:// or postgresql:// URL'),
+    fleetOptionsSchema,
+  ])
+  .describe('a postgres:// URL or FleetOptions ({ url, schema?, ...tuning })');
+
+/** The `validation` option: schema validation limits for every catalog. */
+export const validationOptionsSchema = bagOf<McpRuntimeOptions['validation'] & object>()({
+  maxSchemaBytes: z.number().int().min(1).describe('an integer from 1 up (bytes)').optional(),
+  allowedDialects: z
+    .array(z.enum(['2020-12', 'draft-07']).describe('"2020-12" or "draft-07"'))
+    .describe('an array of "2020-12" and "draft-07"')
+    .optional(),
+  compile: z.enum(['lazy', 'eager']).describe('"lazy" or "eager"').optional(),
+});
+
+/** `McpRuntimeOptions`: every option of `McpRuntime.open`. */
+export const runtimeOptionsSchema = bagOf<McpRuntimeOptions>()({
+  policyEpoch: z.number().int().min(0).describe('an integer from 0 up').optional(),
+  approval: z
+    .enum(['none', 'unproven-writes', 'all-writes'])
+    .describe('"none", "unproven-writes" or "all-writes"')
+    .optional(),
+  optionalGraceMs: millis(0).optional(),
+  listChangedDebounceMs: millis(0).optional(),
+  validation: validationOptionsSchema.optional(),
+  connect: fn<McpRuntimeOptions['connect']>(
+    '(name, config, { signal }) => Promise<Connection>',
+  ).optional(),
+  reconnect: reconnectOptionsSchema.optional(),
+  onEvent: fn<McpRuntimeOptions['onEvent']>('(event) => void').optional(),
+  onSampling: fn<McpRuntimeOptions['onSampling']>('(request, extra) => result').optional(),
+  onElicitation: fn<McpRuntimeOptions['onElicitation']>('(request, extra) => result').optional(),
+  journal: journalOptionsSchema.optional(),
+  clock: withMethods<NonNullable<McpRuntimeOptions['clock']>>('RuntimeClock', [
+    'setTimeout',
+    'clearTimeout',
+    'now',
+  ]).optional(),
+  store: storeOptionSchema.optional(),
+  authorize: fn<McpRuntimeOptions['authorize']>(
+    '({ server, authorizationUrl, redirectUri, signal }) => callback URL',
+  ).optional(),
+  tokenStore: withMethods<NonNullable<McpRuntimeOptions['tokenStore']>>(
+    'TokenStore',
+    TOKEN_STORE_METHODS,
+  ).optional(),
+  redirectUri: z
+    .string()
+    .refine(isRedirectUri)
+    .describe(
+      'an absolute http(s) URL without a fragment or port 0, such as http://127.0.0.1:33418/callback',
+    )
+    .optional(),
+  signal: abortSignal.optional(),
+});
+
+/** `CaptureOptions`: the options of `McpRuntime.captureBinding`. */
+export const captureOptionsSchema = bagOf<CaptureOptions>()({
+  requiredServers: z
+    .array(z.string().min(1).describe('a server name (a non-empty string)'))
+    .describe('an array of server names')
+    .optional(),
+  signal: abortSignal.optional(),
+  stepId: z.string().min(1).describe('a non-empty string').optional(),
+});
+
+/** `AiSdkToolsOptions`: the options of `stepToAiSdkTools`. */
+export const aiSdkToolsOptionsSchema = bagOf<AiSdkToolsOptions>()({
+  prepare: fn<AiSdkToolsOptions['prepare']>('(context) => void | Promise<void>').optional(),
+  timeoutMs: millis(1).optional(),
+  onCall: fn<AiSdkToolsOptions['onCall']>('(event) => void').optional(),
+});
+
+/** `SqliteJournalOptions`: the options of `openSqliteJournal`. */
+export const sqliteJournalOptionsSchema = bagOf<SqliteJournalOptions>()({
+  path: z.string().min(1).describe('the journal file path (a non-empty string)'),
+  synchronous: z
+    .enum(['full', 'normal'])
+    .describe('"full" (fsync before each send) or "normal"')
+    .optional(),
+  busyTimeoutMs: millis(0).optional(),
+  clock: withMethods<NonNullable<SqliteJournalOptions['clock']>>('RuntimeClock', [
+    'setTimeout',
+    'clearTimeout',
+    'now',
+  ]).optional(),
+  readOnly: z.boolean().describe('a boolean').optional(),
+});
+
+/**
+ * Every schema with the function whose options it checks and the interface it mirrors, in the
+ * order of the options reference (`docs/options.md`).
+ */
+export const OPTIONS_SCHEMAS: readonly {
+  readonly name: string;
+  readonly fn: string;
+  readonly schema: z.ZodType;
+}[] = [
+  { name: 'McpRuntimeOptions', fn: 'McpRuntime.open', schema: runtimeOptionsSchema },
+  { name: 'RuntimeJournalOptions', fn: 'McpRuntime.open (journal)', schema: journalOptionsSchema },
+  { name: 'FleetOptions', fn: 'McpRuntime.open (store), attachFleet', schema: fleetOptionsSchema },
+  { name: 'ReconnectOptions', fn: 'McpRuntime.open (reconnect)', schema: reconnectOptionsSchema },
+  {
+    name: 'ValidationOptions',
+    fn: 'McpRuntime.open (validation)',
+    schema: validationOptionsSchema,
+  },
+  { name: 'CaptureOptions', fn: 'McpRuntime.captureBinding', schema: captureOptionsSchema },
+  { name: 'AiSdkToolsOptions', fn: 'stepToAiSdkTools', schema: aiSdkToolsOptionsSchema },
+  { name: 'SqliteJournalOptions', fn: 'openSqliteJournal', schema: sqliteJournalOptionsSchema },
+];
+
+/** An absolute http(s) URL without a fragment; port 0 would send the login back to nobody. */
+function isRedirectUri(value: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return false;
+  }
+  return (
+    (url.protocol === 'http:' || url.protocol === 'https:') && url.hash === '' && url.port !== '0'
+  );
+}
