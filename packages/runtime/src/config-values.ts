@@ -106,19 +106,148 @@ export interface CommonServerConfig {
  */
 export const DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
 
-/** Refuses any key of `obj` not in `allowed`, naming its path and the keys allowed there. */
+/** One problem of a configuration: the JSON path at fault and what is wrong there (never a value). */
+export interface ConfigProblem {
+  /** JSON path, for example `$.mcpServers.files.comand`. */
+  readonly path: string;
+  /** What is wrong and what to write instead. */
+  readonly message: string;
+}
+
+/** The unknown keys of `obj` (not in `allowed`), each with its path, a did-you-mean and the keys allowed there. */
+export function unknownKeys(
+  obj: Record<string, unknown>,
+  path: string,
+  allowed: readonly string[],
+): ConfigProblem[] {
+  return Object.keys(obj)
+    .filter((key) => !allowed.includes(key))
+    .map((key) => {
+      const near = nearest(key, allowed);
+      return {
+        path: `${path}${pathKey(key)}`,
+        message: `unknown key${near === undefined ? '' : ` (did you mean "${near}"?)`}; the keys allowed here are ${allowed.join(', ')}`,
+      };
+    });
+}
+
+/** Refuses any key of `obj` not in `allowed`, naming its path, the nearest allowed key and the keys allowed there. */
 export function checkKeys(
   obj: Record<string, unknown>,
   path: string,
   allowed: readonly string[],
 ): void {
-  for (const key of Object.keys(obj)) {
-    if (!allowed.includes(key)) {
-      fail(
-        `${path}${pathKey(key)}`,
-        `unknown key; the keys allowed here are ${allowed.join(', ')}`,
+  const [first] = unknownKeys(obj, path, allowed);
+  if (first !== undefined) fail(first.path, first.message);
+}
+
+/** The allowed key within edit distance 2 of `key` (case ignored; the closest first), if any. */
+export function nearest(key: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const candidate of known) {
+    const d = distance(key.toLowerCase(), candidate.toLowerCase());
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+/** Levenshtein distance (keys are short: at most a few dozen characters matter). */
+function distance(a: string, b: string): number {
+  if (a.length > 64 || b.length > 64) return Math.abs(a.length - b.length) + 3;
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(
+        (previous[j] ?? 0) + 1,
+        (current[j - 1] ?? 0) + 1,
+        (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1),
       );
     }
+    previous = current;
+  }
+  return previous[b.length] ?? 0;
+}
+
+/** How many problems the message of a many-problem `INVALID_CONFIG` spells out (all are in `detail.errors`). */
+const PROBLEMS_IN_MESSAGE = 5;
+
+/**
+ * Collects the problems of one configuration, so that all of them are reported at once: each
+ * reader runs under {@link ConfigProblems.read}, which records an `INVALID_CONFIG` it throws and
+ * goes on with a fallback; {@link ConfigProblems.throwIfAny} then throws one error listing them.
+ */
+export class ConfigProblems {
+  readonly #problems: ConfigProblem[] = [];
+  readonly #first: ConfigError[] = [];
+
+  /** Records a problem at `path`. */
+  add(path: string, message: string): void {
+    this.#problems.push({ path, message });
+  }
+
+  /** Records every unknown key of `obj` (see {@link unknownKeys}). */
+  checkKeys(obj: Record<string, unknown>, path: string, allowed: readonly string[]): void {
+    for (const problem of unknownKeys(obj, path, allowed)) this.add(problem.path, problem.message);
+  }
+
+  /** Runs `reader`; an `INVALID_CONFIG` it throws is recorded and `fallback` returned instead. */
+  read<T>(reader: () => T, fallback: T): T {
+    try {
+      return reader();
+    } catch (error) {
+      if (!(error instanceof ConfigError) || error.code !== ErrorCode.INVALID_CONFIG) throw error;
+      const path = typeof error.detail['path'] === 'string' ? error.detail['path'] : '$';
+      const prefix = `Invalid configuration at ${path}: `;
+      const text = error.message.startsWith(prefix)
+        ? error.message.slice(prefix.length)
+        : error.message;
+      if (this.#problems.length === 0) this.#first.push(error);
+      this.#problems.push({ path, message: text.replace(/\.$/, '') });
+      return fallback;
+    }
+  }
+
+  /** Throws the recorded problems, when reading cannot go on (at least one must be recorded). */
+  raise(): never {
+    this.throwIfAny();
+    throw new Error('ConfigProblems.raise: no problem was recorded');
+  }
+
+  /**
+   * Throws one `INVALID_CONFIG` when any problem was recorded: `detail.errors` lists every
+   * `{ path, message }` in the order found, `detail.path` is the first one's; a single problem keeps its
+   * own message and detail (`variable`, `reference`...).
+   */
+  throwIfAny(): void {
+    const problems = Object.freeze(this.#problems.map((p) => Object.freeze({ ...p })));
+    const [first] = problems;
+    if (first === undefined) return;
+    if (problems.length === 1) {
+      const original = this.#first[0];
+      throw new ConfigError(
+        ErrorCode.INVALID_CONFIG,
+        original?.message ?? `Invalid configuration at ${first.path}: ${first.message}.`,
+        {
+          detail: { ...(original?.detail ?? {}), path: first.path, errors: problems },
+          ...(original === undefined ? {} : { cause: original }),
+        },
+      );
+    }
+    const shown = problems
+      .slice(0, PROBLEMS_IN_MESSAGE)
+      .map((p) => `at ${p.path}: ${p.message}.`)
+      .join(' ');
+    const more = problems.length - PROBLEMS_IN_MESSAGE;
+    throw new ConfigError(
+      ErrorCode.INVALID_CONFIG,
+      `Invalid configuration: ${problems.length} problems. ${shown}${more > 0 ? ` And ${more} more (see detail.errors).` : ''}`,
+      { detail: { path: first.path, errors: problems } },
+    );
   }
 }
 

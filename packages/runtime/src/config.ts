@@ -1,6 +1,7 @@
+import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { DEFAULT_DISCOVERY_LIMITS } from '@stepbind/binding/internal';
 import {
-  checkKeys,
+  ConfigProblems,
   DEFAULT_MAX_MESSAGE_BYTES,
   expectBool,
   expectInt,
@@ -20,6 +21,7 @@ import {
   configTextOf,
   type ConfigDialect,
   type ConfigText,
+  type EditorVariables,
   type EnvironmentSource,
 } from './interpolate.js';
 import type { ToolFilterConfig } from './tool-filter.js';
@@ -31,12 +33,21 @@ export {
   DEFAULT_MAX_MESSAGE_BYTES,
   serverConfigPath,
 } from './config-values.js';
-export type { CommonServerConfig, ProtocolPin, ServerLimits } from './config-values.js';
+export type {
+  CommonServerConfig,
+  ConfigProblem,
+  ProtocolPin,
+  ServerLimits,
+} from './config-values.js';
 export type { HttpServerConfig, ServerConfig, StdioServerConfig } from './transports/index.js';
 
 /** The durable execution journal (DESIGN §13), the `journal` key of a configuration file. */
 export interface JournalConfig {
-  /** The SQLite file (created when missing). Relative paths resolve against the config file's directory when loaded with `loadConfigFile`, else the working directory. */
+  /**
+   * The SQLite file (created when missing). In a configuration file (`loadConfigFile`,
+   * `McpRuntime.open(path)`), a relative path resolves against the file's directory; in a
+   * configuration passed as an object, against the working directory.
+   */
   readonly path: string;
   /** Durability of the write before each send (see `SqliteJournalOptions`). @default 'full' */
   readonly synchronous?: 'full' | 'normal';
@@ -69,6 +80,25 @@ export interface RuntimeConfig {
 export interface ParseConfigOptions {
   /** Where `${env:NAME}` / `${NAME}` references are resolved. @default process.env */
   readonly env?: EnvironmentSource;
+  /**
+   * The file the configuration was read from. Relative paths in it (`journal.path`, a stdio
+   * `cwd`, `roots`) then resolve against its directory, and `${workspaceFolder}` is its workspace
+   * folder ({@link workspaceFolderOf}). Absent: relative paths stay as written (the working
+   * directory's), relative `roots` and `${workspaceFolder}` are refused.
+   */
+  readonly file?: string;
+  /** What `${userHome}` stands for. @default os.homedir() */
+  readonly userHome?: string;
+}
+
+/**
+ * The workspace folder of a configuration file, as VS Code sees it: the parent of the `.vscode`
+ * (or Cursor's `.cursor`) directory when the file is in one, else the file's own directory.
+ */
+export function workspaceFolderOf(file: string): string {
+  const dir = dirname(resolve(file));
+  const name = basename(dir);
+  return name === '.vscode' || name === '.cursor' ? dirname(dir) : dir;
 }
 
 /** Bounds of `maxMessageBytes`: 1 KiB to 256 MiB (a JSON text that V8 can still hold as a string). */
@@ -156,49 +186,70 @@ export function configDialectOf(root: Readonly<Record<string, unknown>>): Config
  * kept as written, as those applications keep them. Unknown keys and bad values are rejected; the message lists the
  * keys allowed there. Every key is documented in the runtime README.
  *
- * @throws ConfigError `INVALID_CONFIG` whose `detail.path` is the JSON path of the problem
- *   (for example `$.mcpServers.files.args[2]`); never contains an interpolated value.
+ * Every problem is reported at once: an unknown key names its path and the nearest allowed key
+ * (`$.mcpServers.files.comand: unknown key (did you mean "command"?)`).
+ *
+ * @throws ConfigError `INVALID_CONFIG` whose `detail.errors` lists every problem as `{ path,
+ *   message }` (the message spells out the first few) and whose `detail.path` is the first one's
+ *   JSON path (for example `$.mcpServers.files.args[2]`); never contains an interpolated value.
  */
 export function parseConfig(input: unknown, options: ParseConfigOptions = {}): RuntimeConfig {
   const env = options.env ?? process.env;
-  const root = expectObject(input, '$');
-  const read = configTextOf(configDialectOf(root), env);
-  checkKeys(root, '$', TOP_KEYS);
-  if (root['inputs'] !== undefined) expectArray(root['inputs'], '$.inputs');
+  const file = options.file === undefined ? undefined : resolve(options.file);
+  const base = file === undefined ? undefined : dirname(file);
+  const p = new ConfigProblems();
+  const root = p.read(() => expectObject(input, '$'), undefined) ?? p.raise();
+  const editor: EditorVariables = {
+    ...(file === undefined ? {} : { workspaceFolder: workspaceFolderOf(file) }),
+    ...(options.userHome === undefined ? {} : { userHome: options.userHome }),
+  };
+  const read = configTextOf(configDialectOf(root), env, editor);
+  p.checkKeys(root, '$', TOP_KEYS);
+  if (root['inputs'] !== undefined) p.read(() => expectArray(root['inputs'], '$.inputs'), []);
   const concurrency =
-    root['concurrency'] === undefined ? 4 : expectInt(root['concurrency'], '$.concurrency', 1, 64);
+    root['concurrency'] === undefined
+      ? 4
+      : p.read(() => expectInt(root['concurrency'], '$.concurrency', 1, 64), 4);
   if (root['mcpServers'] !== undefined && root['servers'] !== undefined) {
-    fail('$.servers', 'give the servers once, under "mcpServers" or under "servers", not both');
+    p.add('$.servers', 'give the servers once, under "mcpServers" or under "servers", not both');
   }
-  const journal = root['journal'] === undefined ? undefined : parseJournal(root['journal']);
+  const journal =
+    root['journal'] === undefined ? undefined : parseJournal(root['journal'], p, base);
   const key = root['servers'] !== undefined ? 'servers' : 'mcpServers';
-  const serversObj = expectObject(root[key], `$.${key}`);
+  const serversObj = p.read(() => expectObject(root[key], `$.${key}`), {});
   const servers = new Map<string, ServerConfig>();
   const disabled: string[] = [];
   for (const [name, value] of Object.entries(serversObj)) {
     const path = `$.${key}${pathKey(name)}`;
     if (!SERVER_NAME_PATTERN.test(name)) {
-      fail(path, `server name must match ${String(SERVER_NAME_PATTERN)}`);
+      p.add(path, `server name must match ${String(SERVER_NAME_PATTERN)}`);
     }
-    const entry = expectObject(value, path);
+    const entry = p.read(() => expectObject(value, path), undefined);
+    if (entry === undefined) continue;
     const off =
-      entry['disabled'] === undefined ? false : expectBool(entry['disabled'], `${path}.disabled`);
+      entry['disabled'] === undefined
+        ? false
+        : p.read(() => expectBool(entry['disabled'], `${path}.disabled`), false);
     if (off) {
       // A disabled entry is checked for unknown keys only: it may name variables that are not set.
-      checkKeys(entry, path, serverKeysOf(entry['url'] === undefined ? 'stdio' : 'http'));
+      p.checkKeys(entry, path, serverKeysOf(entry['url'] === undefined ? 'stdio' : 'http'));
       disabled.push(name);
       continue;
     }
-    servers.set(name, parseServer(entry, path, read));
+    const server = parseServer(entry, path, read, p, base);
+    if (server !== undefined) servers.set(name, server);
   }
+  const store =
+    root['store'] === undefined
+      ? undefined
+      : p.read(() => parseStoreTarget(root['store'], '$.store', env), undefined);
+  p.throwIfAny();
   return Object.freeze({
     servers,
     concurrency,
     disabled: Object.freeze(disabled),
     ...(journal === undefined ? {} : { journal }),
-    ...(root['store'] === undefined
-      ? {}
-      : { store: parseStoreTarget(root['store'], '$.store', env) }),
+    ...(store === undefined ? {} : { store }),
   });
 }
 
@@ -210,143 +261,216 @@ const JOURNAL_KEYS = [
   'busyTimeoutMs',
 ] as const;
 
-function parseJournal(value: unknown): JournalConfig {
-  const obj = expectObject(value, '$.journal');
-  checkKeys(obj, '$.journal', JOURNAL_KEYS);
-  const synchronous = obj['synchronous'];
-  if (synchronous !== undefined && synchronous !== 'full' && synchronous !== 'normal') {
-    fail('$.journal.synchronous', 'expected "full" or "normal"');
-  }
+/** The `journal` key; a relative `path` resolves against `base` (the file's directory) when given. */
+function parseJournal(
+  value: unknown,
+  p: ConfigProblems,
+  base: string | undefined,
+): JournalConfig | undefined {
+  const obj = p.read(() => expectObject(value, '$.journal'), undefined);
+  if (obj === undefined) return undefined;
+  p.checkKeys(obj, '$.journal', JOURNAL_KEYS);
+  const path = p.read(() => expectString(obj['path'], '$.journal.path'), '');
+  const synchronous =
+    obj['synchronous'] === undefined
+      ? undefined
+      : p.read(
+          () =>
+            expectOneOf(obj['synchronous'], '$.journal.synchronous', ['full', 'normal'] as const),
+          undefined,
+        );
+  const int = (name: string, min: number, max: number): Record<string, number> => {
+    const v = obj[name];
+    if (v === undefined) return {};
+    const n = p.read(() => expectInt(v, `$.journal.${name}`, min, max), undefined);
+    return n === undefined ? {} : { [name]: n };
+  };
   return Object.freeze({
-    path: expectString(obj['path'], '$.journal.path'),
+    path: base === undefined || isAbsolute(path) ? path : resolve(base, path),
     ...(synchronous === undefined ? {} : { synchronous }),
-    ...(obj['retentionMs'] === undefined
-      ? {}
-      : {
-          retentionMs: expectInt(
-            obj['retentionMs'],
-            '$.journal.retentionMs',
-            1,
-            Number.MAX_SAFE_INTEGER,
-          ),
-        }),
-    ...(obj['inProgressTtlMs'] === undefined
-      ? {}
-      : {
-          inProgressTtlMs: expectInt(
-            obj['inProgressTtlMs'],
-            '$.journal.inProgressTtlMs',
-            1,
-            Number.MAX_SAFE_INTEGER,
-          ),
-        }),
-    ...(obj['busyTimeoutMs'] === undefined
-      ? {}
-      : {
-          busyTimeoutMs: expectInt(
-            obj['busyTimeoutMs'],
-            '$.journal.busyTimeoutMs',
-            0,
-            2_147_483_647,
-          ),
-        }),
+    ...int('retentionMs', 1, Number.MAX_SAFE_INTEGER),
+    ...int('inProgressTtlMs', 1, Number.MAX_SAFE_INTEGER),
+    ...int('busyTimeoutMs', 0, 2_147_483_647),
   });
 }
 
-function parseServer(obj: Record<string, unknown>, path: string, read: ConfigText): ServerConfig {
+/** One server entry, its problems recorded in `p` (undefined when it cannot be read at all). */
+function parseServer(
+  obj: Record<string, unknown>,
+  path: string,
+  read: ConfigText,
+  p: ConfigProblems,
+  base: string | undefined,
+): ServerConfig | undefined {
   const hasCommand = obj['command'] !== undefined;
   const hasUrl = obj['url'] !== undefined;
-  if (hasCommand === hasUrl) fail(path, 'needs exactly one of "command" (stdio) or "url" (http)');
+  if (hasCommand === hasUrl) {
+    p.add(path, 'needs exactly one of "command" (stdio) or "url" (http)');
+    return undefined;
+  }
   const type = obj['type'];
   if (type === 'sse') {
-    fail(`${path}.type`, 'the legacy SSE transport is not supported; use Streamable HTTP ("http")');
-  }
-  if (
+    p.add(
+      `${path}.type`,
+      'the legacy SSE transport is not supported; use Streamable HTTP ("http")',
+    );
+  } else if (
     type !== undefined &&
     type !== (hasCommand ? 'stdio' : 'http') &&
     !(hasUrl && type === 'streamable-http')
   ) {
-    fail(`${path}.type`, `does not match the ${hasCommand ? 'command' : 'url'} given`);
+    p.add(`${path}.type`, `does not match the ${hasCommand ? 'command' : 'url'} given`);
   }
   if (hasCommand && obj['auth'] !== undefined) {
-    fail(
+    p.add(
       `${path}.auth`,
       'is for HTTP servers ("url") only; give a stdio server its credentials in "env"',
     );
   }
-  checkKeys(obj, path, serverKeysOf(hasCommand ? 'stdio' : 'http'));
+  p.checkKeys(obj, path, serverKeysOf(hasCommand ? 'stdio' : 'http'));
   if (obj['timeout'] !== undefined && obj['callTimeoutMs'] !== undefined) {
-    fail(`${path}.timeout`, 'give "timeout" (seconds, as Cline does) or "callTimeoutMs", not both');
+    p.add(
+      `${path}.timeout`,
+      'give "timeout" (seconds, as Cline does) or "callTimeoutMs", not both',
+    );
   }
-  const callTimeoutMs =
-    obj['timeout'] === undefined
-      ? optInt(obj['callTimeoutMs'], `${path}.callTimeoutMs`, 60_000)
-      : expectInt(obj['timeout'], `${path}.timeout`, 1, 86_400) * 1000;
+  const callTimeoutMs = p.read(
+    () =>
+      obj['timeout'] === undefined
+        ? optInt(obj['callTimeoutMs'], `${path}.callTimeoutMs`, 60_000)
+        : expectInt(obj['timeout'], `${path}.timeout`, 1, 86_400) * 1000,
+    60_000,
+  );
+  const approval =
+    obj['approval'] === undefined
+      ? undefined
+      : p.read(() => expectOneOf(obj['approval'], `${path}.approval`, APPROVAL_MODES), undefined);
+  const tools =
+    obj['tools'] === undefined ? undefined : parseToolFilter(obj['tools'], `${path}.tools`, p);
   const common: CommonServerConfig = {
-    required:
-      obj['required'] === undefined ? true : expectBool(obj['required'], `${path}.required`),
-    audience:
-      obj['audience'] === undefined ? 'default' : expectString(obj['audience'], `${path}.audience`),
-    startupTimeoutMs: optInt(obj['startupTimeoutMs'], `${path}.startupTimeoutMs`, 30_000),
-    ...parseProtocol(obj, path),
-    requestTimeoutMs: optInt(
-      obj['requestTimeoutMs'],
-      `${path}.requestTimeoutMs`,
-      DEFAULT_DISCOVERY_LIMITS.requestTimeoutMs,
+    required: p.read(
+      () =>
+        obj['required'] === undefined ? true : expectBool(obj['required'], `${path}.required`),
+      true,
+    ),
+    audience: p.read(
+      () =>
+        obj['audience'] === undefined
+          ? 'default'
+          : expectString(obj['audience'], `${path}.audience`),
+      'default',
+    ),
+    startupTimeoutMs: p.read(
+      () => optInt(obj['startupTimeoutMs'], `${path}.startupTimeoutMs`, 30_000),
+      30_000,
+    ),
+    ...p.read(() => parseProtocol(obj, path), { protocol: 'auto', discoverTimeoutMs: 0 }),
+    requestTimeoutMs: p.read(
+      () =>
+        optInt(
+          obj['requestTimeoutMs'],
+          `${path}.requestTimeoutMs`,
+          DEFAULT_DISCOVERY_LIMITS.requestTimeoutMs,
+        ),
+      0,
     ),
     callTimeoutMs,
-    limits: parseLimits(obj['limits'], `${path}.limits`),
-    ...(obj['approval'] === undefined
-      ? {}
-      : { approval: expectOneOf(obj['approval'], `${path}.approval`, APPROVAL_MODES) }),
-    autoApprove: stringList(obj['autoApprove'], `${path}.autoApprove`),
-    roots: Object.freeze(
-      stringList(obj['roots'], `${path}.roots`).map((root, i) => {
-        const value = read(root, `${path}.roots[${i}]`);
-        if (!value.startsWith('file://') && !value.startsWith('/')) {
-          fail(`${path}.roots[${i}]`, 'expected an absolute path or a file:// URI');
-        }
-        return value;
-      }),
+    limits: parseLimits(obj['limits'], `${path}.limits`, p),
+    ...(approval === undefined ? {} : { approval }),
+    autoApprove: p.read(() => stringList(obj['autoApprove'], `${path}.autoApprove`), []),
+    roots: parseRoots(obj['roots'], `${path}.roots`, read, p, base),
+    ...(tools === undefined ? {} : { tools }),
+    maxMessageBytes: p.read(
+      () =>
+        obj['maxMessageBytes'] === undefined
+          ? DEFAULT_MAX_MESSAGE_BYTES
+          : expectInt(
+              obj['maxMessageBytes'],
+              `${path}.maxMessageBytes`,
+              ...MAX_MESSAGE_BYTES_RANGE,
+            ),
+      0,
     ),
-    ...(obj['tools'] === undefined
-      ? {}
-      : { tools: parseToolFilter(obj['tools'], `${path}.tools`) }),
-    maxMessageBytes:
-      obj['maxMessageBytes'] === undefined
-        ? DEFAULT_MAX_MESSAGE_BYTES
-        : expectInt(obj['maxMessageBytes'], `${path}.maxMessageBytes`, ...MAX_MESSAGE_BYTES_RANGE),
-    retryReads:
-      obj['retryReads'] === undefined ? false : expectBool(obj['retryReads'], `${path}.retryReads`),
-    trustAnnotations:
-      obj['trustAnnotations'] === undefined
-        ? false
-        : expectBool(obj['trustAnnotations'], `${path}.trustAnnotations`),
+    retryReads: p.read(
+      () =>
+        obj['retryReads'] === undefined
+          ? false
+          : expectBool(obj['retryReads'], `${path}.retryReads`),
+      false,
+    ),
+    trustAnnotations: p.read(
+      () =>
+        obj['trustAnnotations'] === undefined
+          ? false
+          : expectBool(obj['trustAnnotations'], `${path}.trustAnnotations`),
+      false,
+    ),
   };
   const text = (value: unknown, at: string, allowEmpty = false): string =>
     read(expectString(value, at, allowEmpty), at);
-  return parseTransportConfig(hasCommand ? 'stdio' : 'http', obj, path, common, text, read);
+  const config = p.read(
+    () => parseTransportConfig(hasCommand ? 'stdio' : 'http', obj, path, common, text, read),
+    undefined,
+  );
+  // A relative working directory is the file's, wherever the process runs.
+  if (config?.transport !== 'stdio' || config.cwd === undefined || base === undefined)
+    return config;
+  return isAbsolute(config.cwd)
+    ? config
+    : Object.freeze({ ...config, cwd: resolve(base, config.cwd) });
 }
 
-function parseToolFilter(value: unknown, path: string): ToolFilterConfig {
-  const obj = expectObject(value, path);
-  checkKeys(obj, path, TOOLS_KEYS);
-  return Object.freeze({
-    ...(obj['allow'] === undefined ? {} : { allow: stringList(obj['allow'], `${path}.allow`) }),
-    ...(obj['deny'] === undefined ? {} : { deny: stringList(obj['deny'], `${path}.deny`) }),
-  });
+/** `roots`: absolute paths or `file://` URIs; in a file, a relative path resolves against it. */
+function parseRoots(
+  value: unknown,
+  path: string,
+  read: ConfigText,
+  p: ConfigProblems,
+  base: string | undefined,
+): readonly string[] {
+  const list = p.read(() => stringList(value, path), []);
+  const roots: string[] = [];
+  list.forEach((root, i) =>
+    p.read(() => {
+      const at = `${path}[${i}]`;
+      const text = read(root, at);
+      if (text.startsWith('file://') || isAbsolute(text)) return roots.push(text);
+      if (base !== undefined) return roots.push(resolve(base, text));
+      return fail(
+        at,
+        'expected an absolute path or a file:// URI (a relative path is relative to a configuration file, and this configuration was not read from one)',
+      );
+    }, 0),
+  );
+  return Object.freeze(roots);
 }
 
-function parseLimits(value: unknown, path: string): ServerLimits {
+function parseToolFilter(
+  value: unknown,
+  path: string,
+  p: ConfigProblems,
+): ToolFilterConfig | undefined {
+  const obj = p.read(() => expectObject(value, path), undefined);
+  if (obj === undefined) return undefined;
+  p.checkKeys(obj, path, TOOLS_KEYS);
+  const list = (key: 'allow' | 'deny'): Partial<ToolFilterConfig> =>
+    obj[key] === undefined
+      ? {}
+      : { [key]: p.read(() => stringList(obj[key], `${path}.${key}`), []) };
+  return Object.freeze({ ...list('allow'), ...list('deny') });
+}
+
+function parseLimits(value: unknown, path: string, p: ConfigProblems): ServerLimits {
   if (value === undefined) return Object.freeze({});
-  const obj = expectObject(value, path);
-  checkKeys(obj, path, LIMIT_KEYS);
+  const obj = p.read(() => expectObject(value, path), {});
+  p.checkKeys(obj, path, LIMIT_KEYS);
   const out: Record<string, number> = {};
   for (const [key, v] of Object.entries(obj)) {
     // The minimums of binding's `DISCOVERY_LIMIT_MINIMUMS` (0 means "none" for these two),
     // repeated here: the two must stay equal.
     const min = key === 'maxTools' || key === 'maxRestarts' ? 0 : 1;
-    out[key] = expectInt(v, `${path}.${key}`, min, 2_147_483_647);
+    if (!(LIMIT_KEYS as readonly string[]).includes(key)) continue;
+    out[key] = p.read(() => expectInt(v, `${path}.${key}`, min, 2_147_483_647), 0);
   }
   return Object.freeze(out);
 }

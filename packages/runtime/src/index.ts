@@ -110,16 +110,28 @@ export type {
 } from '@stepbind/binding/internal';
 export { discoverTools, enumerateTools } from './discover-tools.js';
 export type { DiscoverToolsOptions, EnumerateToolsOptions } from './discover-tools.js';
-export { parseConfig, SERVER_NAME_PATTERN } from './config.js';
+export { parseConfig, SERVER_NAME_PATTERN, workspaceFolderOf } from './config.js';
 export type {
+  ConfigProblem,
   HttpServerConfig,
   JournalConfig,
+  ParseConfigOptions,
   ProtocolPin,
   RuntimeConfig,
   ServerConfig,
   ServerLimits,
   StdioServerConfig,
 } from './config.js';
+export { loadConfigFile, MAX_CONFIG_BYTES } from './config-file.js';
+export type { ConfigSyntaxError, LoadConfigFileOptions } from './config-file.js';
+export type {
+  CommonServerEntry,
+  HttpServerEntry,
+  ServerEntry,
+  StdioServerEntry,
+  StepbindConfig,
+  StepbindConfigCommon,
+} from './config-input.js';
 export type { ToolFilterConfig } from './tool-filter.js';
 export type { Connection, ProtocolEra } from './connection.js';
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';

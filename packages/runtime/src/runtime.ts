@@ -11,6 +11,8 @@ import {
 import { checkOptions } from '@stepbind/binding/internal';
 import type { ClientHandlers } from './client-capabilities.js';
 import { parseConfig, type RuntimeConfig } from './config.js';
+import { loadConfigFile } from './config-file.js';
+import type { StepbindConfig } from './config-input.js';
 import type { ConnectionSet } from './connection-set.js';
 import { RuntimeCore } from './core.js';
 import { abortedError, closedError, toStepbindError } from './failures.js';
@@ -115,20 +117,39 @@ export class McpRuntime {
    * Opens the journal (the configured one, or in memory) and recovers the keys a dead process left
    * in progress (a `journal-recovered` event lists them).
    *
+   * `config` is a configuration (`StepbindConfig`, checked by `parseConfig`), one already parsed, or
+   * the path of a configuration file (a string: read by `loadConfigFile`, so it may carry comments,
+   * and its relative paths and `${workspaceFolder}` resolve against the file).
+   *
    * @throws RuntimeError `INVALID_OPTIONS` naming every option that is unknown (with a did-you-mean)
    *   or wrong, before anything is started or opened (see `options-schema.ts`);
-   *   ConfigError `INVALID_CONFIG` for a bad configuration; JournalError `JOURNAL_CORRUPT`,
+   *   ConfigError `INVALID_CONFIG` for a bad configuration or file (every problem at once in
+   *   `detail.errors`); JournalError `JOURNAL_CORRUPT`,
    *   `JOURNAL_VERSION` or `JOURNAL_UNAVAILABLE` for a journal that cannot be used, RuntimeError
    *   `STORE_UNAVAILABLE` for a fleet store that cannot be reached (nothing was started);
    *   RuntimeError `REQUIRED_SERVERS_FAILED` listing every required server that failed and why
    *   (all started servers are closed again).
    */
+  static open(
+    config: StepbindConfig | RuntimeConfig | string,
+    options?: McpRuntimeOptions,
+  ): Promise<McpRuntime>;
+  /**
+   * A configuration whose shape is known only at run time (parsed JSON, a value built by a
+   * helper): checked by `parseConfig` all the same, so a typo is refused with its path.
+   */
+  static open(config: unknown, options?: McpRuntimeOptions): Promise<McpRuntime>;
   static async open(config: unknown, options: McpRuntimeOptions = {}): Promise<McpRuntime> {
     checkOptions(runtimeOptionsSchema, options, {
       fn: 'McpRuntime.open',
       consequence: 'Nothing was started, opened or journaled; fix the option and call again.',
     });
-    const parsed = isRuntimeConfig(config) ? config : parseConfig(config);
+    const parsed =
+      typeof config === 'string'
+        ? await loadConfigFile(config)
+        : isRuntimeConfig(config)
+          ? config
+          : parseConfig(config);
     const fleet = await attachFleetFor(options.store ?? parsed.store);
     let journal: CallJournal | undefined;
     let recovered: readonly JournalRecord[];
@@ -157,6 +178,26 @@ export class McpRuntime {
       throw error;
     }
     return runtime;
+  }
+
+  /**
+   * Opens the runtime on the configuration file at `path` (relative to the working directory): the
+   * same as `McpRuntime.open(path, options)`, spelled out for readers and JavaScript callers.
+   *
+   * @throws ConfigError `INVALID_CONFIG` when `path` is not a non-empty string, or for the file
+   *   (see `loadConfigFile`); otherwise as {@link McpRuntime.open}.
+   */
+  static fromFile(path: string, options: McpRuntimeOptions = {}): Promise<McpRuntime> {
+    if (typeof path !== 'string' || path.length === 0) {
+      return Promise.reject(
+        new ConfigError(
+          ErrorCode.INVALID_CONFIG,
+          'McpRuntime.fromFile expects the path of a configuration file (a non-empty string); to open a configuration object, call McpRuntime.open(config).',
+          { detail: { path: '$' } },
+        ),
+      );
+    }
+    return McpRuntime.open(path, options);
   }
 
   /**

@@ -29,7 +29,7 @@ const FROM_BINDING = [
 ];
 
 describe('@stepbind/runtime public surface', () => {
-  // The CLI (runCli, loadConfigFile, the catalog report), the runtime's own listing of one
+  // The CLI (runCli, the catalog report), the runtime's own listing of one
   // connection (listCatalog) and the connection layer (@stepbind/runtime/internal) are internals:
   // `discoverTools` is the public one-shot discovery.
   it('exports exactly these values (a new export is a deliberate act)', () => {
@@ -40,6 +40,7 @@ describe('@stepbind/runtime public surface', () => {
         'FileTokenStore',
         'JOURNAL_APPLICATION_ID',
         'JOURNAL_SCHEMA_VERSION',
+        'MAX_CONFIG_BYTES',
         'McpRuntime',
         'MemoryTokenStore',
         'SERVER_NAME_PATTERN',
@@ -48,6 +49,7 @@ describe('@stepbind/runtime public surface', () => {
         'discoverTools',
         'enumerateTools',
         'listenForCallback',
+        'loadConfigFile',
         'loopbackAuthorize',
         'openDefaultTokenStore',
         'openSqliteJournal',
@@ -55,6 +57,7 @@ describe('@stepbind/runtime public surface', () => {
         'redactHeaders',
         'redactUrl',
         'stateDirectory',
+        'workspaceFolderOf',
         ...FROM_BINDING,
       ].sort(),
     );
