@@ -24,7 +24,12 @@ import {
 } from './interpolate.js';
 import type { ToolFilterConfig } from './tool-filter.js';
 import { parseStoreTarget, type FleetStoreTarget } from './fleet/target.js';
-import { parseTransportConfig, transportKeysOf, type ServerConfig } from './transports/index.js';
+import {
+  parseTransportConfig,
+  transportKeysOf,
+  type ServerConfig,
+  type TransportKind,
+} from './transports/index.js';
 
 export {
   assertNoUrlCredentials,
@@ -107,7 +112,7 @@ const COMMON_KEYS = [
   'trustAnnotations',
 ] as const;
 /** Every key a server entry of `kind` may have, its transport's first. */
-function serverKeysOf(kind: ServerConfig['transport']): readonly string[] {
+function serverKeysOf(kind: TransportKind): readonly string[] {
   return [...transportKeysOf(kind), ...COMMON_KEYS];
 }
 const LIMIT_KEYS = [
@@ -258,13 +263,10 @@ function parseServer(obj: Record<string, unknown>, path: string, read: ConfigTex
   const hasUrl = obj['url'] !== undefined;
   if (hasCommand === hasUrl) fail(path, 'needs exactly one of "command" (stdio) or "url" (http)');
   const type = obj['type'];
-  if (type === 'sse') {
-    fail(`${path}.type`, 'the legacy SSE transport is not supported; use Streamable HTTP ("http")');
-  }
   if (
     type !== undefined &&
     type !== (hasCommand ? 'stdio' : 'http') &&
-    !(hasUrl && type === 'streamable-http')
+    !(hasUrl && (type === 'streamable-http' || type === 'sse'))
   ) {
     fail(`${path}.type`, `does not match the ${hasCommand ? 'command' : 'url'} given`);
   }
@@ -274,7 +276,8 @@ function parseServer(obj: Record<string, unknown>, path: string, read: ConfigTex
       'is for HTTP servers ("url") only; give a stdio server its credentials in "env"',
     );
   }
-  checkKeys(obj, path, serverKeysOf(hasCommand ? 'stdio' : 'http'));
+  const kind = hasCommand ? 'stdio' : type === 'sse' ? 'sse' : 'http';
+  checkKeys(obj, path, serverKeysOf(kind));
   if (obj['timeout'] !== undefined && obj['callTimeoutMs'] !== undefined) {
     fail(`${path}.timeout`, 'give "timeout" (seconds, as Cline does) or "callTimeoutMs", not both');
   }
@@ -325,7 +328,7 @@ function parseServer(obj: Record<string, unknown>, path: string, read: ConfigTex
   };
   const text = (value: unknown, at: string, allowEmpty = false): string =>
     read(expectString(value, at, allowEmpty), at);
-  return parseTransportConfig(hasCommand ? 'stdio' : 'http', obj, path, common, text, read);
+  return parseTransportConfig(kind, obj, path, common, text, read);
 }
 
 function parseToolFilter(value: unknown, path: string): ToolFilterConfig {
