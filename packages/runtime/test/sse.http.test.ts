@@ -1,12 +1,19 @@
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { McpRuntime, type McpRuntimeOptions, type ServerStatus } from '@stepbind/runtime';
 import {
   isProcessAlive,
+  scriptedTool,
   spawnHttpServer,
   type HttpServerOptions,
   type HttpServerProcess,
   type ScriptedServerOptions,
 } from '@stepbind/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config.js';
+import { connectServer } from '../src/connect.js';
 import { setDebugSink } from '../src/log.js';
 import { failure } from './support/errors.js';
 import { eventLog, type EventLog } from './support/events.js';
@@ -230,5 +237,98 @@ describe('closing an HTTP+SSE runtime', () => {
     await runtime.close();
     expect(count('TCPSocketWrap')).toBeLessThanOrEqual(sockets);
     expect(count('Timeout')).toBeLessThanOrEqual(timers);
+  });
+});
+
+describe('type "http" against a Streamable HTTP server', () => {
+  it('stays on Streamable HTTP: no fallback, no SSE transport', async () => {
+    const server = await spawnHttpServer({ scenario: 'single' });
+    servers.push(server);
+    const { runtime } = await open({ url: server.url });
+    await using step = await runtime.captureBinding();
+    await step.prepareCall('web__alpha').run({});
+    expect(web(runtime)).toMatchObject({ state: 'ready', transport: 'http', era: 'legacy' });
+  });
+});
+
+describe('HTTP+SSE message limits', () => {
+  it('an event over maxMessageBytes on the stream fails the request MESSAGE_TOO_LARGE and closes the connection', async () => {
+    const big = { ...scriptedTool('big'), description: 'x'.repeat(8_000) };
+    const server = await legacy({
+      scenario: 'fixture',
+      fixture: { generations: [{ pages: [{ tools: [big] }] }] },
+    });
+    const config = parseConfig({
+      mcpServers: { web: { type: 'sse', url: server.url, maxMessageBytes: 4_096 } },
+    }).servers.get('web');
+    if (config === undefined) throw new Error('no config');
+    const connection = await connectServer('web', config);
+    try {
+      const closed = new Promise<void>((resolve) => connection.onClose(resolve));
+      const error = await failure(
+        connection.listPage({
+          cursor: undefined,
+          timeoutMs: 600_000,
+          signal: new AbortController().signal,
+        }),
+      );
+      expect(error.code).toBe('MESSAGE_TOO_LARGE');
+      expect(error.detail).toMatchObject({ server: 'web', method: 'tools/list', limit: 4_096 });
+      expect(error.message).toContain('the connection was closed');
+      await closed;
+      expect(connection.fault?.code).toBe('MESSAGE_TOO_LARGE');
+    } finally {
+      await connection.close();
+    }
+  });
+});
+
+const everythingEntry = fileURLToPath(
+  new URL(
+    '../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js',
+    import.meta.url,
+  ),
+);
+
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const address = probe.address();
+  await new Promise((resolve) => probe.close(resolve));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+describe('server-everything in its sse mode (a third-party HTTP+SSE server)', () => {
+  it('is reached by type "http" through the fallback (its POST on /sse is a 404) and by type "sse"', async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, [everythingEntry, 'sse'], {
+      env: { ...process.env, PORT: String(port) },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const gone = new Promise((resolve) => child.once('close', resolve));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.once('exit', (code) => reject(new Error(`server-everything exited with ${code}`)));
+        createInterface({ input: child.stderr }).on('line', (line) => {
+          if (line.includes(`running on port ${port}`)) resolve();
+        });
+      });
+      const url = `http://127.0.0.1:${port}/sse`;
+      for (const entry of [{ url }, { type: 'sse', url }]) {
+        const { runtime } = await open(entry);
+        await using step = await runtime.captureBinding();
+        const echo = step.tools.find((t) => t.name === 'web__echo');
+        expect(echo).toBeDefined();
+        const { result } = await step.prepareCall('web__echo').run({ message: 'over sse' });
+        expect(JSON.stringify(result.content)).toContain('over sse');
+        expect(web(runtime)).toMatchObject({ state: 'ready', transport: 'sse', era: 'legacy' });
+        step.release();
+        await runtime.close();
+      }
+    } finally {
+      child.kill('SIGKILL');
+      await gone;
+    }
   });
 });
