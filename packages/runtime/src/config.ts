@@ -26,7 +26,12 @@ import {
 } from './interpolate.js';
 import type { ToolFilterConfig } from './tool-filter.js';
 import { parseStoreTarget, type FleetStoreTarget } from './fleet/target.js';
-import { parseTransportConfig, transportKeysOf, type ServerConfig } from './transports/index.js';
+import {
+  parseTransportConfig,
+  transportKeysOf,
+  type ServerConfig,
+  type TransportKind,
+} from './transports/index.js';
 
 export {
   assertNoUrlCredentials,
@@ -137,7 +142,7 @@ const COMMON_KEYS = [
   'trustAnnotations',
 ] as const;
 /** Every key a server entry of `kind` may have, its transport's first. */
-function serverKeysOf(kind: ServerConfig['transport']): readonly string[] {
+function serverKeysOf(kind: TransportKind): readonly string[] {
   return [...transportKeysOf(kind), ...COMMON_KEYS];
 }
 const LIMIT_KEYS = [
@@ -309,15 +314,10 @@ function parseServer(
     return undefined;
   }
   const type = obj['type'];
-  if (type === 'sse') {
-    p.add(
-      `${path}.type`,
-      'the legacy SSE transport is not supported; use Streamable HTTP ("http")',
-    );
-  } else if (
+  if (
     type !== undefined &&
     type !== (hasCommand ? 'stdio' : 'http') &&
-    !(hasUrl && type === 'streamable-http')
+    !(hasUrl && (type === 'streamable-http' || type === 'sse'))
   ) {
     p.add(`${path}.type`, `does not match the ${hasCommand ? 'command' : 'url'} given`);
   }
@@ -327,7 +327,8 @@ function parseServer(
       'is for HTTP servers ("url") only; give a stdio server its credentials in "env"',
     );
   }
-  p.checkKeys(obj, path, serverKeysOf(hasCommand ? 'stdio' : 'http'));
+  const kind = hasCommand ? 'stdio' : type === 'sse' ? 'sse' : 'http';
+  p.checkKeys(obj, path, serverKeysOf(kind));
   if (obj['timeout'] !== undefined && obj['callTimeoutMs'] !== undefined) {
     p.add(
       `${path}.timeout`,
@@ -408,6 +409,7 @@ function parseServer(
   };
   const text = (value: unknown, at: string, allowEmpty = false): string =>
     read(expectString(value, at, allowEmpty), at);
+<<<<<<< HEAD
   const config = p.read(
     () => parseTransportConfig(hasCommand ? 'stdio' : 'http', obj, path, common, text, read),
     undefined,
@@ -418,6 +420,9 @@ function parseServer(
   return isAbsolute(config.cwd)
     ? config
     : Object.freeze({ ...config, cwd: resolve(base, config.cwd) });
+=======
+  return parseTransportConfig(kind, obj, path, common, text, read);
+>>>>>>> i22-sse
 }
 
 /** `roots`: absolute paths or `file://` URIs; in a file, a relative path resolves against it. */

@@ -4,7 +4,8 @@
  * 2026-07-28 `ModernConnection` or, after `initialize` through the SDK client
  * (`sdk/open-session.ts`), a 2025-era session; a failed start is one typed error. The choice is
  * a table of strategies by transport and era plan ({@link STRATEGIES}); this file imports no SDK
- * module.
+ * module. An HTTP server that refuses Streamable HTTP's first POST with 400, 404 or 405 is tried
+ * over the legacy HTTP+SSE transport (`transports/sse.ts`), and remembered as such.
  */
 import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding/internal';
 import { rootsOf, type ClientHandlers } from './client-capabilities.js';
@@ -15,6 +16,7 @@ import { ModernHttpTransport } from './era/http.js';
 import { ModernConnection } from './era/modern.js';
 import { eraPlan, notModernError, slowProbeHint, type EraPlan } from './era/pin.js';
 import { probeEraWithRetry, startedTransport } from './era/probe.js';
+import { createDebug } from './log.js';
 import { NO_REDACTION, redactUrl, type Redactor } from './redact.js';
 import { openSession } from './sdk/open-session.js';
 import type { FaultSource } from './transports/guard.js';
@@ -28,7 +30,24 @@ import {
   type Transport,
 } from './transports/index.js';
 import { StderrTail } from './transports/stderr-tail.js';
+import { isSseFallbackStatus } from './transports/sse.js';
 import type { RuntimeClock } from './clock.js';
+
+const debugConnect = createDebug('stepbind:connect');
+
+/**
+ * The wire transport of a connection: `stdio`, `http` (Streamable HTTP, both eras) or `sse` (the
+ * legacy HTTP+SSE transport, by `type: "sse"` or the fallback).
+ */
+export type WireTransport = 'stdio' | 'http' | 'sse';
+
+/** The transport of each connection {@link connectServer} opened (read by `status()`). */
+const WIRES = new WeakMap<Connection, WireTransport>();
+
+/** The transport `connection` runs over, when {@link connectServer} opened it. */
+export function wireTransportOf(connection: Connection): WireTransport | undefined {
+  return WIRES.get(connection);
+}
 
 /** Options for {@link connectServer}. */
 export interface ConnectOptions {
@@ -57,7 +76,9 @@ export interface ConnectOptions {
   /**
    * The era each `protocol: "auto"` server spoke, by identity key: a server remembered as `legacy`
    * is not probed again, and every such connection's era is recorded here. A pinned server neither
-   * reads nor writes it (and its pin is part of its identity key). @default a fresh map (no memory)
+   * reads nor writes its era (and its pin is part of its identity key). An HTTP server that fell
+   * back to the legacy HTTP+SSE transport is remembered as `sse`, pinned or not: it reconnects over
+   * HTTP+SSE at once, with no probe and no Streamable HTTP POST. @default a fresh map (no memory)
    */
   readonly eras?: EraMemory;
   /**
@@ -94,10 +115,16 @@ interface ConnectContext<C extends ServerConfig = ServerConfig> {
   readonly started: number;
   /** Records the era the server spoke (only when the plan remembers it). */
   readonly remember: (era: ProtocolEra) => void;
+  /** Records that the server is reached over HTTP+SSE (every plan). */
+  readonly rememberSse: () => void;
   /** What the strategy found out on the way, for the start error. */
   readonly state: {
     /** The probe got no answer in time: the start error then suggests a longer budget. */
     probeTimedOut: boolean;
+    /** The wire transport of the connection being opened (`sse` from the fallback on). */
+    wire: WireTransport;
+    /** The status of the refused Streamable HTTP POST that made the start try HTTP+SSE. */
+    fellBackOn?: number;
     /**
      * When the probe last found the authorizer logging in: a login is not the server's start,
      * so `initialize`'s share of the budget counts from here.
@@ -111,17 +138,18 @@ type ConnectStrategy<C extends ServerConfig> = (ctx: ConnectContext<C>) => Promi
 
 /**
  * The strategies by transport kind and era plan: `legacy` when the plan has no probe (pinned to
- * 2025-11-25, remembered as legacy, or `probeTimeoutMs: 0`), `probe` otherwise.
+ * 2025-11-25, remembered as legacy, or `probeTimeoutMs: 0`), `probe` otherwise; for HTTP, `sse`
+ * when the server is reached over the legacy HTTP+SSE transport (`type: "sse"`, or remembered so).
  */
 const STRATEGIES: {
-  readonly [K in ServerConfig['transport']]: {
-    readonly probe: ConnectStrategy<Extract<ServerConfig, { readonly transport: K }>>;
-    readonly legacy: ConnectStrategy<Extract<ServerConfig, { readonly transport: K }>>;
-  };
+  readonly stdio: Readonly<Record<'probe' | 'legacy', ConnectStrategy<StdioConfig>>>;
+  readonly http: Readonly<Record<'probe' | 'legacy' | 'sse', ConnectStrategy<HttpServerConfig>>>;
 } = {
   stdio: { probe: probeStdio, legacy: initializeOnly },
-  http: { probe: probeHttp, legacy: initializeOnly },
+  http: { probe: probeHttp, legacy: initializeHttp, sse: initializeSse },
 };
+
+type StdioConfig = Extract<ServerConfig, { readonly transport: 'stdio' }>;
 
 /**
  * Starts (stdio) or opens (HTTP) a connection to one configured server in the era it speaks: a
@@ -151,6 +179,9 @@ export async function connectServer(
     options = { ...options, auth: { authorizer: bearerAuthorizer(name, config.auth) } };
   }
   const stderrTail = new StderrTail(config.transport === 'stdio' ? config.stderr : 'pipe');
+  const key = identityKeyOf(config);
+  const sse =
+    config.transport === 'http' && (config.legacySse === true || options.eras?.get(key) === 'sse');
   const { transport, pid, fault, http } = openTransport(
     name,
     config,
@@ -158,10 +189,10 @@ export async function connectServer(
       ...(options.stderr === undefined ? {} : { stderr: options.stderr }),
       ...(options.closeGraceMs === undefined ? {} : { closeGraceMs: options.closeGraceMs }),
       ...(options.auth === undefined ? {} : { auth: options.auth }),
+      sse,
     },
     stderrTail,
   );
-  const key = identityKeyOf(config);
   const plan = eraPlan(config, timeoutMs, { ...options, key });
   const ctx: ConnectContext = {
     name,
@@ -178,18 +209,26 @@ export async function connectServer(
     timeoutMs,
     started: performance.now(),
     remember: (era) => {
-      if (plan.remember) options.eras?.set(key, era);
+      // A server remembered as HTTP+SSE stays so (its era is legacy by construction).
+      if (plan.remember && options.eras?.get(key) !== 'sse') options.eras?.set(key, era);
     },
-    state: { probeTimedOut: false },
+    rememberSse: () => options.eras?.set(key, 'sse'),
+    state: {
+      probeTimedOut: false,
+      wire: config.transport === 'stdio' ? 'stdio' : sse ? 'sse' : 'http',
+    },
   };
   const mode = plan.probeMs > 0 ? 'probe' : 'legacy';
+  let connection: Connection;
   try {
-    return await (config.transport === 'stdio'
+    connection = await (config.transport === 'stdio'
       ? STRATEGIES.stdio[mode]({ ...ctx, config })
-      : STRATEGIES.http[mode]({ ...ctx, config }));
+      : STRATEGIES.http[sse ? 'sse' : mode]({ ...ctx, config }));
   } catch (error) {
     throw startError(ctx, error);
   }
+  WIRES.set(connection, ctx.state.wire);
+  return connection;
 }
 
 /** No probe: `initialize` on the transport as it is (the 2025 era). */
@@ -242,7 +281,123 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
   await modernHttp.close();
   if (ctx.plan.modernOnly) throw notModernError(name, outcome, ctx.plan.probeMs);
   ctx.state.probeTimedOut = outcome.answer === 'timeout';
-  return initializeOnly(ctx);
+  // A 404 or 405 to a POST is no Streamable HTTP endpoint: the SSE stream is tried at once rather
+  // than POSTing initialize to be refused the same way (a 400 may be a stateful Streamable HTTP
+  // server refusing a request outside a session, so initialize decides then).
+  const refused = modernHttp.lastHttpFailure;
+  if (refused === 404 || refused === 405) return fallBackToSse(ctx, refused, 'server/discover');
+  return initializeHttp(ctx);
+}
+
+/**
+ * `initialize` over Streamable HTTP; when the server refuses that first POST with 400, 404 or 405
+ * (the specification's backwards compatibility rule), the legacy HTTP+SSE transport is tried.
+ */
+async function initializeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connection> {
+  try {
+    return await initializeOnly(ctx);
+  } catch (error) {
+    const refused = ctx.http?.watch.firstPostStatus;
+    if (!isSseFallbackStatus(refused) || ctx.options.signal?.aborted === true) throw error;
+    return fallBackToSse(ctx, refused!, 'initialize');
+  }
+}
+
+/**
+ * Opens the legacy HTTP+SSE transport after Streamable HTTP was refused with `status` (logged on
+ * `stepbind:connect`), `initialize`s over it and remembers the server as `sse`.
+ */
+async function fallBackToSse(
+  ctx: ConnectContext<HttpServerConfig>,
+  status: number,
+  method: string,
+): Promise<Connection> {
+  const { name, config } = ctx;
+  debugConnect(
+    `server "${name}": the Streamable HTTP POST of ${method} was answered HTTP ${status}; trying the legacy HTTP+SSE transport (GET ${redactUrl(config.url)})`,
+  );
+  const opened = openTransport(
+    name,
+    config,
+    { ...(ctx.options.auth === undefined ? {} : { auth: ctx.options.auth }), sse: true },
+    ctx.stderrTail,
+  );
+  ctx.state.wire = 'sse';
+  ctx.state.fellBackOn = status;
+  const connection = await initializeSse({
+    ...ctx,
+    transport: opened.transport,
+    fault: opened.fault,
+    http: opened.http,
+  });
+  debugConnect(`server "${name}": connected over HTTP+SSE; reconnects use it directly`);
+  return connection;
+}
+
+/**
+ * HTTP+SSE: opens the GET stream and waits for its `endpoint` event within the start budget (the
+ * SDK's `start()` has none), then `initialize` (always the 2025 era: no probe).
+ */
+async function initializeSse(ctx: ConnectContext<HttpServerConfig>): Promise<Connection> {
+  const { name, transport, options } = ctx;
+  await startWithin(name, transport, remainingMs(ctx), options.signal);
+  const connection = await initialize(ctx, startedTransport(transport), options.signal);
+  ctx.remember('legacy');
+  ctx.rememberSse();
+  return connection;
+}
+
+/**
+ * Starts `transport` within `timeoutMs` (closing it on every failure).
+ *
+ * @throws RuntimeError `TIMEOUT`, `ABORTED`, or what `start()` threw.
+ */
+async function startWithin(
+  name: string,
+  transport: Transport,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let onAbort: (() => void) | undefined;
+  const stop = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new RuntimeError(
+            ErrorCode.TIMEOUT,
+            `Server "${name}" did not open its HTTP+SSE stream (no "endpoint" event) within ${timeoutMs} ms. Check that the URL is the server's SSE stream, or raise its startupTimeoutMs.`,
+            { detail: { server: name, timeoutMs } },
+          ),
+        ),
+      timeoutMs,
+    );
+    onAbort = () =>
+      reject(
+        new RuntimeError(ErrorCode.ABORTED, `The start of server "${name}" was cancelled.`, {
+          detail: { server: name },
+        }),
+      );
+    if (signal?.aborted === true) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    await Promise.race([transport.start(), stop]);
+  } catch (error) {
+    await transport.close().catch(() => undefined);
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+/** What is left of the start budget (a login in progress not counted). */
+function remainingMs(ctx: ConnectContext): number {
+  return Math.max(
+    1,
+    ctx.timeoutMs - Math.round(performance.now() - Math.max(ctx.started, ctx.state.busyAt ?? 0)),
+  );
 }
 
 /**
@@ -301,10 +456,7 @@ function initialize(
   signal: AbortSignal | undefined,
 ): Promise<Connection> {
   return openSession(ctx.name, transport, {
-    timeoutMs: Math.max(
-      1,
-      ctx.timeoutMs - Math.round(performance.now() - Math.max(ctx.started, ctx.state.busyAt ?? 0)),
-    ),
+    timeoutMs: remainingMs(ctx),
     ...(signal === undefined ? {} : { signal }),
     pid: ctx.pid,
     fault: ctx.fault,
@@ -352,13 +504,16 @@ function startError(ctx: ConnectContext, error: unknown): Error {
   const what =
     config.transport === 'stdio' ? `command "${config.command}"` : `URL ${redactUrl(config.url)}`;
   const failure = config.transport === 'http' ? httpFailure(error.cause) : {};
+  const fellBackOn = ctx.state.fellBackOn;
   const advice = ctx.state.probeTimedOut
     ? slowProbeHint(name, ctx.plan.probeMs)
-    : config.transport === 'stdio'
-      ? 'Check the command, its arguments and environment in the configuration.'
-      : failure.httpStatus === 401 || failure.httpStatus === 403
-        ? 'The server refused the credentials: check the values sent in "headers".'
-        : 'Check the URL, the headers and that the server is running.';
+    : fellBackOn !== undefined
+      ? `It refused Streamable HTTP (HTTP ${fellBackOn} to the first POST), so the legacy HTTP+SSE transport was tried and failed too: check the URL (an HTTP+SSE server's is usually its SSE stream, such as /sse).`
+      : config.transport === 'stdio'
+        ? 'Check the command, its arguments and environment in the configuration.'
+        : failure.httpStatus === 401 || failure.httpStatus === 403
+          ? 'The server refused the credentials: check the values sent in "headers".'
+          : 'Check the URL, the headers and that the server is running.';
   const why = [
     failure.httpStatus === undefined ? '' : `HTTP ${failure.httpStatus}: `,
     error.message,
@@ -368,7 +523,15 @@ function startError(ctx: ConnectContext, error: unknown): Error {
     new RuntimeError(
       ErrorCode.SERVER_START_FAILED,
       `Server "${name}" could not be started (${what}): ${why}${tail === '' ? '' : `\nLast stderr lines:\n${tail}`}\n${advice}`,
-      { detail: { server: name, stderr: tail, ...failure }, cause: error.cause },
+      {
+        detail: {
+          server: name,
+          stderr: tail,
+          ...failure,
+          ...(config.transport === 'http' ? { transport: ctx.state.wire } : {}),
+        },
+        cause: error.cause,
+      },
     ),
   );
 }

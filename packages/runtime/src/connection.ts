@@ -24,9 +24,10 @@ export type ProtocolEra = 'modern' | 'legacy';
 
 /**
  * The era each server spoke, per connection identity key (see `identityKeyOf`), for one runtime's
- * lifetime: a restarted legacy server skips the `server/discover` probe.
+ * lifetime: a restarted legacy server skips the `server/discover` probe; `sse`, a legacy server
+ * reached over the HTTP+SSE transport after Streamable HTTP was refused, reconnects over it at once.
  */
-export type EraMemory = Map<string, ProtocolEra>;
+export type EraMemory = Map<string, ProtocolEra | 'sse'>;
 
 /** What the remote server said about itself (`initialize`, or `server/discover` and `_meta`). */
 export interface ServerHello {

@@ -157,6 +157,12 @@ export interface ServerStatus {
   readonly era?: ProtocolEra;
   /** The protocol version of the live connection (`2026-07-28`, `2025-11-25`, ...), when known. */
   readonly protocolVersion?: string;
+  /**
+   * The wire transport of the live connection: `stdio`, `http` (Streamable HTTP) or `sse` (the
+   * legacy HTTP+SSE transport, by `type: "sse"` or after Streamable HTTP's first POST was refused
+   * with 400, 404 or 405). Set while a connection exists.
+   */
+  readonly transport?: 'stdio' | 'http' | 'sse';
   readonly error?: { readonly code: string; readonly message: string };
   /** Reconnect attempts made since the session was lost. */
   readonly reconnectAttempts?: number;

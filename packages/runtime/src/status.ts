@@ -1,3 +1,4 @@
+import { wireTransportOf } from './connect.js';
 import type { RuntimeCore } from './core.js';
 import { listingStatus } from './listing-reuse.js';
 import type { DiscoveryStatus, RuntimeStatus, ServerAuthStatus, ServerStatus } from './options.js';
@@ -26,10 +27,12 @@ export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
       servers.push({ name, required: cfg.required, state: 'starting', ...discovery });
     } else if (entry.kind === 'ready') {
       const listing = listingStatus(core, entry.server);
+      const transport = wireTransportOf(entry.server.connection);
       servers.push({
         name,
         required: cfg.required,
         ...entry.server.status(),
+        ...(transport === undefined ? {} : { transport }),
         ...(listing === undefined ? {} : { listing }),
         ...discovery,
       });

@@ -86,7 +86,7 @@ describe('parseConfig', () => {
     [{ mcpServers: { a: { command: 'x', env: { K: 1 } } } }, '$.mcpServers.a.env.K'],
     [{ mcpServers: { 'bad name!': { command: 'x' } } }, '$.mcpServers["bad name!"]'],
     [{ mcpServers: {}, concurrency: 0 }, '$.concurrency'],
-    [{ mcpServers: { a: { url: 'http://h', type: 'sse' } } }, '$.mcpServers.a.type'],
+    [{ mcpServers: { a: { command: 'x', type: 'sse' } } }, '$.mcpServers.a.type'],
     [
       { mcpServers: { a: { command: 'x', maxMessageBytes: 1023 } } },
       '$.mcpServers.a.maxMessageBytes',

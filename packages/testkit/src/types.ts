@@ -125,6 +125,13 @@ export interface HttpServerOptions {
    * can check that the client never surfaces them. @default false
    */
   readonly echoOn401?: boolean;
+  /**
+   * `sse`: serve only the legacy HTTP+SSE transport (2024-11-05, `server/sse.ts`): GET `/mcp` opens
+   * the event stream, POST `/mcp` is refused with `ssePostStatus`. @default "streamable-http"
+   */
+  readonly transport?: 'streamable-http' | 'sse';
+  /** With `transport: "sse"`: the answer to a POST on `/mcp`. @default 405 */
+  readonly ssePostStatus?: 400 | 404 | 405 | 500;
 }
 
 /** One line the scripted HTTP server writes to stdout (JSON per line). */
@@ -133,6 +140,8 @@ export type HttpServerEvent =
   | { readonly event: 'session'; readonly session: string }
   | { readonly event: 'unknown-session'; readonly session: string }
   | { readonly event: 'forgot'; readonly sessions: number }
+  /** `transport: "sse"` only: a Streamable HTTP POST on `/mcp`, refused with `status`. */
+  | { readonly event: 'refused'; readonly method: string; readonly status: number }
   | {
       readonly event: 'message';
       readonly session: string | null;

@@ -111,6 +111,7 @@ export class ModernHttpTransport implements Transport {
   /** The fetch every POST goes through: the caller's or the global one, authorized. */
   readonly #fetch: typeof fetch;
   #closed = false;
+  #lastHttpFailure: number | undefined;
 
   constructor(options: ModernHttpOptions) {
     this.#options = options;
@@ -121,6 +122,15 @@ export class ModernHttpTransport implements Transport {
 
   start(): Promise<void> {
     return Promise.resolve();
+  }
+
+  /**
+   * The HTTP status of the latest POST the server answered with a non-2xx status (`undefined`
+   * while there is none): after a refused `server/discover` probe, a 404 or 405 says the URL is no
+   * Streamable HTTP endpoint at all (the cue to try the legacy HTTP+SSE transport).
+   */
+  get lastHttpFailure(): number | undefined {
+    return this.#lastHttpFailure;
   }
 
   async send(message: JSONRPCMessage): Promise<void> {
@@ -162,6 +172,7 @@ export class ModernHttpTransport implements Transport {
       done();
       throw this.#options.redactor.error(error instanceof Error ? error : new Error(String(error)));
     }
+    if (!response.ok) this.#lastHttpFailure = response.status;
     void this.#read(response, request, controller.signal)
       .catch((error: unknown) => {
         if (controller.signal.aborted) return;

@@ -174,6 +174,8 @@ export function startedTransport(
   const wrapper: LateProbeTransport = {
     start: () => Promise.resolve(),
     send: (message, options) => inner.send(message, options),
+    // The negotiated version reaches the transport (the HTTP ones send it as a header).
+    setProtocolVersion: (version) => inner.setProtocolVersion?.(version),
     close: () => (detached ? Promise.resolve() : inner.close()),
     attach: () => {
       detached = false;

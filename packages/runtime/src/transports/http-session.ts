@@ -77,10 +77,33 @@ export class HttpSessionWatch {
   #lost: SessionLoss | undefined;
   #onLost: ((loss: SessionLoss) => void) | undefined;
   #onBreak: (() => void) | undefined;
+  /** Legacy HTTP+SSE: the session is the one GET stream (see the constructor). */
+  readonly #streamBound: boolean;
+  /** GET streams opened so far (stream-bound only). */
+  #streams = 0;
+  /** The HTTP status of the first POST's answer, once it came. */
+  #firstPost: number | undefined;
+  #posts = 0;
 
-  constructor(redactor: Redactor, base: Fetch = fetch) {
+  /**
+   * @param options.streamBound legacy HTTP+SSE (`transports/sse.ts`): the session lives as long as
+   *   its GET stream, so the stream's end or break is the session's loss, a POST answered 404 is a
+   *   session answer, and a second GET (the EventSource reconnecting, which would open a new,
+   *   uninitialized session) is answered 204 so it stops for good. @default false
+   */
+  constructor(redactor: Redactor, base: Fetch = fetch, options: { streamBound?: boolean } = {}) {
     this.#base = base;
     this.#redactor = redactor;
+    this.#streamBound = options.streamBound === true;
+  }
+
+  /**
+   * The HTTP status the server answered the connection's first POST with (`undefined` before, or
+   * when it never answered): a refused `initialize` over Streamable HTTP (400, 404, 405) is the
+   * specification's cue to try the legacy HTTP+SSE transport.
+   */
+  get firstPostStatus(): number | undefined {
+    return this.#firstPost;
   }
 
   /** The `fetch` to give `StreamableHTTPClientTransport`. */
@@ -145,7 +168,13 @@ export class HttpSessionWatch {
 
   async #fetch(input: Parameters<Fetch>[0], init: Parameters<Fetch>[1]): Promise<Response> {
     const method = (init?.method ?? 'GET').toUpperCase();
-    const hasSession = new Headers(init?.headers).has('mcp-session-id');
+    const stream = this.#streamBound && method === 'GET';
+    // EventSource reconnects by itself; a 204 stops it (a new GET would be a new session).
+    if (stream && this.#streams++ > 0) return new Response(null, { status: 204 });
+    const hasSession = this.#streamBound
+      ? method === 'POST'
+      : new Headers(init?.headers).has('mcp-session-id');
+    const first = method === 'POST' && this.#posts++ === 0;
     const ids = method === 'POST' && this.#tracked.size > 0 ? requestIds(init?.body) : [];
     // From here on the request may reach the server: its outcome is unknown until answered.
     this.#mark(ids, 'sent', undefined);
@@ -172,6 +201,7 @@ export class HttpSessionWatch {
       }
       throw error;
     }
+    if (first) this.#firstPost = response.status;
     if (hasSession && (await isSessionAnswer(response))) {
       // Some servers answer a GET they do not support with 404 instead of 405: only a POST's
       // answer ends the session; a GET's asks the probe (a POSTed ping) to find out.
@@ -190,7 +220,7 @@ export class HttpSessionWatch {
     if (!response.ok || response.body === null || [204, 205, 304].includes(response.status)) {
       return response;
     }
-    return new Response(this.#watchBody(response.body, ids, init), {
+    return new Response(this.#watchBody(response.body, ids, init, stream), {
       status: response.status,
       statusText: response.statusText,
       headers: response.headers,
@@ -202,6 +232,7 @@ export class HttpSessionWatch {
     body: ReadableStream<Uint8Array>,
     ids: readonly RequestId[],
     init: Parameters<Fetch>[1],
+    stream: boolean,
   ): ReadableStream<Uint8Array> {
     const reader = body.getReader();
     return new ReadableStream<Uint8Array>({
@@ -212,13 +243,25 @@ export class HttpSessionWatch {
         } catch (error) {
           if (!this.#ours(init)) {
             this.#mark(ids, 'sent', 'broken');
-            if (this.#established && this.#lost === undefined) this.#onBreak?.();
+            if (stream && this.#established) {
+              this.#lose({
+                reason: 'unreachable',
+                message: `the HTTP+SSE stream that carries this session broke off (${this.#describe(error)})`,
+              });
+            } else if (this.#established && this.#lost === undefined) this.#onBreak?.();
           }
           controller.error(error);
           return;
         }
-        if (chunk.done) controller.close();
-        else controller.enqueue(chunk.value);
+        if (chunk.done) {
+          if (stream && this.#established && !this.#ours(init)) {
+            this.#lose({
+              reason: 'session-ended',
+              message: 'the server ended the HTTP+SSE stream that carries this session',
+            });
+          }
+          controller.close();
+        } else controller.enqueue(chunk.value);
       },
       cancel: (reason) => reader.cancel(reason),
     });

@@ -37,7 +37,8 @@ import {
   type FaultError,
 } from './guard.js';
 import { HttpSessionWatch } from './http-session.js';
-import { authIdentity, authSecrets, parseAuthConfig } from './http-auth.js';
+import { sseInner } from './sse.js';
+import { authIdentity, authSecrets, isAuthRefusal, parseAuthConfig } from './http-auth.js';
 import type { ServerAuthConfig, ServerAuthorizer } from '../auth/types.js';
 
 /** A server reached over Streamable HTTP. */
@@ -47,6 +48,13 @@ export interface HttpServerConfig extends CommonServerConfig {
   readonly headers: Readonly<Record<string, string>>;
   /** How requests are authorized: a static bearer token or OAuth 2.1 (DESIGN §16). @default none */
   readonly auth?: ServerAuthConfig;
+  /**
+   * `type: "sse"` in the entry: the legacy HTTP+SSE transport (2024-11-05) only, always the 2025
+   * era (`initialize`, no `server/discover` probe, no Streamable HTTP attempt; `transports/sse.ts`).
+   * Without it a server is tried over Streamable HTTP first and falls back to HTTP+SSE when the
+   * first POST is refused with 400, 404 or 405 (DESIGN §17.3). @default false
+   */
+  readonly legacySse?: boolean;
 }
 
 /** The keys of a Streamable HTTP server entry on top of the common ones. */
@@ -59,6 +67,7 @@ export function parseHttpConfig(
   common: CommonServerConfig,
   text: (value: unknown, at: string) => string,
   read: ConfigText,
+  legacySse = false,
 ): HttpServerConfig {
   const url = text(obj['url'], `${path}.url`);
   let parsed: URL;
@@ -99,6 +108,7 @@ export function parseHttpConfig(
     url,
     headers,
     ...(auth === undefined ? {} : { auth }),
+    ...(legacySse ? { legacySse } : {}),
   };
   return Object.freeze(config);
 }
@@ -116,6 +126,8 @@ export function httpIdentityKey(config: HttpServerConfig): string {
     ...(config.auth === undefined ? {} : { auth: authIdentity(config.auth) }),
     audience: config.audience,
     ...(config.roots.length === 0 ? {} : { roots: config.roots }),
+    // Another transport is another connection (left out for "http", so older digests stay).
+    ...(config.legacySse === true ? { legacySse: true } : {}),
     // A pinned era is part of the connection (left out for "auto", so older digests stay).
     ...(config.protocol === 'auto' ? {} : { protocol: config.protocol }),
     ...(config.maxMessageBytes === DEFAULT_MAX_MESSAGE_BYTES
@@ -138,18 +150,22 @@ export interface HttpAuthOptions {
 }
 
 /**
- * The guarded Streamable HTTP transport of a server entry, with the session watch under its
- * `fetch` (and the authorizer under the watch, so delivery marking sees the final answer) and the
- * redactor of its URL, headers and secrets.
+ * The guarded HTTP transport of a server entry (Streamable HTTP, or the legacy HTTP+SSE one when
+ * `sse` is true: `transports/sse.ts`), with the session watch under its `fetch` (and the authorizer
+ * under the watch, so delivery marking sees the final answer) and the redactor of its URL, headers
+ * and secrets.
  */
 export function openHttpTransport(
   name: string,
   config: HttpServerConfig,
   auth: HttpAuthOptions = {},
+  sse = config.legacySse === true,
 ): { transport: GuardedHttpTransport; watch: HttpSessionWatch; redactor: Redactor } {
   assertNoUrlCredentials(config.url, `$.mcpServers.${name}.url`);
   const redactor = auth.redactor ?? httpRedactor(config);
-  const watch = new HttpSessionWatch(redactor, auth.authorizer?.wrap(fetch) ?? fetch);
+  const watch = new HttpSessionWatch(redactor, auth.authorizer?.wrap(fetch) ?? fetch, {
+    streamBound: sse,
+  });
   const transport = new GuardedHttpTransport({
     server: name,
     url: config.url,
@@ -157,6 +173,7 @@ export function openHttpTransport(
     maxMessageBytes: config.maxMessageBytes,
     // The session watch sees every HTTP status below the guard, which bounds the bodies.
     fetch: watch.fetch,
+    ...(sse ? { inner: sseInner, streamBound: true } : {}),
   });
   watch.attach(transport);
   return { transport, watch, redactor };
@@ -172,6 +189,23 @@ export interface HttpTransportOptions {
   readonly maxMessageBytes: number;
   /** The fetch to use. @default globalThis.fetch */
   readonly fetch?: typeof fetch;
+  /**
+   * The SDK transport under the guard, built with the guarded fetch (`transports/sse.ts` gives the
+   * legacy HTTP+SSE one). @default the SDK's `StreamableHTTPClientTransport`
+   */
+  readonly inner?: (url: URL, init: SdkHttpInit) => Transport;
+  /**
+   * Legacy HTTP+SSE: the GET stream carries every answer, so an event over `maxMessageBytes` on it
+   * fails every request in flight and closes the transport (with {@link GuardedHttpTransport.fault}).
+   * @default false (Streamable HTTP: only the requests of the POST whose stream it was fail)
+   */
+  readonly streamBound?: boolean;
+}
+
+/** What {@link HttpTransportOptions.inner} gets: the configured headers and the guarded fetch. */
+export interface SdkHttpInit {
+  readonly requestInit: { headers: Record<string, string> };
+  readonly fetch: typeof fetch;
 }
 
 /**
@@ -186,8 +220,13 @@ export class GuardedHttpTransport implements Transport {
 
   readonly #options: HttpTransportOptions;
   readonly #guard: MessageGuard;
-  readonly #inner: StreamableHTTPClientTransport;
+  readonly #inner: Transport;
   readonly #tooLarge: FaultError;
+  readonly #tooLargeClosed: FaultError;
+  /** The fault that closed a stream-bound transport (see {@link HttpTransportOptions.streamBound}). */
+  #fault: FaultError | undefined;
+  /** The last refusal of the authorizer: `start()` fails with it rather than the SDK's wrapper. */
+  #refusal: Error | undefined;
   /** This transport's own connection pool, destroyed on close (no keep-alive socket outlives it). */
   readonly #pool = new ConnectionPool();
 
@@ -205,10 +244,14 @@ export class GuardedHttpTransport implements Transport {
       closed: false,
     };
     this.#tooLarge = (request) => messageTooLargeError(context, request);
-    this.#inner = new StreamableHTTPClientTransport(new URL(options.url), {
+    this.#tooLargeClosed = (request) => messageTooLargeError({ ...context, closed: true }, request);
+    const init: SdkHttpInit = {
       requestInit: { headers: { ...options.headers } },
-      fetch: (url, init) => this.#fetch(url, init),
-    });
+      fetch: (url, requestInit) => this.#fetch(url, requestInit),
+    };
+    this.#inner =
+      options.inner?.(new URL(options.url), init) ??
+      new StreamableHTTPClientTransport(new URL(options.url), init);
     this.#inner.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) =>
       this.#guard.accept(message, extra);
     this.#inner.onerror = (error) => this.onerror?.(error);
@@ -223,11 +266,21 @@ export class GuardedHttpTransport implements Transport {
   }
 
   setProtocolVersion(version: string): void {
-    this.#inner.setProtocolVersion(version);
+    this.#inner.setProtocolVersion?.(version);
   }
 
-  start(): Promise<void> {
-    return this.#inner.start();
+  /** The fault that closed this transport (an oversized event on a legacy SSE stream), if any. */
+  get fault(): FaultError | undefined {
+    return this.#fault;
+  }
+
+  async start(): Promise<void> {
+    try {
+      await this.#inner.start();
+    } catch (error) {
+      // The legacy SSE stream is opened here: a refused login keeps its typed error.
+      throw this.#refusal ?? error;
+    }
   }
 
   async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
@@ -248,10 +301,16 @@ export class GuardedHttpTransport implements Transport {
     }
   }
 
-  async #fetch(url: string | URL, init?: RequestInit): Promise<Response> {
+  async #fetch(url: string | URL | Request, init?: RequestInit): Promise<Response> {
     // Node's fetch takes an undici dispatcher (not in the DOM RequestInit type).
     const pooled = { ...init, ...((await this.#pool.dispatcher()) as object) };
-    const response = await (this.#options.fetch ?? fetch)(url, pooled);
+    let response: Response;
+    try {
+      response = await (this.#options.fetch ?? fetch)(url, pooled);
+    } catch (error) {
+      if (isAuthRefusal(error)) this.#refusal = error;
+      throw error;
+    }
     if (response.body === null) return response;
     // The SDK reads an error body whole into its message: keep only its first maxMessageBytes.
     if (!response.ok)
@@ -311,7 +370,16 @@ export class GuardedHttpTransport implements Transport {
           if (!verdict.ok) guard.reject(verdict);
           return verdict.ok;
         },
-        tooLarge: () => this.#failOrReport(ids(), this.#tooLarge),
+        tooLarge: () => {
+          if (this.#options.streamBound !== true || ids().length > 0) {
+            this.#failOrReport(ids(), this.#tooLarge);
+            return;
+          }
+          // The one stream of a legacy SSE session: the rest of it is lost with this event.
+          this.#fault = this.#tooLargeClosed;
+          this.#guard.failAll(this.#tooLargeClosed);
+          void this.close().catch(() => undefined);
+        },
       }),
     );
     return rebuild(response, stream);

@@ -31,17 +31,26 @@ export type { Transport };
 export type { HttpAuthOptions, HttpServerConfig } from './http.js';
 export type { StdioServerConfig } from './stdio.js';
 
-/** One configured server: a stdio child process or a Streamable HTTP endpoint. */
+/**
+ * One configured server: a stdio child process or an HTTP endpoint (Streamable HTTP, or the legacy
+ * HTTP+SSE transport with `legacySse`).
+ */
 export type ServerConfig = StdioServerConfig | HttpServerConfig;
 
+/**
+ * The transport of a server entry as its `type` says (inferred from `command`/`url`): `sse` is an
+ * HTTP server reached over the legacy HTTP+SSE transport only (`transports/sse.ts`).
+ */
+export type TransportKind = ServerConfig['transport'] | 'sse';
+
 /** The transport keys a server entry of `kind` may have (on top of the common ones). */
-export function transportKeysOf(kind: ServerConfig['transport']): readonly string[] {
+export function transportKeysOf(kind: TransportKind): readonly string[] {
   return kind === 'stdio' ? STDIO_KEYS : HTTP_KEYS;
 }
 
 /** Parses the transport keys of one server entry into its whole configuration. */
 export function parseTransportConfig(
-  kind: ServerConfig['transport'],
+  kind: TransportKind,
   obj: Record<string, unknown>,
   path: string,
   common: CommonServerConfig,
@@ -50,7 +59,7 @@ export function parseTransportConfig(
 ): ServerConfig {
   return kind === 'stdio'
     ? parseStdioConfig(obj, path, common, text, read)
-    : parseHttpConfig(obj, path, common, text, read);
+    : parseHttpConfig(obj, path, common, text, read, kind === 'sse');
 }
 
 /**
@@ -97,7 +106,7 @@ export interface OpenedTransport {
   readonly pid: () => number | undefined;
   /** The fault that closed a stdio transport (an oversized line). */
   readonly fault: () => FaultError | undefined;
-  /** For HTTP: the session watch and the redactor of its URL and headers. */
+  /** For HTTP (both transports): the session watch and the redactor of its URL and headers. */
   readonly http?: { readonly watch: HttpSessionWatch; readonly redactor: Redactor };
 }
 
@@ -110,6 +119,11 @@ export function openTransport(
     readonly closeGraceMs?: number;
     /** An HTTP server's authorization and redactor (see {@link HttpAuthOptions}). */
     readonly auth?: HttpAuthOptions;
+    /**
+     * An HTTP server over the legacy HTTP+SSE transport (`transports/sse.ts`).
+     * @default the entry's `legacySse` (`type: "sse"`)
+     */
+    readonly sse?: boolean;
   },
   tail: StderrTail,
 ): OpenedTransport {
@@ -117,6 +131,16 @@ export function openTransport(
     const stdio = openStdioTransport(name, config, options, tail);
     return { transport: stdio, pid: () => stdio.pid, fault: () => stdio.fault };
   }
-  const { transport, watch, redactor } = openHttpTransport(name, config, options.auth);
-  return { transport, pid: () => undefined, fault: () => undefined, http: { watch, redactor } };
+  const { transport, watch, redactor } = openHttpTransport(
+    name,
+    config,
+    options.auth,
+    options.sse ?? config.legacySse === true,
+  );
+  return {
+    transport,
+    pid: () => undefined,
+    fault: () => transport.fault,
+    http: { watch, redactor },
+  };
 }

@@ -7,6 +7,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { isJSONRPCNotification, isJSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { HttpServerEvent, HttpServerOptions, ScriptedServerOptions } from '../types.js';
 import { createScriptedServer, type ScriptedServer } from './scripted.js';
+import { createLegacySseHandler } from './sse.js';
 
 interface Session {
   readonly transport: StreamableHTTPServerTransport;
@@ -56,6 +57,10 @@ export async function runHttpServer(argv: readonly string[]): Promise<void> {
   const sessions = new Map<string, Session>();
   // Sessions dropped by a `forget-sessions` command: unknown to requests, closed at shutdown.
   const forgotten: Session[] = [];
+  const legacy =
+    http.transport === 'sse'
+      ? createLegacySseHandler(options, emit, http.ssePostStatus)
+      : undefined;
 
   const openSession = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const scripted = createScriptedServer(options, { exit: (code) => process.exit(code) });
@@ -89,7 +94,8 @@ export async function runHttpServer(argv: readonly string[]): Promise<void> {
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    if (new URL(req.url ?? '/', 'http://localhost').pathname !== '/mcp') {
+    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+    if (path !== '/mcp' && !(legacy !== undefined && path === '/messages')) {
       answer(res, 404, { error: 'not found' });
       return;
     }
@@ -101,6 +107,10 @@ export async function runHttpServer(argv: readonly string[]): Promise<void> {
           ? { error: 'unauthorized', url: req.url, headers: req.headers }
           : { error: 'unauthorized' },
       );
+      return;
+    }
+    if (legacy !== undefined) {
+      await legacy.handle(req, res);
       return;
     }
     if (http.getNotFound === true && req.method === 'GET') {
@@ -150,6 +160,7 @@ export async function runHttpServer(argv: readonly string[]): Promise<void> {
   });
   const shutdown = (): void => {
     const closing = [...sessions.values(), ...forgotten].map((s) => s.scripted.close());
+    if (legacy !== undefined) closing.push(legacy.close());
     server.closeAllConnections();
     server.close();
     void Promise.allSettled(closing).then(() => process.exit(0));
@@ -162,7 +173,10 @@ export async function runHttpServer(argv: readonly string[]): Promise<void> {
     } catch {
       return;
     }
-    if (command === 'forget-sessions') {
+    if (command === 'forget-sessions' && legacy !== undefined) {
+      // HTTP+SSE: a session is its stream, so forgetting it ends the stream.
+      void legacy.endStreams().then((count) => emit({ event: 'forgot', sessions: count }));
+    } else if (command === 'forget-sessions') {
       // What a restart behind a load balancer or a session expiry looks like to the client: the
       // session's streams stay open, but every new request naming it is unknown.
       forgotten.push(...sessions.values());
