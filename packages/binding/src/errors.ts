@@ -87,6 +87,10 @@ export const ErrorCode = {
   // (detail: oauthError, the RFC 6749 error code; reason, what step failed).
   AUTH_REQUIRED: 'AUTH_REQUIRED',
   AUTH_FAILED: 'AUTH_FAILED',
+  // optional dependencies (RuntimeError). DEPENDENCY_MISSING: a feature that needs a package the
+  // application did not install (better-sqlite3 for a SQLite journal, pg for a fleet store) was
+  // used, or the package is installed but would not load (detail: package, feature, install).
+  DEPENDENCY_MISSING: 'DEPENDENCY_MISSING',
 } as const;
 
 /** One of the stable error codes in {@link ErrorCode}. */
@@ -292,6 +296,16 @@ export interface ErrorDetailMap {
      * (the database did not answer within the call's deadline or the store's timeout).
      */
     readonly reason?: string;
+  };
+  DEPENDENCY_MISSING: BaseErrorDetail & {
+    /** The npm package that is missing or would not load, such as `better-sqlite3`. */
+    readonly package: string;
+    /** What needed it, such as `the SQLite journal`. */
+    readonly feature: string;
+    /** The command that installs it, such as `npm install better-sqlite3@^12`. */
+    readonly install: string;
+    /** `not-installed`, or `not-loadable` (installed, but it failed to load: a native build for another Node). */
+    readonly reason: 'not-installed' | 'not-loadable';
   };
 }
 

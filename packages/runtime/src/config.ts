@@ -409,9 +409,8 @@ function parseServer(
   };
   const text = (value: unknown, at: string, allowEmpty = false): string =>
     read(expectString(value, at, allowEmpty), at);
-<<<<<<< HEAD
   const config = p.read(
-    () => parseTransportConfig(hasCommand ? 'stdio' : 'http', obj, path, common, text, read),
+    () => parseTransportConfig(kind, obj, path, common, text, read),
     undefined,
   );
   // A relative working directory is the file's, wherever the process runs.
@@ -420,9 +419,6 @@ function parseServer(
   return isAbsolute(config.cwd)
     ? config
     : Object.freeze({ ...config, cwd: resolve(base, config.cwd) });
-=======
-  return parseTransportConfig(kind, obj, path, common, text, read);
->>>>>>> i22-sse
 }
 
 /** `roots`: absolute paths or `file://` URIs; in a file, a relative path resolves against it. */

@@ -1,8 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { KNOWN_LEAKS, unexportedReachableTypes } from './support/public-types.js';
+import {
+  FOREIGN_TYPE_PACKAGES,
+  KNOWN_LEAKS,
+  unexportedReachableTypes,
+} from './support/public-types.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -10,6 +14,13 @@ const root = fileURLToPath(new URL('../../../', import.meta.url));
 function node(script: string): { status: number | null; stdout: string; stderr: string } {
   const run = spawnSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8' });
   return { status: run.status, stdout: run.stdout, stderr: run.stderr };
+}
+
+interface PackageJson {
+  readonly name: string;
+  readonly dependencies?: Record<string, string>;
+  readonly peerDependencies?: Record<string, string>;
+  readonly peerDependenciesMeta?: Record<string, { readonly optional?: boolean }>;
 }
 
 describe('packaging', () => {
@@ -36,11 +47,50 @@ describe('packaging', () => {
   });
 
   it('publishes declarations that compile for a consumer and name no unexported type of the public classes', () => {
-    const { walked, missing, diagnostics } = unexportedReachableTypes('dist');
+    const { walked, missing, diagnostics, packages } = unexportedReachableTypes('dist');
     expect(diagnostics).toEqual([]);
     expect(missing).toEqual(KNOWN_LEAKS);
     expect(walked).toBeGreaterThan(30);
+    // The walk compiled the declarations of its dependencies (the SDK at least)...
+    expect(packages).toContain('@modelcontextprotocol/sdk');
+    // ...and none of an optional driver: a consumer without them still compiles.
+    expect(packages.filter((name) => FOREIGN_TYPE_PACKAGES.includes(name))).toEqual([]);
   }, 120_000);
+
+  it('publishes declarations that import only node builtins, the package itself and its declared dependencies', () => {
+    const found: string[] = [];
+    for (const name of ['binding', 'runtime', 'testkit']) {
+      const pkg = JSON.parse(
+        readFileSync(new URL(`../../${name}/package.json`, import.meta.url), 'utf8'),
+      ) as PackageJson;
+      const declared = new Set([
+        pkg.name,
+        ...Object.keys(pkg.dependencies ?? {}),
+        // A peer a declaration may name: required ones, and `ai` (only `/ai-sdk` declarations name it).
+        ...Object.keys(pkg.peerDependencies ?? {}).filter(
+          (peer) => pkg.peerDependenciesMeta?.[peer]?.optional !== true || peer === 'ai',
+        ),
+      ]);
+      const dist = fileURLToPath(new URL(`../../${name}/dist/`, import.meta.url));
+      const files = readdirSync(dist, { recursive: true, encoding: 'utf8' }).filter((file) =>
+        file.endsWith('.d.ts'),
+      );
+      expect(files.length).toBeGreaterThan(5);
+      for (const file of files) {
+        const text = readFileSync(`${dist}${file}`, 'utf8');
+        for (const match of text.matchAll(/(?:from\s+|import\()['"]([^'"]+)['"]/g)) {
+          const specifier = match[1] ?? '';
+          if (specifier.startsWith('.') || specifier.startsWith('node:')) continue;
+          const bare = specifier.startsWith('@')
+            ? specifier.split('/').slice(0, 2).join('/')
+            : (specifier.split('/')[0] ?? '');
+          if (bare === 'ai' && file !== 'adapters/ai-sdk.d.ts') found.push(`${name}/${file}: ai`);
+          if (!declared.has(bare)) found.push(`${name}/${file}: ${specifier}`);
+        }
+      }
+    }
+    expect(found).toEqual([]);
+  });
 
   it('gives every export a default condition and declares the published files', () => {
     for (const name of ['binding', 'runtime', 'testkit']) {
@@ -63,7 +113,7 @@ describe('packaging', () => {
     }
   });
 
-  it('makes fast-check a peer of testkit and ai an optional peer of runtime', () => {
+  it('makes fast-check a peer of testkit, and ai, better-sqlite3 and pg optional peers of runtime', () => {
     const read = (name: string): Record<string, Record<string, unknown>> =>
       JSON.parse(
         readFileSync(new URL(`../../${name}/package.json`, import.meta.url), 'utf8'),
@@ -73,7 +123,35 @@ describe('packaging', () => {
     expect(testkit['peerDependencies']).toEqual({ 'fast-check': '^4.0.0' });
     const runtime = read('runtime');
     expect(runtime['dependencies']?.['ai']).toBeUndefined();
-    expect(runtime['peerDependencies']).toEqual({ ai: '^6.0.0' });
-    expect(runtime['peerDependenciesMeta']).toEqual({ ai: { optional: true } });
+    expect(runtime['peerDependencies']).toEqual({
+      ai: '^6.0.0',
+      'better-sqlite3': '^12.0.0',
+      pg: '^8.11.0',
+    });
+    expect(runtime['peerDependenciesMeta']).toEqual({
+      ai: { optional: true },
+      'better-sqlite3': { optional: true },
+      pg: { optional: true },
+    });
+    // Installing the runtime builds nothing native and pulls no database driver.
+    expect(runtime['dependencies']?.['better-sqlite3']).toBeUndefined();
+    expect(runtime['dependencies']?.['pg']).toBeUndefined();
+  });
+
+  it('declares every dependency as a range an application can dedupe with (caret or workspace)', () => {
+    const pinned: string[] = [];
+    for (const name of ['binding', 'runtime', 'testkit']) {
+      const pkg = JSON.parse(
+        readFileSync(new URL(`../../${name}/package.json`, import.meta.url), 'utf8'),
+      ) as PackageJson;
+      for (const [dependency, range] of Object.entries({
+        ...pkg.dependencies,
+        ...pkg.peerDependencies,
+      })) {
+        if (!/^(\^\d+\.\d+\.\d+|workspace:\*)$/.test(range))
+          pinned.push(`${name}: ${dependency}@${range}`);
+      }
+    }
+    expect(pinned).toEqual([]);
   });
 });

@@ -12,6 +12,15 @@ export { FLEET_SCHEMA_VERSION, migrateFleetStore } from './migrations.js';
 export type { MigrationReport } from './migrations.js';
 export { DEFAULT_FLEET_SCHEMA, isConnectionError, parseStoreTarget, PgHandle } from './pg.js';
 export type { FleetStoreTarget, PgCallOptions, PgTuning, StoreFailureReason } from './pg.js';
+export type {
+  PgClient,
+  PgNotification,
+  PgPoolClient,
+  PgQueryable,
+  PgQueryConfig,
+  PgQueryResult,
+  PgRow,
+} from './pg-driver.js';
 export type { DatabaseClock } from './db-clock.js';
 export { ALL_TOOLS, commitPolicyChange, PolicyView, readPolicy } from './policy.js';
 export type { PolicyChange, PolicySnapshot, PolicyViewOptions } from './policy.js';

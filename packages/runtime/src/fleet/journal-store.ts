@@ -8,7 +8,7 @@
  * ({@link DatabaseClock}), and it prunes on the database's clock in SQL. Every operation honours
  * its `signal` (the connection is destroyed, the operation abandoned).
  */
-import type pg from 'pg';
+import type { PgPoolClient } from './pg-driver.js';
 import {
   chainReceipt,
   ErrorCode,
@@ -269,7 +269,7 @@ export class PostgresJournalStore implements JournalStore {
   async #write<T>(
     what: string,
     options: StoreCallOptions,
-    fn: (client: pg.PoolClient) => Promise<T>,
+    fn: (client: PgPoolClient) => Promise<T>,
   ): Promise<T> {
     if (this.#closed) throw this.#unavailable('closed', 'the journal is closed');
     try {
@@ -346,7 +346,7 @@ export class PostgresJournalStore implements JournalStore {
  * same round trip measures the database's clock.
  */
 async function append(
-  client: pg.PoolClient,
+  client: PgPoolClient,
   body: ReceiptBody,
   clock: DatabaseClock,
 ): Promise<ReceiptEntry> {

@@ -3,7 +3,7 @@
  * bounded retries of work that provably did not take effect, and errors that never carry
  * credentials (the URL is shown through the shared redactor).
  */
-import pg from 'pg';
+import type pg from 'pg';
 import {
   abortedError,
   ErrorCode,
@@ -12,7 +12,9 @@ import {
   StepbindError,
 } from '@stepbind/binding/internal';
 import { Backoff } from '../backoff.js';
+import { requireOptional } from '../optional-dependency.js';
 import { createRedactor, redactUrl, type Redactor } from '../redact.js';
+import type { PgClient, PgPoolClient, PgQueryResult, PgRow } from './pg-driver.js';
 import { DEFAULT_FLEET_SCHEMA, parseStoreTarget, type FleetStoreTarget } from './target.js';
 
 export { DEFAULT_FLEET_SCHEMA, parseStoreTarget, type FleetStoreTarget };
@@ -73,6 +75,8 @@ export class PgHandle {
   /** `LISTEN/NOTIFY` channel of this schema. */
   readonly channel: string;
   readonly redactor: Redactor;
+  /** The `pg` module, loaded by the first handle made (an optional peer dependency). */
+  readonly #pg: typeof pg;
   readonly #config: pg.ClientConfig;
   readonly #pool: pg.Pool;
   readonly #maxAttempts: number;
@@ -81,11 +85,12 @@ export class PgHandle {
   /** Fires at `close()`: every pending operation is abandoned. */
   readonly #closing = new AbortController();
   /** Every client of the pool, to destroy those that do not end politely at close. */
-  readonly #clients = new Set<pg.Client>();
+  readonly #clients = new Set<PgClient>();
   #closed = false;
 
   constructor(target: FleetStoreTarget, tuning: PgTuning = {}) {
     const checked = parseStoreTarget(target, '$.store');
+    this.#pg = requireOptional<typeof pg>('pg', `the fleet store ${redactUrl(checked.url)}`);
     this.schema = checked.schema ?? DEFAULT_FLEET_SCHEMA;
     this.channel = `stepbind_policy_${this.schema}`;
     this.redactor = createRedactor(checked.url);
@@ -108,7 +113,7 @@ export class PgHandle {
       keepAlive: true,
       keepAliveInitialDelayMillis: Math.max(0, tuning.keepAliveInitialDelayMs ?? 10_000),
     };
-    this.#pool = new pg.Pool({ ...this.#config, max: tuning.poolSize ?? 4 });
+    this.#pool = new this.#pg.Pool({ ...this.#config, max: tuning.poolSize ?? 4 });
     // An idle client whose server went away errors here; the pool replaces it on next use. A
     // checked-out one errors on itself: its query rejects, which is where the failure is handled.
     this.#pool.on('error', () => undefined);
@@ -125,8 +130,8 @@ export class PgHandle {
   }
 
   /** A fresh client outside the pool (for `LISTEN`), with this handle's settings. */
-  client(applicationName = 'stepbind-listen'): pg.Client {
-    return new pg.Client({ ...this.#config, application_name: applicationName });
+  client(applicationName = 'stepbind-listen'): PgClient {
+    return new this.#pg.Client({ ...this.#config, application_name: applicationName });
   }
 
   /** How long `close()` lets a connection end politely (for clients made by {@link client}). */
@@ -135,12 +140,12 @@ export class PgHandle {
   }
 
   /** A read, or a statement safe to repeat; retried on connection failures. */
-  async query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+  async query<R extends object = PgRow>(
     text: string,
     values: readonly unknown[] = [],
     what = 'read',
     options: PgCallOptions = {},
-  ): Promise<pg.QueryResult<R>> {
+  ): Promise<PgQueryResult<R>> {
     return this.#retry(what, options.signal, (signal) =>
       this.#withClient(what, signal, async (client) => {
         let broken: unknown;
@@ -162,7 +167,7 @@ export class PgHandle {
    */
   async tx<T>(
     what: string,
-    fn: (client: pg.PoolClient) => Promise<T>,
+    fn: (client: PgPoolClient) => Promise<T>,
     options: { readonly serializable?: boolean } & PgCallOptions = {},
   ): Promise<T> {
     return this.#retry(what, options.signal, (signal) =>
@@ -240,11 +245,11 @@ export class PgHandle {
   async #withClient<T>(
     what: string,
     signal: AbortSignal,
-    work: (client: pg.PoolClient) => Promise<T>,
+    work: (client: PgPoolClient) => Promise<T>,
   ): Promise<T> {
     if (this.#closed) throw this.failure('connect', 'closed', undefined, 'the store is closed');
     if (signal.aborted) throw this.#abandoned(what, signal.reason);
-    let client: pg.PoolClient | undefined;
+    let client: PgPoolClient | undefined;
     let abandoned = false;
     const running = (async () => {
       const connected = await this.#pool.connect();
@@ -347,7 +352,7 @@ export function isTimeout(error: unknown): boolean {
 }
 
 /** Destroys `client`'s socket: its pending query fails at once and the pool drops it. */
-export function destroyClient(client: pg.Client | pg.PoolClient): void {
+export function destroyClient(client: PgClient | PgPoolClient): void {
   (
     client as unknown as { connection?: { stream?: { destroy(): void } } }
   ).connection?.stream?.destroy();

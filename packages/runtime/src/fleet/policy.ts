@@ -6,7 +6,7 @@
  * connection the view is read again on reconnect. A view older than `maxStalenessMs` refuses
  * every call (`POLICY_STALE`) rather than admit one on a policy that may have changed.
  */
-import type pg from 'pg';
+import type { PgClient, PgQueryable } from './pg-driver.js';
 import { ErrorCode, RuntimeError } from '@stepbind/binding/internal';
 import { Backoff } from '../backoff.js';
 import { destroyClient, isConnectionError, PgHandle, settlesWithin } from './pg.js';
@@ -127,7 +127,7 @@ interface PolicyRow {
 }
 
 /** Reads the whole committed policy (one round trip of three statements). */
-export async function readPolicy(client: pg.ClientBase | PgHandle): Promise<PolicySnapshot> {
+export async function readPolicy(client: PgQueryable | PgHandle): Promise<PolicySnapshot> {
   const run = (text: string) =>
     client instanceof PgHandle ? client.query<PolicyRow>(text) : client.query<PolicyRow>(text);
   const { rows } = await run(
@@ -185,12 +185,12 @@ export class PolicyView {
   #approved = new Set<string>();
   /** When the view was last proven current (a read on a connection that was listening). */
   #confirmedAt = 0;
-  #client: pg.Client | undefined;
+  #client: PgClient | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #closed = false;
   #connecting: Promise<void> | undefined;
   /** The client of the connection attempt in progress, if any. */
-  #connectingClient: pg.Client | undefined;
+  #connectingClient: PgClient | undefined;
   #refreshing: Promise<void> | undefined;
   #refreshAgain = false;
 
@@ -327,7 +327,7 @@ export class PolicyView {
     }
   }
 
-  #lost(client: pg.Client, error: Error): void {
+  #lost(client: PgClient, error: Error): void {
     if (this.#client !== client || this.#closed) return;
     this.#client = undefined;
     clearInterval(this.#heartbeat);
@@ -357,7 +357,7 @@ export class PolicyView {
   /** Reads and applies the policy over `client`; coalesces reads that overlap. */
   async #reload(
     cause: 'notify' | 'heartbeat' | 'reconnect' | 'open',
-    client: pg.Client | undefined,
+    client: PgClient | undefined,
   ): Promise<void> {
     if (client === undefined || this.#closed) return;
     if (this.#refreshing !== undefined) {

@@ -22,7 +22,7 @@ import {
   type PublishConflictReason,
   type ServerIdentity,
 } from '@stepbind/binding/internal';
-import type pg from 'pg';
+import type { PgPoolClient } from './pg-driver.js';
 import type { PgHandle } from './pg.js';
 
 /** What the fleet decided for one candidate. */
@@ -240,7 +240,7 @@ export class FleetRegistry {
    * written by an older version is stored again from this listing, which has that digest).
    */
   async #checkStored(
-    client: pg.PoolClient,
+    client: PgPoolClient,
     digest: string,
     candidate: CatalogSnapshot,
   ): Promise<void> {
@@ -262,7 +262,7 @@ export class FleetRegistry {
   }
 
   async #publishOne(
-    client: pg.PoolClient,
+    client: PgPoolClient,
     candidate: CatalogSnapshot,
     learned: Map<string, number>,
     options: { readonly policyEpoch?: number },
@@ -426,7 +426,7 @@ interface DatabaseClock {
   readonly uncertaintyMs: number;
 }
 
-async function databaseClock(client: pg.PoolClient): Promise<DatabaseClock> {
+async function databaseClock(client: PgPoolClient): Promise<DatabaseClock> {
   const before = Date.now();
   const row = await client.query<{ now: string }>(
     'SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now',

@@ -8,7 +8,7 @@
  * never in an error: errors name the store (URL redacted) and the key, not the row.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type pg from 'pg';
+import type { PgClient, PgQueryConfig, PgQueryable } from './pg-driver.js';
 import { abortedError, ErrorCode, onAbort, RuntimeError } from '@stepbind/binding/internal';
 
 import { summarize, tokenKeyId } from '../auth/memory-token-store.js';
@@ -43,7 +43,7 @@ interface LoginRow {
 /** One held lock: its connection, and why it was lost (the session ended while held). */
 interface LockSession {
   readonly id: string;
-  readonly client: pg.Client;
+  readonly client: PgClient;
   lost?: unknown;
 }
 
@@ -63,7 +63,7 @@ export class PostgresTokenStore implements TokenStore {
   readonly #pg: PgHandle;
   readonly #lockTimeoutMs: number;
   /** The dedicated connections of locks held or being waited for. */
-  readonly #lockClients = new Set<pg.Client>();
+  readonly #lockClients = new Set<PgClient>();
   /** The locked work running (`close()` lets it finish, bounded). */
   readonly #running = new Set<Promise<unknown>>();
   /** The lock the current async context runs under: `put` of its key goes through its session. */
@@ -246,7 +246,7 @@ export class PostgresTokenStore implements TokenStore {
     for (const client of clients) destroyClient(client);
   }
 
-  async #lock(client: pg.Client, id: string, signal: AbortSignal | undefined): Promise<void> {
+  async #lock(client: PgClient, id: string, signal: AbortSignal | undefined): Promise<void> {
     signal?.throwIfAborted();
     // The wait ends by destroying the connection: the server drops the session and its wait.
     const stop =
@@ -263,14 +263,14 @@ export class PostgresTokenStore implements TokenStore {
         // Servers before 14 have no idle session timeout.
         if ((error as { code?: unknown }).code !== UNDEFINED_OBJECT) throw error;
       });
-      // pg reads `query_timeout` per query (its types omit it): the client-side bound of a server
-      // that stopped answering, past the server's own `lock_timeout`.
-      const lock = {
+      // pg reads `query_timeout` per query: the client-side bound of a server that stopped
+      // answering, past the server's own `lock_timeout`.
+      const lock: PgQueryConfig = {
         text: "SELECT pg_advisory_lock(hashtext('stepbind:token'), hashtext($1))",
         values: [id],
         query_timeout: this.#lockTimeoutMs + 5000,
       };
-      await client.query(lock as pg.QueryConfig);
+      await client.query(lock);
     } catch (error) {
       if (signal?.aborted === true) {
         throw abortedError(
@@ -331,7 +331,7 @@ export class PostgresTokenStore implements TokenStore {
 
 /** Inserts or replaces `key`'s login (one statement: atomic on its own), returning its row. */
 async function upsert(
-  client: pg.ClientBase,
+  client: PgQueryable,
   key: TokenKey,
   login: Omit<StoredLogin, 'version' | 'updatedAt'>,
 ): Promise<LoginRow | undefined> {

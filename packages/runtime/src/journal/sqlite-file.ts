@@ -6,8 +6,8 @@
 import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import Database from 'better-sqlite3';
 import { ErrorCode, JournalError } from '@stepbind/binding/internal';
+import { openSqliteDatabase, type SqliteDatabase } from './sqlite-driver.js';
 
 /** `PRAGMA application_id` of a stepbind journal ("sbJ1"). */
 export const JOURNAL_APPLICATION_ID = 0x73624a31;
@@ -86,7 +86,7 @@ export type Reason =
   | 'closed'
   | 'io';
 
-export function checkIdentity(db: Database.Database, path: string, readOnly: boolean): void {
+export function checkIdentity(db: SqliteDatabase, path: string, readOnly: boolean): void {
   const applicationId = db.pragma('application_id', { simple: true }) as number;
   const version = db.pragma('user_version', { simple: true }) as number;
   const tables = db
@@ -127,7 +127,7 @@ export function checkIdentity(db: Database.Database, path: string, readOnly: boo
 }
 
 /** Applies the missing migrations, each in one IMMEDIATE transaction that re-reads the version. */
-export function migrate(db: Database.Database): void {
+export function migrate(db: SqliteDatabase): void {
   for (;;) {
     const step = db
       .transaction(() => {
@@ -153,10 +153,13 @@ export function migrate(db: Database.Database): void {
  *
  * @throws JournalError (`JOURNAL_UNAVAILABLE`, reason `read-only`) when neither works.
  */
-export function openForReading(path: string): { db: Database.Database; release: () => void } {
-  let db: Database.Database | undefined;
+export function openForReading(path: string): { db: SqliteDatabase; release: () => void } {
+  let db: SqliteDatabase | undefined;
   try {
-    db = new Database(path, { readonly: true, fileMustExist: true });
+    db = openSqliteDatabase(path, `the SQLite journal ${path}`, {
+      readonly: true,
+      fileMustExist: true,
+    });
     // The first read opens the WAL index; a read-only location fails here, not at open.
     db.prepare('SELECT count(*) FROM sqlite_master').get();
     return { db, release: () => {} };
@@ -171,7 +174,10 @@ export function openForReading(path: string): { db: Database.Database; release: 
     const copy = join(dir, basename(path));
     copyFileSync(path, copy);
     if (existsSync(`${path}-wal`)) copyFileSync(`${path}-wal`, `${copy}-wal`);
-    const copied = new Database(copy, { readonly: true, fileMustExist: true });
+    const copied = openSqliteDatabase(copy, `the SQLite journal ${path}`, {
+      readonly: true,
+      fileMustExist: true,
+    });
     return { db: copied, release: () => rmSync(dir, { recursive: true, force: true }) };
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });

@@ -8,13 +8,13 @@
  */
 import { existsSync, rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import Database from 'better-sqlite3';
 import {
   chainReceipt,
   checkOptions,
   ConfigError,
   ErrorCode,
   GENESIS_ANCHOR,
+  StepbindError,
   JOURNAL_STATES,
   pruneReceipt,
   stampReceipt,
@@ -33,6 +33,7 @@ import {
 import { systemClock, type RuntimeClock } from '../clock.js';
 import { sqliteJournalOptionsSchema } from '../options-schema.js';
 import { isBusy, retryBusy, type JournalOperation } from './sqlite-busy.js';
+import { openSqliteDatabase, type SqliteDatabase, type SqliteStatement } from './sqlite-driver.js';
 import {
   checkIdentity,
   journalError,
@@ -123,7 +124,7 @@ export class SqliteJournalStore implements JournalStore {
   durableWrites = 0;
   /** Committed write transactions since open, for benchmarks. */
   commits = 0;
-  readonly #db: Database.Database;
+  readonly #db: SqliteDatabase;
   readonly #readOnly: boolean;
   readonly #busyTimeoutMs: number;
   readonly #clock: RuntimeClock;
@@ -133,15 +134,15 @@ export class SqliteJournalStore implements JournalStore {
   /** Removes the private copy a read-only location was read from (see `openForReading`). */
   #release: () => void = () => {};
   readonly #stmt: {
-    get: Database.Statement<[string], RecordRow>;
-    insert: Database.Statement<unknown[]>;
-    update: Database.Statement<unknown[]>;
-    head: Database.Statement<[], { seq: number; digest: string }> | undefined;
-    setHead: Database.Statement<unknown[]> | undefined;
-    anchor: Database.Statement<[], { seq: number; digest: string }>;
-    append: Database.Statement<unknown[]>;
-    syncFull: Database.Statement;
-    syncNormal: Database.Statement;
+    get: SqliteStatement<[string], RecordRow>;
+    insert: SqliteStatement<unknown[]>;
+    update: SqliteStatement<unknown[]>;
+    head: SqliteStatement<[], { seq: number; digest: string }> | undefined;
+    setHead: SqliteStatement<unknown[]> | undefined;
+    anchor: SqliteStatement<[], { seq: number; digest: string }>;
+    append: SqliteStatement<unknown[]>;
+    syncFull: SqliteStatement;
+    syncNormal: SqliteStatement;
   };
   readonly #updateTx: (
     record: JournalRecord,
@@ -178,14 +179,14 @@ export class SqliteJournalStore implements JournalStore {
     if (this.#readOnly && !existed) {
       throw journalError(path, 'cannot-open', 'the file does not exist');
     }
-    let db: Database.Database | undefined;
+    let db: SqliteDatabase | undefined;
     try {
       if (this.#readOnly) {
         const reading = openForReading(path);
         db = reading.db;
         this.#release = reading.release;
       } else {
-        db = new Database(path);
+        db = openSqliteDatabase(path, `the SQLite journal ${path}`);
       }
       // Opening is synchronous: here SQLite itself waits for a lock (see busyTimeoutMs).
       db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`);
@@ -221,7 +222,7 @@ export class SqliteJournalStore implements JournalStore {
           rmSync(file, { force: true });
         }
       }
-      throw error instanceof JournalError ? error : mapSqliteError(error, path, 'open');
+      throw StepbindError.isInstance(error) ? error : mapSqliteError(error, path, 'open');
     }
     // From here on a lock is waited for by retryBusy, off SQLite's sleeping busy handler.
     db.pragma('busy_timeout = 0');

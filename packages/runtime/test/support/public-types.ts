@@ -22,12 +22,15 @@ const ROOTS = ['McpRuntime', 'McpBinding', 'PreparedCall'] as const;
  * members are the connection layer's (`@stepbind/runtime/internal`), so the walk stops at it.
  *
  * `src` reads the sources through the repository's path mapping; `dist` reads the published
- * declarations as a consumer resolves them (run `tsc -b` first).
+ * declarations as a consumer resolves them (run `tsc -b` first). `packages` names every package
+ * under `node_modules` whose declarations the program loaded (`@types/node` aside): what a consumer
+ * must have installed to compile against the entry points with `skipLibCheck: false`.
  */
 export function unexportedReachableTypes(from: 'src' | 'dist'): {
   readonly walked: number;
   readonly missing: readonly string[];
   readonly diagnostics: readonly string[];
+  readonly packages: readonly string[];
 } {
   const here = (path: string): string => fileURLToPath(new URL(path, import.meta.url));
   const configPath = here('../../../../tsconfig.check.json');
@@ -192,12 +195,38 @@ export function unexportedReachableTypes(from: 'src' | 'dist'): {
     .filter((file) => /[/\\]packages[/\\][^/\\]+[/\\]dist[/\\]/.test(file.fileName))
     .flatMap((file) => program.getSemanticDiagnostics(file))
     .map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+  const packages = new Set<string>();
+  for (const file of program.getSourceFiles()) {
+    const name = packageOf(file.fileName);
+    if (name !== undefined && name !== '@types/node' && !name.startsWith('typescript'))
+      packages.add(name);
+  }
   return {
     walked: seenSymbols.size,
     missing: [...missing].map(([name, path]) => `${name} (via ${path})`).sort(),
     diagnostics,
+    packages: [...packages].sort(),
   };
 }
+
+/** The package (`pg`, `@types/pg`) a file under the last `node_modules` of its path belongs to. */
+function packageOf(fileName: string): string | undefined {
+  const parts = fileName.replace(/\\/g, '/').split('/node_modules/');
+  if (parts.length < 2) return undefined;
+  const [first = '', second = ''] = (parts.at(-1) ?? '').split('/');
+  return first.startsWith('@') ? `${first}/${second}` : first;
+}
+
+/**
+ * Optional peer dependencies whose types no published declaration may need: a consumer without
+ * them (no journal, no fleet) compiles with `skipLibCheck: false` (DESIGN §17.4).
+ */
+export const FOREIGN_TYPE_PACKAGES: readonly string[] = [
+  'better-sqlite3',
+  'pg',
+  '@types/better-sqlite3',
+  '@types/pg',
+];
 
 /**
  * Types reachable from the public surface and not exported, known and accepted: none. A new leak
