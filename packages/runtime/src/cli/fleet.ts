@@ -34,8 +34,8 @@ const SERVER_TOOL = [
   { name: 'SERVER', description: 'a configured server name' },
   { name: 'TOOL', description: 'one tool of it (default: every tool)', optional: true },
 ] as const;
-const NOTES = `--json prints the fleet policy: { "epoch", "version", "revoked": [[server, tool]], "approved": [[server, tool]] }
-(tool "*" is every tool of the server). Exit code 0 ok, 2 usage or store errors.`;
+const NOTES = `--json: { "epoch", "version", "revoked": [[server, tool]], "approved": [[server, tool]] }, the fleet
+policy (after the change); tool "*" is every tool of the server. Exit code 0 ok, 2 usage or store errors.`;
 
 /** The grammar and `--help` of each fleet command, by name (`store migrate`, `policy revoke`, ...). */
 export const FLEET_COMMANDS: readonly CommandSpec[] = [

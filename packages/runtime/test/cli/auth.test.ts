@@ -278,7 +278,9 @@ describe('stepbind auth status', () => {
     const { code, out } = await cli(['auth', 'status', '--config', config]);
 
     expect(code).toBe(0);
-    expect(out).toMatch(/ {2}SERVER {2}STATE {32}DETAIL\n {2}remote {2}bearer token from the configuration\n/);
+    expect(out).toMatch(
+      / {2}SERVER {2}STATE {32}DETAIL\n {2}remote {2}bearer token from the configuration\n/,
+    );
     expect(out).not.toContain('bearer-5ecret-in-config');
   });
 
