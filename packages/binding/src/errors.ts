@@ -195,7 +195,13 @@ export interface ErrorDetailMap {
     readonly capturedRevision?: number;
     readonly currentRevision?: number;
   };
-  UNKNOWN_TOOL: CallErrorDetail;
+  UNKNOWN_TOOL: CallErrorDetail & {
+    /**
+     * The step's model names whose tool part equals, or is within edit distance 2 of, the name
+     * asked for (`read_text_file` → `["files__read_text_file"]`), nearest first: for the developer.
+     */
+    readonly matches?: readonly string[];
+  };
   INVALID_ARGUMENTS: CallErrorDetail &
     LimitErrorDetail & {
       /** The validation errors, `<instance path> <message>`. */

@@ -114,7 +114,9 @@ describe('stepbind catalog', () => {
     expect(code).toBe(0);
     expect(out).toContain('normal: 3 tools in 3 pages (sizes 1, 0, 2)');
     expect(out).toContain('UNVERSIONED_OBSERVATION, generation 1');
-    expect(out).toContain('    alpha  [unknown]  model name normal__alpha\n    beta  [unknown]');
+    expect(out).toContain(
+      '    TOOL   EFFECT   MODEL NAME\n    alpha  unknown  normal__alpha\n    beta   unknown  normal__beta\n',
+    );
     expect(out).toContain('solo: 2 tools in 1 page (sizes 2)');
   });
 
@@ -161,10 +163,11 @@ describe('stepbind catalog', () => {
     expect(err).toContain('$.mcpServers.x.argz');
   });
 
-  it('prints usage and exits 2 without --config', async () => {
+  it('prints usage and exits 2 without a configuration', async () => {
     const { code, err } = await cli(['catalog']);
     expect(code).toBe(2);
-    expect(err).toContain('--config FILE is required');
+    expect(err).toContain('the configuration file is required: give CONFIG or --config FILE');
+    expect(err).toContain('Usage: stepbind catalog CONFIG [--json]');
   });
 
   it('closes every server and exits 130 on Ctrl-C, leaving no child process', async () => {

@@ -4,6 +4,7 @@
  * @packageDocumentation
  */
 import { CallError, ErrorCode } from '../errors.js';
+import { toolNameMatches } from '../nearest.js';
 import type { CallJournal } from '../journal/journal.js';
 import type { BindingView, LeftOutServer, ModelTool } from '../tools/view.js';
 import { PreparedCall } from './prepared.js';
@@ -108,7 +109,8 @@ export class McpBinding {
   /**
    * Resolves a model-facing tool name to a call bound to this step's catalog, revision and client.
    *
-   * @throws CallError `UNKNOWN_TOOL` when the step did not advertise that name; `BINDING_RELEASED`
+   * @throws CallError `UNKNOWN_TOOL` when the step did not advertise that name (its `detail.matches`
+   *   lists the model names whose tool part is, or is near, the name asked for); `BINDING_RELEASED`
    *   after {@link release}.
    */
   prepareCall(modelName: string): PreparedCall {
@@ -118,7 +120,22 @@ export class McpBinding {
       throw new CallError(
         ErrorCode.UNKNOWN_TOOL,
         `This step has no tool named "${modelName}". Call only the tools advertised in this step.`,
-        { detail: { modelName, stepId: this.stepId, delivery: 'not-sent' } },
+        {
+          detail: {
+            modelName,
+            stepId: this.stepId,
+            delivery: 'not-sent',
+            // For the developer (the model-facing text above stays as it is): `read_text_file`
+            // was probably meant as `files__read_text_file`.
+            matches: toolNameMatches(
+              modelName,
+              [...this.#view.byModelName.values()].map((b) => ({
+                modelName: b.modelName,
+                tool: b.descriptor.name,
+              })),
+            ),
+          },
+        },
       );
     }
     return new PreparedCall(bound, this.stepId, this.policyEpoch, this.#policy, this.#state);

@@ -22,24 +22,60 @@ import {
 } from '../auth/types.js';
 import type { RuntimeConfig, ServerConfig } from '../config.js';
 import { createRedactor, type LearningRedactor } from '../redact.js';
-import { configFrom, describeError, parseArgs, type ParsedArgs } from './options.js';
+import { loadConfigFile } from './config-file.js';
+import { commandLineOf, formatTable, type CommandLine, type CommandSpec } from './grammar.js';
+import { describeError } from './options.js';
 import type { CliIo } from './io.js';
 
-/** Usage lines of the auth commands, part of the CLI's help. */
-export const AUTH_USAGE = `  stepbind login NAME --config FILE [--redirect-uri URI] [--json]
-                                            log in to the OAuth-protected server NAME (prints the
-                                            URL, opens a browser, waits on the loopback callback)
-  stepbind logout NAME --config FILE [--json]
-                                            forget (and revoke where supported) NAME's login
-  stepbind auth status [--config FILE] [--json]
-                                            every stored login and each configured server's state
-`;
+const NAME = {
+  name: 'NAME',
+  description: 'a configured remote (HTTP) server with "auth": { "type": "oauth" }',
+};
+const JSON_OPTION = { name: 'json', description: 'print the result as JSON' };
+const EXIT = `Tokens are never printed. Exit code 0 on success, 1 when it failed, 2 for usage or configuration
+errors.`;
 
-const USAGE = `Usage:\n${AUTH_USAGE}
---redirect-uri  the loopback redirect (default ${DEFAULT_REDIRECT_URI}; port 0 picks a free port)
-Tokens are never printed. Exit code 0 on success, 1 when the login or logout failed, 2 for usage
-or configuration errors.
-`;
+/** The grammar and `--help` of `stepbind login`, `stepbind logout` and `stepbind auth status`. */
+export const AUTH_COMMANDS: readonly CommandSpec[] = [
+  {
+    name: 'login',
+    summary:
+      'Log in to an OAuth-protected server: prints the URL, opens a browser, waits on the loopback callback.',
+    config: 'required',
+    arguments: [NAME],
+    options: [
+      {
+        name: 'redirect-uri',
+        value: 'URI',
+        description: `the loopback redirect (default ${DEFAULT_REDIRECT_URI}; port 0 picks a free port)`,
+      },
+      JSON_OPTION,
+    ],
+    notes: `--json: { "ok": true, "store", "server", "state", "issuer"?, "principal"?, "scopes"?, "expiresAt"? }
+        | { "ok": false, "error": { "code", "message", "detail" } }
+${EXIT}`,
+  },
+  {
+    name: 'logout',
+    summary: "Forget (and revoke where supported) a server's login.",
+    config: 'required',
+    arguments: [NAME],
+    options: [JSON_OPTION],
+    notes: `--json: { "ok": true, "server", "state": "logged-out" } | { "ok": false, "error" }
+${EXIT}`,
+  },
+  {
+    name: 'auth status',
+    summary: "Every stored login and, with CONFIG, each configured remote server's state.",
+    config: 'optional',
+    arguments: [],
+    options: [JSON_OPTION],
+    notes: `--json: { "ok": true, "store", "logins": [{ "server"?, "principal", "issuer", "resource", "clientId",
+          "scopes"?, "expiresAt"?, "refreshable", "updatedAt" }],
+          "servers"?: [{ "server", "state", "issuer"?, "principal"?, "scopes"?, "expiresAt"? }] }
+${EXIT}`,
+  },
+];
 
 /**
  * Runs `stepbind login|logout|auth …` with the arguments after the command name; resolves to the
@@ -51,34 +87,33 @@ export async function runAuthCommand(
   io: CliIo,
 ): Promise<number> {
   const rest = command === 'auth' ? args.slice(1) : args;
-  if (command === 'auth' && args[0] !== 'status') {
-    io.stderr(`stepbind auth: expected "auth status"\n\n${USAGE}`);
+  const spec = AUTH_COMMANDS.find(
+    (c) => c.name === (command === 'auth' ? `auth ${args[0] ?? ''}` : command),
+  );
+  if (spec === undefined) {
+    io.stderr(
+      `stepbind auth: expected "auth status"; see "stepbind auth status --help"\n\nUsage: stepbind auth status [CONFIG] [--json]\n`,
+    );
     return 2;
   }
-  const name = command === 'auth' ? 'auth status' : command;
-  const parsed = parseArgs(rest, {
-    values: command === 'login' ? ['config', 'redirect-uri'] : ['config'],
-    flags: ['json'],
-  });
-  if ('problem' in parsed) {
-    io.stderr(`stepbind ${name}: ${parsed.problem}\n\n${USAGE}`);
-    return 2;
-  }
+  const parsed = commandLineOf(spec, rest, io);
+  if (typeof parsed === 'number') return parsed;
   if (command === 'auth') return await status(parsed, io);
-  const [server, extra] = parsed.positionals;
-  if (server === undefined || extra !== undefined) {
-    io.stderr(`stepbind ${name}: expected one server NAME\n\n${USAGE}`);
+  const [server = ''] = parsed.positionals;
+  const path = parsed.config ?? '';
+  let config: RuntimeConfig;
+  try {
+    config = await loadConfigFile(path);
+  } catch (error) {
+    io.stderr(`stepbind ${spec.name}: ${describeError(error)}\n`);
     return 2;
   }
-  const config = await configFrom(parsed, name, USAGE, io);
-  if (config === undefined) return 2;
   const json = parsed.flags.has('json');
-  const path = parsed.values.get('config') ?? '';
   let target: OAuthTarget;
   try {
     target = oauthTarget(config, server, path);
   } catch (error) {
-    report(io, json, error, name, undefined);
+    report(io, json, error, spec.name, undefined);
     return 2;
   }
   return command === 'login'
@@ -173,7 +208,7 @@ export class Scrubber {
 
 async function login(
   target: OAuthTarget,
-  parsed: ParsedArgs,
+  parsed: CommandLine,
   io: CliIo,
   configPath: string,
 ): Promise<number> {
@@ -277,19 +312,17 @@ export function loginCommand(server: string, configPath: string): string {
   return `stepbind login ${quote(server)} --config ${quote(configPath)}`;
 }
 
-async function status(parsed: ParsedArgs, io: CliIo): Promise<number> {
+async function status(parsed: CommandLine, io: CliIo): Promise<number> {
   const json = parsed.flags.has('json');
-  if (parsed.positionals.length > 0) {
-    io.stderr(
-      `stepbind auth status: unexpected argument "${parsed.positionals[0] ?? ''}"\n\n${USAGE}`,
-    );
-    return 2;
-  }
-  const configPath = parsed.values.get('config');
+  const configPath = parsed.config;
   let config: RuntimeConfig | undefined;
   if (configPath !== undefined) {
-    config = await configFrom(parsed, 'auth status', USAGE, io);
-    if (config === undefined) return 2;
+    try {
+      config = await loadConfigFile(configPath);
+    } catch (error) {
+      io.stderr(`stepbind auth status: ${describeError(error)}\n`);
+      return 2;
+    }
   }
   let tokens: OpenStore | undefined;
   try {
@@ -396,22 +429,28 @@ function formatStatus(
   const lines = [`token store: ${location}`];
   if (logins.length === 0) lines.push('no stored logins');
   else lines.push(`${logins.length} stored login${logins.length === 1 ? '' : 's'}:`);
-  for (const login of logins) {
+  if (logins.length > 0) {
     lines.push(
-      `  ${login.server ?? '(unnamed server)'}: ${login.principal}`,
-      `    issuer   ${login.key.issuer}`,
-      `    resource ${login.key.resource} (client ${login.key.clientId})`,
-      ...(login.scopes === undefined ? [] : [`    scopes   ${login.scopes.join(' ') || '(none)'}`]),
-      `    expires  ${login.expiresAt === undefined ? 'unknown' : expiry(login.expiresAt)}; ${login.hasRefreshToken ? 'refreshable' : 'not refreshable'}`,
+      ...formatTable(
+        ['SERVER', 'PRINCIPAL', 'ISSUER', 'RESOURCE', 'CLIENT', 'SCOPES', 'EXPIRES', 'REFRESH'],
+        logins.map((login) => [
+          login.server ?? '(unnamed)',
+          login.principal,
+          login.key.issuer,
+          login.key.resource,
+          login.key.clientId,
+          login.scopes === undefined ? '-' : login.scopes.join(' ') || '(none)',
+          login.expiresAt === undefined ? 'unknown' : expiry(login.expiresAt),
+          login.hasRefreshToken ? 'refreshable' : 'not refreshable',
+        ]),
+        '  ',
+      ),
     );
   }
   if (servers !== undefined) {
     lines.push(servers.length === 0 ? 'no remote servers configured' : 'configured servers:');
-    for (const state of servers) {
-      if ('error' in state) {
-        lines.push(`  ${state.server}: cannot tell (${describeJson(state.error)})`);
-        continue;
-      }
+    const rows = servers.map((state): string[] => {
+      if ('error' in state) return [state.server, 'cannot tell', describeJson(state.error)];
       const what = {
         none: 'no auth',
         bearer: 'bearer token from the configuration',
@@ -423,8 +462,9 @@ function formatStatus(
         ...(state.principal === undefined ? [] : [`as ${state.principal}`]),
         ...(state.expiresAt === undefined ? [] : [`until ${state.expiresAt}`]),
       ];
-      lines.push(`  ${state.server}: ${what}${extra.length === 0 ? '' : ` ${extra.join(' ')}`}`);
-    }
+      return [state.server, what, extra.join(' ')];
+    });
+    if (rows.length > 0) lines.push(...formatTable(['SERVER', 'STATE', 'DETAIL'], rows, '  '));
   }
   return lines.join('\n');
 }

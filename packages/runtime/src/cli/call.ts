@@ -1,33 +1,71 @@
 /**
- * `stepbind call SERVER TOOL --config FILE [--args JSON] [--approve] [--json]`: starts only SERVER,
- * captures a step and runs one call through the full admission path (revision check, policy,
- * approval of write-class tools on unproven catalogs, input schema, output schema), then prints the
- * result and its receipt.
+ * `stepbind call CONFIG SERVER TOOL [--args JSON] [--key KEY] [--approve] [--json]`: checks its
+ * arguments before anything starts, starts only SERVER, captures a step and runs one call through
+ * the full admission path (revision check, policy, approval of write-class tools on unproven
+ * catalogs, input schema, output schema) and the configured journal (`journal` or `store`: its
+ * receipt is kept, and a `--key` already completed is answered from it without a second send),
+ * then prints the result and its receipt.
  *
  * @packageDocumentation
  */
 import {
+  ErrorCode,
   StepbindError,
+  isStepbindError,
   toolResultParts,
   type CallReceipt,
   type ToolCallResult,
 } from '@stepbind/binding/internal';
 import { McpRuntime } from '../runtime.js';
-import { configFrom, describeError, parseArgs } from './options.js';
+import { loadConfigFile } from './config-file.js';
+import { commandLineOf, usageError, type CommandSpec } from './grammar.js';
+import { describeError } from './options.js';
 import type { CliIo } from './io.js';
 
-const USAGE = `Usage: stepbind call SERVER TOOL --config FILE [--args JSON] [--approve] [--json]
-  SERVER is a configured server name, TOOL the tool's name on that server (not the model name).
-  --args    the arguments as a JSON object (default {})
-  --approve approve a call that needs approval (a tool of an unproven catalog, unless it is
-            read-only and the server's config says "trustAnnotations": true)
-  --json    print { ok, result, receipt } or { ok: false, error } as JSON
-Exit code 0 when the call ran and the tool reported no error; 1 when it was refused, failed or the
-tool reported an error; 2 for usage or config errors.
-`;
+/** The grammar and `--help` of `stepbind call`. */
+export const CALL_COMMAND: CommandSpec = {
+  name: 'call',
+  summary: 'Run one call through the full admission path and the configured journal.',
+  config: 'required',
+  arguments: [
+    { name: 'SERVER', description: 'a configured server name' },
+    { name: 'TOOL', description: "the tool's name on that server (not the model name)" },
+  ],
+  options: [
+    { name: 'args', value: 'JSON', description: 'the arguments as a JSON object (default {})' },
+    {
+      name: 'key',
+      value: 'KEY',
+      description:
+        'idempotency key (1-512 characters): a key the journal completed returns its result, not sent again',
+    },
+    {
+      name: 'approve',
+      description:
+        'approve a call that needs approval (a tool of an unproven catalog, unless read-only and trusted)',
+    },
+    { name: 'json', description: 'print { ok, result, receipt } or { ok: false, error } as JSON' },
+  ],
+  notes: `--key needs a durable journal: "journal": { "path": ... } or a fleet "store" in the configuration.
+The arguments (--args, --key) are checked before any server starts.
+--json: { "ok": true, "result": CallToolResult, "receipt": CallReceipt, "replayed": boolean } or
+        { "ok": false, "error": { "code", "message", "detail" } }.
+Exit code 0 when the call ran (or was replayed) and the tool reported no error; 1 when it was refused,
+failed or the tool reported an error; 2 for usage or config errors.`,
+};
 
-/** Human-readable lines for a call result and its receipt. */
-export function formatCallText(result: ToolCallResult, receipt: CallReceipt): string {
+/** The largest idempotency key, as the binding checks it. */
+const MAX_KEY_LENGTH = 512;
+
+/**
+ * Human-readable lines for a call result and its receipt (`replayed`: the result came from the
+ * journal for a repeated key; the receipt is the original run's).
+ */
+export function formatCallText(
+  result: ToolCallResult,
+  receipt: CallReceipt,
+  replayed = false,
+): string {
   const lines = [`result (${result.isError === true ? 'tool error' : 'ok'}):`];
   for (const part of toolResultParts(result)) {
     if (part.kind === 'text') lines.push(...part.text.split('\n').map((l) => `  ${l}`));
@@ -49,7 +87,8 @@ export function formatCallText(result: ToolCallResult, receipt: CallReceipt): st
     `  catalog     ${receipt.catalogState}, generation ${receipt.generation}, revision ${receipt.revision}`,
     `  descriptor  ${receipt.descriptorDigest}`,
     `  policy      epoch ${receipt.policyEpoch}, audience ${receipt.audience}`,
-    `  outcome     ${receipt.outcome}`,
+    `  outcome     ${receipt.outcome}${replayed ? ' (replayed from the journal: not sent again)' : ''}`,
+    ...(receipt.idempotencyKey === undefined ? [] : [`  key         ${receipt.idempotencyKey}`]),
     `  timings     total ${ms(t.totalMs)} (lock ${ms(t.lockWaitMs)}, prepare ${ms(t.prepareMs)}, call ${ms(t.callMs)})`,
   );
   return lines.join('\n');
@@ -59,36 +98,57 @@ const ms = (value: number): string => `${value.toFixed(1)} ms`;
 
 /** Runs `stepbind call` with the arguments after the command name; resolves to the exit code. */
 export async function runCallCommand(args: readonly string[], io: CliIo): Promise<number> {
-  const parsed = parseArgs(args, { values: ['config', 'args'], flags: ['approve', 'json'] });
-  if ('problem' in parsed) {
-    io.stderr(`stepbind call: ${parsed.problem}\n\n${USAGE}`);
-    return 2;
-  }
-  const [server, tool, extra] = parsed.positionals;
-  if (server === undefined || tool === undefined || extra !== undefined) {
-    io.stderr(`stepbind call: expected SERVER and TOOL\n\n${USAGE}`);
-    return 2;
-  }
+  const parsed = commandLineOf(CALL_COMMAND, args, io);
+  if (typeof parsed === 'number') return parsed;
+  const [server = '', tool = ''] = parsed.positionals;
+  // Everything the command line says is checked here, before the configuration is read or any
+  // server is started.
   let callArgs: unknown = {};
   const rawArgs = parsed.values.get('args');
   if (rawArgs !== undefined) {
     try {
       callArgs = JSON.parse(rawArgs);
     } catch (error) {
-      io.stderr(`stepbind call: --args is not valid JSON: ${describeError(error)}\n`);
-      return 2;
+      return usageError(CALL_COMMAND, `--args is not valid JSON: ${describeError(error)}`, io);
     }
     if (typeof callArgs !== 'object' || callArgs === null || Array.isArray(callArgs)) {
-      io.stderr('stepbind call: --args must be a JSON object\n');
-      return 2;
+      return usageError(
+        CALL_COMMAND,
+        `--args must be a JSON object (got ${Array.isArray(callArgs) ? 'an array' : callArgs === null ? 'null' : typeof callArgs}), for example --args '{"path":"/tmp/a.txt"}'`,
+        io,
+      );
     }
   }
-  const config = await configFrom(parsed, 'call', USAGE, io);
-  if (config === undefined) return 2;
+  const key = parsed.values.get('key');
+  if (
+    key !== undefined &&
+    // eslint-disable-next-line no-control-regex
+    (key.length === 0 || key.length > MAX_KEY_LENGTH || /[\u0000-\u001f]/.test(key))
+  ) {
+    return usageError(
+      CALL_COMMAND,
+      `--key must be 1 to ${MAX_KEY_LENGTH} characters without control characters (got ${key.length} characters)`,
+      io,
+    );
+  }
+  const configPath = parsed.config ?? '';
+  let config;
+  try {
+    config = await loadConfigFile(configPath);
+  } catch (error) {
+    io.stderr(`stepbind call: ${describeError(error)}\n`);
+    return 2;
+  }
   const serverConfig = config.servers.get(server);
   if (serverConfig === undefined) {
     io.stderr(
-      `stepbind call: no server "${server}" in the configuration (configured: ${[...config.servers.keys()].join(', ') || 'none'})\n`,
+      `stepbind call: no server "${server}" in ${configPath} (configured: ${[...config.servers.keys()].join(', ') || 'none'})\n`,
+    );
+    return 2;
+  }
+  if (key !== undefined && config.journal === undefined && config.store === undefined) {
+    io.stderr(
+      `stepbind call: --key needs a durable journal, and ${configPath} names none (a key kept in memory ends with this process). Add "journal": { "path": "stepbind.db" } to it.\n`,
     );
     return 2;
   }
@@ -109,8 +169,13 @@ export async function runCallCommand(args: readonly string[], io: CliIo): Promis
   let runtime: McpRuntime;
   try {
     // Only the named server, and required: its failure to start is the command's failure.
+    // The configured journal and store stay: the receipt is kept and a key is honoured.
     runtime = await McpRuntime.open(
-      { servers: new Map([[server, { ...serverConfig, required: true }]]), concurrency: 1 },
+      {
+        ...config,
+        servers: new Map([[server, { ...serverConfig, required: true }]]),
+        concurrency: 1,
+      },
       { ...signal },
     );
   } catch (error) {
@@ -118,29 +183,40 @@ export async function runCallCommand(args: readonly string[], io: CliIo): Promis
   }
   try {
     await using step = await runtime.captureBinding(signal);
-    const modelName = step.tools
-      .map((t) => step.prepareCall(t.name))
-      .find((c) => c.server === server && c.tool === tool)?.modelName;
+    const calls = step.tools.map((t) => step.prepareCall(t.name));
+    const modelName = (
+      calls.find((c) => c.server === server && c.tool === tool) ??
+      // The model name (`ops__status`) names the same tool.
+      calls.find((c) => c.server === server && c.modelName === tool)
+    )?.modelName;
     if (modelName === undefined) {
-      const names = step.tools.map((t) => step.prepareCall(t.name).tool);
+      const names = calls.map((c) => c.tool);
       const shown = names.slice(0, 20).join(', ') + (names.length > 20 ? ', ...' : '');
       io.stderr(
         `stepbind call: server "${server}" has no tool "${tool}" (it has: ${shown || 'no tools'})\n`,
       );
+      const meant = unknownToolMatches(() => step.prepareCall(tool));
+      const byModel = new Map(calls.map((c) => [c.modelName, c.tool]));
+      if (meant.length > 0) {
+        io.stderr(
+          `Did you mean ${meant.map((m) => `"${byModel.get(m) ?? m}" (model name ${m})`).join(', ')}? TOOL is the server's own name for the tool.\n`,
+        );
+      }
       return 1;
     }
     const approve = parsed.flags.has('approve');
-    const { result, receipt } = await step
+    const { result, receipt, replayed } = await step
       .prepareCall(modelName)
       .run(callArgs as Readonly<Record<string, unknown>>, {
         ...signal,
+        ...(key === undefined ? {} : { idempotencyKey: key }),
         // --approve is the operator's approval of this one call.
         ...(approve ? { prepare: (ctx: { approve(): void }) => ctx.approve() } : {}),
       });
     io.stdout(
       json
-        ? `${JSON.stringify({ ok: true, result, receipt })}\n`
-        : `${formatCallText(result, receipt)}\n`,
+        ? `${JSON.stringify({ ok: true, result, receipt, replayed })}\n`
+        : `${formatCallText(result, receipt, replayed)}\n`,
     );
     return result.isError === true ? 1 : 0;
   } catch (error) {
@@ -152,4 +228,14 @@ export async function runCallCommand(args: readonly string[], io: CliIo): Promis
   } finally {
     await runtime.close();
   }
+}
+
+/** The `matches` of the `UNKNOWN_TOOL` that `prepare` throws (none when it does not throw it). */
+function unknownToolMatches(prepare: () => unknown): readonly string[] {
+  try {
+    prepare();
+  } catch (error) {
+    if (isStepbindError(error, ErrorCode.UNKNOWN_TOOL)) return error.detail.matches ?? [];
+  }
+  return [];
 }

@@ -10,6 +10,10 @@ import type { DiscoveryProgress } from '../events.js';
 import type { ProtocolEra } from '../connection.js';
 import type { ServerStatus } from '../options.js';
 import { McpRuntime } from '../runtime.js';
+import { loadConfigFile } from './config-file.js';
+import { commandLineOf, formatTable, type CommandSpec } from './grammar.js';
+import type { CliIo } from './io.js';
+import { printError } from './options.js';
 
 /** The outcome of discovering one configured server. */
 export type ServerCatalogReport =
@@ -181,9 +185,14 @@ export function formatCatalogReport(reports: readonly ServerCatalogReport[]): st
         `✔ ${report.name}: ${tools.length} tool${tools.length === 1 ? '' : 's'} in ${pageSizes.length} page${pageSizes.length === 1 ? '' : 's'} (sizes ${pageSizes.join(', ')}), ${report.snapshot.state}, generation ${report.snapshot.generation}, ${eraText(report.era, report.snapshot.identity.protocolVersion)}`,
       );
       if (tools.length === 0) lines.push('    (no tools)');
-      for (const t of report.snapshot.tools) {
-        lines.push(`    ${t.name}  [${t.effectClass}]  model name ${t.modelName}`);
-      }
+      else
+        lines.push(
+          ...formatTable(
+            ['TOOL', 'EFFECT', 'MODEL NAME'],
+            tools.map((t) => [t.name, t.effectClass, t.modelName]),
+            '    ',
+          ),
+        );
     } else {
       lines.push(`✘ ${report.name}: ${report.error.code}`);
       for (const line of report.error.message.split('\n')) lines.push(`    ${line}`);
@@ -195,4 +204,61 @@ export function formatCatalogReport(reports: readonly ServerCatalogReport[]): st
 /** `era modern (2026-07-28)`: how the CLI names a server's protocol era and version. */
 export function eraText(era: ProtocolEra, protocolVersion: string | undefined): string {
   return `era ${era}${protocolVersion === undefined ? '' : ` (${protocolVersion})`}`;
+}
+
+/** The grammar and `--help` of `stepbind catalog`. */
+export const CATALOG_COMMAND: CommandSpec = {
+  name: 'catalog',
+  summary: 'Discover every tool of every configured server (nothing is journaled).',
+  config: 'required',
+  arguments: [],
+  options: [{ name: 'json', description: 'print the report as JSON (shape below)' }],
+  notes: `--json: { "servers": [{ "name", "ok": true, "era", "protocolVersion", "tools": [names], "pageSizes",
+          "state", "generation", "pageRoot", "sourceRevision",
+          "descriptors": [{ "name", "modelName", "descriptorDigest", "effectClass" }] }
+        | { "name", "ok": false, "error": { "code", "message" } }] }
+Exit code 0 only if every server succeeded; 1 if any server failed; 2 for usage or configuration
+errors.`,
+};
+
+/** Runs `stepbind catalog` with the arguments after the command name; resolves to the exit code. */
+export async function runCatalogCommand(args: readonly string[], io: CliIo): Promise<number> {
+  const parsed = commandLineOf(CATALOG_COMMAND, args, io);
+  if (typeof parsed === 'number') return parsed;
+  const json = parsed.flags.has('json');
+  const configPath = parsed.config ?? '';
+  let config;
+  try {
+    config = await loadConfigFile(configPath);
+    if (config.servers.size === 0) {
+      throw new RuntimeError(
+        ErrorCode.INVALID_CONFIG,
+        `${configPath}: no servers are configured ("mcpServers" is empty), so there is nothing to discover. Add a server, for example "mcpServers": { "files": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"] } }.`,
+        { detail: { path: '$.mcpServers' } },
+      );
+    }
+  } catch (error) {
+    printError(error, json, io);
+    return 2;
+  }
+  const pages = new Map<string, DiscoveryProgress>();
+  const progress = io.progress;
+  const reports = await discoverCatalogs(config, {
+    ...(io.signal === undefined ? {} : { signal: io.signal }),
+    ...(progress === undefined
+      ? {}
+      : {
+          onPage: (p: DiscoveryProgress) => {
+            pages.set(p.server, p);
+            progress(
+              `discovering: ${[...pages.values()].map((s) => `${s.server} page ${s.page} (${s.totalTools} tools)`).join(' · ')}`,
+            );
+          },
+        }),
+  });
+  progress?.('');
+  io.stdout(
+    json ? `${JSON.stringify(catalogReportJson(reports))}\n` : `${formatCatalogReport(reports)}\n`,
+  );
+  return reports.every((r) => r.ok) ? 0 : 1;
 }

@@ -1,5 +1,43 @@
 import type { ServerAuthConfig } from '../auth/types.js';
 import type { RuntimeConfig } from '../config.js';
+import { loadConfigFile } from './config-file.js';
+import { commandLineOf, type CommandSpec } from './grammar.js';
+import type { CliIo } from './io.js';
+import { printError } from './options.js';
+
+/** The grammar and `--help` of `stepbind config check`. */
+export const CONFIG_CHECK_COMMAND: CommandSpec = {
+  name: 'config check',
+  summary: 'Validate a configuration file without starting anything.',
+  config: 'required',
+  arguments: [],
+  options: [{ name: 'json', description: 'print the checked configuration as JSON (shape below)' }],
+  notes: `--json: { "ok": true, "servers": [{ "name", "transport", "required", "approval", "audience",
+          "tools": { "allow"?, "deny"? } | null, "auth"? }], "disabled": [names] }
+        | { "ok": false, "error": { "code", "message", "detail" } }
+Secrets (header and environment values, tokens, client secrets, keys) are never printed.
+Exit code 0 for a valid configuration, 2 otherwise.`,
+};
+
+/** Runs `stepbind config check` with the arguments after `check`; resolves to the exit code. */
+export async function runConfigCheckCommand(args: readonly string[], io: CliIo): Promise<number> {
+  const parsed = commandLineOf(CONFIG_CHECK_COMMAND, args, io);
+  if (typeof parsed === 'number') return parsed;
+  const json = parsed.flags.has('json');
+  const file = parsed.config ?? '';
+  try {
+    const config = await loadConfigFile(file);
+    io.stdout(
+      json
+        ? `${JSON.stringify(configCheckJson(config))}\n`
+        : `${formatConfigCheck(file, config)}\n`,
+    );
+    return 0;
+  } catch (error) {
+    printError(error, json, io);
+    return 2;
+  }
+}
 
 /**
  * The `stepbind config check` report of a valid configuration: one line per server with its

@@ -1,103 +1,179 @@
 /**
  * Operator commands on a fleet store (DESIGN §15): `stepbind store migrate`, `stepbind policy
- * revoke|restore|epoch|approve|unapprove|show` and `stepbind receipts list|verify --store URL`.
- * `--store` takes a `postgres://` URL, or `env:NAME` to read it from the environment (keeps the
- * password out of the process list). The URL is never printed with its credentials.
+ * revoke|restore|epoch|approve|unapprove|show` (`stepbind receipts list|verify --store URL` is in
+ * `receipts.ts`). The store is `--store` (a `postgres://` URL, or `env:NAME` to read it from the
+ * environment: keeps the password out of the process list) or the `store` of the configuration
+ * (CONFIG or `--config FILE`). The URL is never printed with its credentials.
  */
 import { StepbindError } from '@stepbind/binding/internal';
+import type { FleetStoreTarget } from '../fleet/target.js';
+import { loadConfigFile } from './config-file.js';
+import {
+  commandLineOf,
+  formatTable,
+  usageError,
+  usageLine,
+  type CliOption,
+  type CommandLine,
+  type CommandSpec,
+} from './grammar.js';
 import type { CliIo } from './io.js';
-import { listReceipts, parseExpectedHead, verifyReceipts } from './receipts.js';
+import { describeError } from './options.js';
 
-/** Usage lines of the fleet commands, appended to the CLI's help. */
-export const FLEET_USAGE = `  stepbind store migrate --store URL [--schema S] [--json]
-                                            create or upgrade the fleet store's schema
-  stepbind policy revoke SERVER [TOOL] --store URL [--by WHO] [--note TEXT]
-                                            stop a tool (or a whole server) across the fleet
-  stepbind policy restore SERVER [TOOL] --store URL
-                                            lift a revocation (without TOOL: all of the server)
-  stepbind policy epoch [N] --store URL     raise the fleet policy epoch (by one, or to N)
-  stepbind policy approve|unapprove SERVER [TOOL] --store URL
-                                            approve writes of a tool fleet-wide (or withdraw it)
-  stepbind policy show --store URL [--json] print the fleet policy
-  stepbind receipts verify|list --store URL [--json] [--key K] [--expect-head SEQ:DIGEST]
-                                            the fleet's receipts chain
-  (--store accepts env:NAME to read the URL from the environment)
-`;
+/** `--store URL` and `--schema S`, shared by every command on a fleet store. */
+export const STORE_OPTIONS: readonly CliOption[] = [
+  {
+    name: 'store',
+    value: 'URL',
+    description: 'the fleet store: a postgres:// URL or env:NAME (default: CONFIG\'s "store")',
+  },
+  { name: 'schema', value: 'S', description: 'the fleet schema (default stepbind)' },
+];
+const JSON_OPTION: CliOption = { name: 'json', description: 'print the result as JSON' };
+const SERVER_TOOL = [
+  { name: 'SERVER', description: 'a configured server name' },
+  { name: 'TOOL', description: 'one tool of it (default: every tool)', optional: true },
+] as const;
+const NOTES = `--json: { "epoch", "version", "revoked": [[server, tool]], "approved": [[server, tool]] }, the fleet
+policy (after the change); tool "*" is every tool of the server. Exit code 0 ok, 2 usage or store errors.`;
 
-interface Parsed {
-  readonly positional: string[];
-  readonly flags: Map<string, string | true>;
-}
+/** The grammar and `--help` of each fleet command, by name (`store migrate`, `policy revoke`, ...). */
+export const FLEET_COMMANDS: readonly CommandSpec[] = [
+  {
+    name: 'store migrate',
+    summary: "Create or upgrade the fleet store's schema.",
+    config: 'optional',
+    arguments: [],
+    options: [...STORE_OPTIONS, JSON_OPTION],
+    notes: '--json: { "ok": true, "store", "from", "to", "applied": [versions] }',
+  },
+  {
+    name: 'policy revoke',
+    summary: 'Stop a tool (or a whole server) across the fleet.',
+    config: 'optional',
+    arguments: SERVER_TOOL,
+    options: [
+      ...STORE_OPTIONS,
+      { name: 'by', value: 'WHO', description: 'who revoked it (kept with the revocation)' },
+      { name: 'note', value: 'TEXT', description: 'why (kept with the revocation)' },
+      JSON_OPTION,
+    ],
+    notes: NOTES,
+  },
+  {
+    name: 'policy restore',
+    summary: 'Lift a revocation (without TOOL: every tool of the server).',
+    config: 'optional',
+    arguments: SERVER_TOOL,
+    options: [...STORE_OPTIONS, JSON_OPTION],
+    notes: NOTES,
+  },
+  {
+    name: 'policy epoch',
+    summary: 'Raise the fleet policy epoch (by one, or to N).',
+    config: 'optional',
+    arguments: [{ name: 'N', description: 'the new epoch (default: one more)', optional: true }],
+    options: [...STORE_OPTIONS, JSON_OPTION],
+    notes: NOTES,
+  },
+  {
+    name: 'policy approve',
+    summary: 'Approve the writes of a tool fleet-wide.',
+    config: 'optional',
+    arguments: SERVER_TOOL,
+    options: [
+      ...STORE_OPTIONS,
+      { name: 'by', value: 'WHO', description: 'who approved it' },
+      JSON_OPTION,
+    ],
+    notes: NOTES,
+  },
+  {
+    name: 'policy unapprove',
+    summary: 'Withdraw a fleet-wide approval.',
+    config: 'optional',
+    arguments: SERVER_TOOL,
+    options: [...STORE_OPTIONS, JSON_OPTION],
+    notes: NOTES,
+  },
+  {
+    name: 'policy show',
+    summary: 'Print the fleet policy (revoked and approved tools, as tables).',
+    config: 'optional',
+    arguments: [],
+    options: [...STORE_OPTIONS, JSON_OPTION],
+    notes: NOTES,
+  },
+];
 
-const VALUE_FLAGS = new Set(['--store', '--schema', '--by', '--note', '--key', '--expect-head']);
-
-function parse(argv: readonly string[]): Parsed | string {
-  const positional: string[] = [];
-  const flags = new Map<string, string | true>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] ?? '';
-    const eq = arg.indexOf('=');
-    const name = arg.startsWith('--') && eq !== -1 ? arg.slice(0, eq) : arg;
-    if (VALUE_FLAGS.has(name)) {
-      const value = eq !== -1 && arg.startsWith('--') ? arg.slice(eq + 1) : argv[++i];
-      if (value === undefined || value === '') return `${name} needs a value`;
-      flags.set(name, value);
-    } else if (arg === '--json') {
-      flags.set('--json', true);
-    } else if (arg.startsWith('--')) {
-      return `unknown argument "${arg}"`;
-    } else {
-      positional.push(arg);
+/**
+ * The fleet store of a command line: `--store` (a URL, or `env:NAME`), else the configuration's
+ * `store`; `--schema` overrides the schema.
+ *
+ * @returns the target, or the usage problem.
+ */
+export async function fleetStoreOf(parsed: CommandLine): Promise<FleetStoreTarget | string> {
+  const raw = parsed.values.get('store');
+  const schema = parsed.values.get('schema');
+  let target: FleetStoreTarget | undefined;
+  if (raw !== undefined) {
+    let url = raw;
+    if (raw.startsWith('env:')) {
+      const value = process.env[raw.slice(4)];
+      if (value === undefined || value === '')
+        return `environment variable ${raw.slice(4)} is not set`;
+      url = value;
     }
+    target = { url };
+  } else if (parsed.config !== undefined) {
+    target = (await loadConfigFile(parsed.config)).store;
+    if (target === undefined) return `${parsed.config} has no "store"; give --store URL`;
   }
-  return { positional, flags };
-}
-
-function storeOf(parsed: Parsed): { url: string; schema?: string } | string {
-  const raw = parsed.flags.get('--store');
-  if (typeof raw !== 'string') return '--store URL is required';
-  let url = raw;
-  if (raw.startsWith('env:')) {
-    const value = process.env[raw.slice(4)];
-    if (value === undefined || value === '')
-      return `environment variable ${raw.slice(4)} is not set`;
-    url = value;
-  }
-  const schema = parsed.flags.get('--schema');
-  return { url, ...(typeof schema === 'string' ? { schema } : {}) };
-}
-
-/** True when `argv` of `stepbind receipts …` names a fleet store. */
-export function wantsFleetStore(argv: readonly string[]): boolean {
-  return argv.some((a) => a === '--store' || a.startsWith('--store='));
+  if (target === undefined)
+    return 'a fleet store is required: give --store URL or a CONFIG with a "store"';
+  return schema === undefined ? target : { ...target, schema };
 }
 
 /**
- * Runs `stepbind store|policy|receipts …` against a fleet store; resolves to the exit code (0 ok,
- * 1 a broken receipts chain, 2 usage or store errors).
+ * Runs `stepbind store|policy …` against a fleet store; resolves to the exit code (0 ok, 2 usage
+ * or store errors).
  */
 export async function runFleetCommand(
-  command: 'store' | 'policy' | 'receipts',
+  command: 'store' | 'policy',
   argv: readonly string[],
   io: CliIo,
 ): Promise<number> {
   const [sub, ...rest] = argv;
-  const parsed = parse(rest);
-  const usage = (why: string): number => {
+  const spec = FLEET_COMMANDS.find((c) => c.name === `${command} ${sub ?? ''}`);
+  if (spec === undefined) {
+    const names = FLEET_COMMANDS.filter((c) => c.name.startsWith(`${command} `)).map((c) =>
+      c.name.slice(command.length + 1),
+    );
     io.stderr(
-      `stepbind ${command}${sub === undefined ? '' : ` ${sub}`}: ${why}\n\nUsage:\n${FLEET_USAGE}`,
+      `stepbind ${command}: expected ${names.join(', ')}${sub === undefined ? '' : ` (not "${sub}")`}\n\nUsage:\n${FLEET_COMMANDS.filter(
+        (c) => c.name.startsWith(`${command} `),
+      )
+        .map((c) => `  ${usageLine(c)}`)
+        .join('\n')}\n`,
     );
     return 2;
-  };
-  if (typeof parsed === 'string') return usage(parsed);
-  const target = storeOf(parsed);
+  }
+  const parsed = commandLineOf(spec, rest, io);
+  if (typeof parsed === 'number') return parsed;
+  const usage = (why: string): number => usageError(spec, why, io);
+  let target: FleetStoreTarget | string;
+  try {
+    target = await fleetStoreOf(parsed);
+  } catch (error) {
+    io.stderr(`stepbind: ${describeError(error)}\n`);
+    return 2;
+  }
   if (typeof target === 'string') return usage(target);
-  const json = parsed.flags.get('--json') === true;
-  const [server, tool, extra] = parsed.positional;
+  const json = parsed.flags.has('json');
+  const [server, tool] = parsed.positionals;
   const { migrateFleetStore } = await import('../fleet/migrations.js');
   const { PgHandle } = await import('../fleet/pg.js');
   const { commitPolicyChange, readPolicy } = await import('../fleet/policy.js');
-  const { PostgresJournalStore } = await import('../fleet/journal-store.js');
   let handle: InstanceType<typeof PgHandle> | undefined;
   try {
     handle = new PgHandle(target);
@@ -105,8 +181,6 @@ export async function runFleetCommand(
     const print = (value: unknown, text: string): void =>
       io.stdout(json ? `${JSON.stringify(value)}\n` : `${text}\n`);
     if (command === 'store') {
-      if (sub !== 'migrate' || parsed.positional.length > 0)
-        return usage('expected "store migrate"');
       const report = await migrateFleetStore(h);
       print(
         { ok: true, store: h.location, ...report },
@@ -116,37 +190,31 @@ export async function runFleetCommand(
       );
       return 0;
     }
-    if (command === 'receipts') {
-      if (sub !== 'verify' && sub !== 'list') return usage('expected "verify" or "list"');
-      if (parsed.positional.length > 0)
-        return usage(`unexpected argument "${parsed.positional[0] ?? ''}"`);
-      const expect = parsed.flags.get('--expect-head');
-      const expectHead = typeof expect === 'string' ? parseExpectedHead(expect) : undefined;
-      if (expect !== undefined && expectHead === undefined) {
-        return usage('--expect-head needs SEQ:DIGEST (as printed after "head:")');
-      }
-      const store = new PostgresJournalStore(h, { ownsHandle: true });
-      handle = undefined;
-      const key = parsed.flags.get('--key');
-      const report =
-        sub === 'verify'
-          ? await verifyReceipts(store, json, expectHead)
-          : await listReceipts(store, { json, ...(typeof key === 'string' ? { key } : {}) });
-      io.stdout(report.stdout);
-      return report.code;
-    }
     await migrateFleetStore(h);
     switch (sub) {
       case 'show': {
         const policy = await readPolicy(h);
+        const pairs = (list: readonly (readonly [string, string])[]): string[] =>
+          list.length === 0
+            ? ['  (none)']
+            : formatTable(
+                ['SERVER', 'TOOL'],
+                list.map(([s, t]) => [s, t]),
+                '  ',
+              );
         print(
           policy,
-          `epoch ${policy.epoch} (version ${policy.version})\nrevoked: ${policy.revoked.map(([s, t]) => `${s}/${t}`).join(', ') || '(none)'}\napproved: ${policy.approved.map(([s, t]) => `${s}/${t}`).join(', ') || '(none)'}`,
+          [
+            `epoch ${policy.epoch} (version ${policy.version})`,
+            'revoked:',
+            ...pairs(policy.revoked),
+            'approved:',
+            ...pairs(policy.approved),
+          ].join('\n'),
         );
         return 0;
       }
       case 'epoch': {
-        if (tool !== undefined) return usage('expected "policy epoch [N]"');
         const epoch = server === undefined ? undefined : Number(server);
         if (epoch !== undefined && !Number.isSafeInteger(epoch))
           return usage('N must be an integer');
@@ -161,10 +229,9 @@ export async function runFleetCommand(
       case 'restore':
       case 'approve':
       case 'unapprove': {
-        if (server === undefined || extra !== undefined)
-          return usage(`expected "policy ${sub} SERVER [TOOL]"`);
-        const by = parsed.flags.get('--by');
-        const note = parsed.flags.get('--note');
+        if (server === undefined) return usage('expected SERVER');
+        const by = parsed.values.get('by');
+        const note = parsed.values.get('note');
         const policy = await commitPolicyChange(h, {
           kind: sub,
           server,
@@ -190,7 +257,7 @@ export async function runFleetCommand(
       }
       case undefined:
       default:
-        return usage('expected revoke, restore, epoch, approve, unapprove or show');
+        return usage(`unknown policy command "${sub ?? ''}"`);
     }
   } catch (error) {
     const scrub = handle?.redactor;

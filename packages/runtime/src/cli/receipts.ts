@@ -6,6 +6,59 @@ import {
   type StoredReceipt,
 } from '@stepbind/binding/internal';
 import { openSqliteJournal } from '../journal/sqlite.js';
+import { loadConfigFile } from './config-file.js';
+import { fleetStoreOf, STORE_OPTIONS } from './fleet.js';
+import { commandLineOf, formatTable, usageError, type CommandSpec } from './grammar.js';
+import type { CliIo } from './io.js';
+import { describeError } from './options.js';
+
+const JOURNAL_OPTIONS = [
+  {
+    name: 'journal',
+    value: 'FILE',
+    description: 'a SQLite journal file (default: CONFIG\'s "journal")',
+  },
+  ...STORE_OPTIONS,
+  { name: 'json', description: 'print the result as JSON (shape below)' },
+] as const;
+
+const WHERE = `The journal is --journal FILE, --store URL, or the "journal" (else the "store") of CONFIG.`;
+
+/** The grammar and `--help` of `stepbind receipts list` and `stepbind receipts verify`. */
+export const RECEIPTS_COMMANDS: readonly CommandSpec[] = [
+  {
+    name: 'receipts list',
+    summary: "List the journal's receipts in chain order, under a header.",
+    config: 'optional',
+    arguments: [],
+    options: [
+      ...JOURNAL_OPTIONS,
+      { name: 'key', value: 'KEY', description: 'only the receipts of this idempotency key' },
+    ],
+    notes: `${WHERE}
+--json: [{ "seq", "digest", "prevDigest", ...the receipt body ("at", "source", "key", "modelName",
+          "outcome", "delivery", "replayed", ...) }]
+Exit code 0, or 2 for usage or journal errors.`,
+  },
+  {
+    name: 'receipts verify',
+    summary: "Check the journal's receipts chain (prints the head to keep elsewhere).",
+    config: 'optional',
+    arguments: [],
+    options: [
+      ...JOURNAL_OPTIONS,
+      {
+        name: 'expect-head',
+        value: 'SEQ:DIGEST',
+        description: 'a head printed by an earlier verify: it must still be in the chain',
+      },
+    ],
+    notes: `${WHERE}
+--json: { "ok", "count", "records", "anchor": { "seq", "digest" }, "head": { "seq", "digest" },
+          "storedHead", "findings": [{ "reason", "message", ... }] }
+Exit code 0 only for an intact chain; 1 when it is broken; 2 for usage or journal errors.`,
+  },
+];
 
 /** The outcome of a `stepbind receipts` command: what to print and the exit code. */
 export interface ReceiptsReport {
@@ -101,23 +154,24 @@ export async function listReceipts(
       return { code: 0, stdout: `${JSON.stringify(out)}\n` };
     }
     if (rows.length === 0) return { code: 0, stdout: '(no receipts)\n' };
-    const lines = rows.map(({ r, body }) =>
-      body === undefined
-        ? `${r.seq}  (unreadable receipt)`
-        : [
-            String(r.seq).padStart(6),
-            new Date(body.at).toISOString(),
-            body.source.padEnd(10),
-            (body.key ?? '-').padEnd(24),
-            body.modelName.padEnd(28),
-            body.outcome.padEnd(24),
-            body.delivery,
-            body.replayed ? 'replayed' : '',
-          ]
-            .join('  ')
-            .trimEnd(),
+    const table = formatTable(
+      ['SEQ', 'AT', 'SOURCE', 'KEY', 'MODEL NAME', 'OUTCOME', 'DELIVERY', 'REPLAYED'],
+      rows.map(({ r, body }) =>
+        body === undefined
+          ? [String(r.seq), '(unreadable receipt)', '', '', '', '', '', '']
+          : [
+              String(r.seq),
+              new Date(body.at).toISOString(),
+              body.source,
+              body.key ?? '-',
+              body.modelName,
+              body.outcome,
+              body.delivery,
+              body.replayed ? 'replayed' : '',
+            ],
+      ),
     );
-    return { code: 0, stdout: `${lines.join('\n')}\n` };
+    return { code: 0, stdout: `${table.join('\n')}\n` };
   } finally {
     await store.close();
   }
@@ -128,5 +182,72 @@ function parse(r: StoredReceipt): ReceiptBody | undefined {
     return JSON.parse(r.text) as ReceiptBody;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * Runs `stepbind receipts list|verify` with the arguments after `receipts`; resolves to the exit
+ * code (0 ok, 1 a broken chain, 2 usage or journal errors).
+ */
+export async function runReceiptsCommand(argv: readonly string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = argv;
+  const spec = RECEIPTS_COMMANDS.find((c) => c.name === `receipts ${sub ?? ''}`);
+  if (spec === undefined) {
+    io.stderr(
+      `stepbind receipts: expected "list" or "verify"${sub === undefined ? '' : ` (not "${sub}")`}; see "stepbind receipts list --help"\n`,
+    );
+    return 2;
+  }
+  const parsed = commandLineOf(spec, rest, io);
+  if (typeof parsed === 'number') return parsed;
+  const json = parsed.flags.has('json');
+  const key = parsed.values.get('key');
+  if (key === '') return usageError(spec, '--key needs a value', io);
+  const expect = parsed.values.get('expect-head');
+  const expectHead = expect === undefined ? undefined : parseExpectedHead(expect);
+  if (expect !== undefined && expectHead === undefined) {
+    return usageError(spec, '--expect-head needs SEQ:DIGEST (as printed after "head:")', io);
+  }
+  let journal = parsed.values.get('journal');
+  const wantsStore = parsed.values.has('store');
+  if (journal !== undefined && wantsStore) {
+    return usageError(spec, '--journal and --store name two journals; give one', io);
+  }
+  if (journal === '') return usageError(spec, '--journal needs a value (FILE)', io);
+  let scrub: ((text: string) => string) | undefined;
+  try {
+    let store: JournalStore | string;
+    if (journal === undefined && !wantsStore && parsed.config !== undefined) {
+      journal = (await loadConfigFile(parsed.config)).journal?.path;
+    }
+    if (journal !== undefined) {
+      store = journal;
+    } else {
+      const target = await fleetStoreOf(parsed);
+      if (typeof target === 'string') {
+        return usageError(
+          spec,
+          parsed.config === undefined && !wantsStore
+            ? 'a journal is required: give CONFIG, --journal FILE or --store URL'
+            : `${target} (${parsed.config ?? ''} has no "journal" either)`,
+          io,
+        );
+      }
+      const { PgHandle } = await import('../fleet/pg.js');
+      const { PostgresJournalStore } = await import('../fleet/journal-store.js');
+      const handle = new PgHandle(target);
+      scrub = (text) => handle.redactor.text(text);
+      store = new PostgresJournalStore(handle, { ownsHandle: true });
+    }
+    const report =
+      spec.name === 'receipts verify'
+        ? await verifyReceipts(store, json, expectHead)
+        : await listReceipts(store, { json, ...(key === undefined ? {} : { key }) });
+    io.stdout(report.stdout);
+    return report.code;
+  } catch (error) {
+    const text = describeError(error);
+    io.stderr(`stepbind: ${scrub === undefined ? text : scrub(text)}\n`);
+    return 2;
   }
 }

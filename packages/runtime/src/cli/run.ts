@@ -1,36 +1,57 @@
-import { ErrorCode, RuntimeError, StepbindError } from '@stepbind/binding/internal';
-import { catalogReportJson, discoverCatalogs, formatCatalogReport } from './catalog.js';
-import { loadConfigFile } from './config-file.js';
-import type { DiscoveryProgress } from '../events.js';
-import { configCheckJson, formatConfigCheck } from './config-check.js';
-import { runCallCommand } from './call.js';
-import { runToolsCommand } from './tools.js';
-import { packageVersion } from './version.js';
+/**
+ * The `stepbind` dispatcher: picks the subcommand, answers `help` / `--help` / `--version`, and
+ * hands the rest of the command line to the subcommand, which parses it with the one grammar of
+ * `grammar.ts` (DESIGN §17.5).
+ *
+ * @packageDocumentation
+ */
+import { AUTH_COMMANDS, runAuthCommand } from './auth.js';
+import { CALL_COMMAND, runCallCommand } from './call.js';
+import { CATALOG_COMMAND, runCatalogCommand } from './catalog.js';
+import { CONFIG_CHECK_COMMAND, runConfigCheckCommand } from './config-check.js';
+import { FLEET_COMMANDS, runFleetCommand } from './fleet.js';
+import { commandHelp, usageLine, type CommandSpec } from './grammar.js';
 import type { CliIo } from './io.js';
-import { listReceipts, parseExpectedHead, verifyReceipts } from './receipts.js';
-import { FLEET_USAGE, runFleetCommand, wantsFleetStore } from './fleet.js';
-import { AUTH_USAGE, runAuthCommand } from './auth.js';
+import { nearestName } from '@stepbind/binding/internal';
+import { RECEIPTS_COMMANDS, runReceiptsCommand } from './receipts.js';
+import { TOOLS_COMMAND, runToolsCommand } from './tools.js';
+import { packageVersion } from './version.js';
 
 export type { CliIo } from './io.js';
 
-const USAGE = `Usage:
-  stepbind catalog --config FILE [--json]   discover every tool of every configured server
-  stepbind config check FILE [--json]       validate a configuration file without starting anything
-  stepbind tools --config FILE [--format openai|responses|anthropic|gemini] [--no-strict]
-                                            print the tools of one step (text, or a provider's JSON)
-  stepbind call SERVER TOOL --config FILE [--args JSON] [--approve] [--json]
-                                            run one call through the full admission path
-  stepbind --version                        print the version
-  stepbind receipts verify --journal FILE [--json] [--expect-head SEQ:DIGEST]
-                                            check the journal's receipts chain
-  stepbind receipts list --journal FILE [--json] [--key K]
-                                            list the journal's receipts
-  stepbind help                             show this help
-${AUTH_USAGE}${FLEET_USAGE}
-catalog: exit code 0 only if every server succeeded; 1 if any server failed.
-receipts verify: exit code 0 only for an intact chain; 1 when it is broken.
-Exit code 2 for usage, configuration or journal errors.
-`;
+/** Every subcommand, in the order the CLI's help lists them. */
+export const COMMANDS: readonly CommandSpec[] = [
+  CATALOG_COMMAND,
+  CONFIG_CHECK_COMMAND,
+  TOOLS_COMMAND,
+  CALL_COMMAND,
+  ...RECEIPTS_COMMANDS,
+  ...AUTH_COMMANDS,
+  ...FLEET_COMMANDS,
+];
+
+/** The CLI's help: every subcommand's usage line and summary. */
+function usage(): string {
+  const lines = ['Usage:'];
+  for (const spec of COMMANDS) lines.push(`  ${usageLine(spec)}`, `      ${spec.summary}`);
+  lines.push(
+    '  stepbind help [COMMAND]     this help, or a command\'s (the same as "stepbind COMMAND --help")',
+    '  stepbind --version          print the version',
+    '',
+    'CONFIG is the configuration file (mcp.json); --config FILE says the same.',
+    'Exit code 2 for usage, configuration or journal errors; each command says the rest in its --help.',
+    '',
+  );
+  return lines.join('\n');
+}
+
+/** The subcommands named by `words` (`["receipts", "list"]`, or a group such as `["policy"]`). */
+function specsNamed(words: readonly string[]): readonly CommandSpec[] {
+  const name = words.join(' ');
+  const exact = COMMANDS.find((c) => c.name === name);
+  if (exact !== undefined) return [exact];
+  return name === '' ? [] : COMMANDS.filter((c) => c.name.startsWith(`${name} `));
+}
 
 /**
  * Runs the `stepbind` command line with `argv` (without node and the script) and resolves to the
@@ -38,166 +59,80 @@ Exit code 2 for usage, configuration or journal errors.
  */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
   const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
-    io.stdout(USAGE);
+  if (command === undefined || command === '--help' || command === '-h') {
+    io.stdout(usage());
     return command === undefined ? 2 : 0;
   }
-  if (command === 'config') return configCommand(rest, io);
+  if (command === 'help') return help(rest, io);
   if (command === '--version' || command === '-V' || command === 'version') {
     io.stdout(`${await packageVersion()}\n`);
     return 0;
   }
-  if (command === 'tools') return runToolsCommand(rest, io);
-  if (command === 'call') return runCallCommand(rest, io);
-  if (command === 'login' || command === 'logout' || command === 'auth')
-    return runAuthCommand(command, rest, io);
-  if (command === 'store' || command === 'policy') return runFleetCommand(command, rest, io);
-  if (command === 'receipts' && wantsFleetStore(rest)) return runFleetCommand(command, rest, io);
-  if (command === 'receipts') return receipts(rest, io);
-  if (command !== 'catalog') {
-    io.stderr(`stepbind: unknown command "${command}"\n\n${USAGE}`);
-    return 2;
+  // `stepbind receipts --help`, `stepbind policy -h`: a group's usage lines.
+  const group = specsNamed([command]);
+  if (group.length > 1 && (rest[0] === undefined || rest[0] === '--help' || rest[0] === '-h')) {
+    io[rest[0] === undefined ? 'stderr' : 'stdout'](groupHelp(command, group));
+    return rest[0] === undefined ? 2 : 0;
   }
-  let configPath: string | undefined;
-  let json = false;
-  for (let i = 0; i < rest.length; i++) {
-    const arg = rest[i];
-    if (arg === '--json') json = true;
-    else if (arg === '--config') configPath = rest[++i];
-    else if (arg?.startsWith('--config=') === true) configPath = arg.slice('--config='.length);
-    else {
-      io.stderr(`stepbind catalog: unknown argument "${String(arg)}"\n\n${USAGE}`);
-      return 2;
-    }
-  }
-  if (configPath === undefined || configPath === '') {
-    io.stderr(`stepbind catalog: --config FILE is required\n\n${USAGE}`);
-    return 2;
-  }
-  let config;
-  try {
-    config = await loadConfigFile(configPath);
-    if (config.servers.size === 0) {
-      throw new RuntimeError(
-        ErrorCode.INVALID_CONFIG,
-        `${configPath}: no servers are configured ("mcpServers" is empty), so there is nothing to discover. Add a server, for example "mcpServers": { "files": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"] } }.`,
-        { detail: { path: '$.mcpServers' } },
+  switch (command) {
+    case 'catalog':
+      return runCatalogCommand(rest, io);
+    case 'config':
+      if (rest[0] !== 'check') {
+        io.stderr(
+          `stepbind config: expected "config check"\n\n${groupHelp('config', [CONFIG_CHECK_COMMAND])}`,
+        );
+        return 2;
+      }
+      return runConfigCheckCommand(rest.slice(1), io);
+    case 'tools':
+      return runToolsCommand(rest, io);
+    case 'call':
+      return runCallCommand(rest, io);
+    case 'login':
+    case 'logout':
+    case 'auth':
+      return runAuthCommand(command, rest, io);
+    case 'store':
+    case 'policy':
+      return runFleetCommand(command, rest, io);
+    case 'receipts':
+      return runReceiptsCommand(rest, io);
+    default: {
+      const near = nearestName(command, new Set(COMMANDS.map((c) => c.name.split(' ')[0] ?? '')));
+      io.stderr(
+        `stepbind: unknown command "${command}"${near === undefined ? '' : ` (did you mean "${near}"?)`}\n\n${usage()}`,
       );
-    }
-  } catch (error) {
-    printError(error, json, io);
-    return 2;
-  }
-  const pages = new Map<string, DiscoveryProgress>();
-  const progress = io.progress;
-  const reports = await discoverCatalogs(config, {
-    ...(io.signal === undefined ? {} : { signal: io.signal }),
-    ...(progress === undefined
-      ? {}
-      : {
-          onPage: (p: DiscoveryProgress) => {
-            pages.set(p.server, p);
-            progress(
-              `discovering: ${[...pages.values()].map((s) => `${s.server} page ${s.page} (${s.totalTools} tools)`).join(' · ')}`,
-            );
-          },
-        }),
-  });
-  progress?.('');
-  io.stdout(
-    json ? `${JSON.stringify(catalogReportJson(reports))}\n` : `${formatCatalogReport(reports)}\n`,
-  );
-  return reports.every((r) => r.ok) ? 0 : 1;
-}
-
-async function configCommand(args: readonly string[], io: CliIo): Promise<number> {
-  const [sub, ...rest] = args;
-  const json = rest.includes('--json');
-  const files = rest.filter((a) => a !== '--json');
-  const file = files[0];
-  if (sub !== 'check' || file === undefined || files.length !== 1) {
-    io.stderr(`stepbind config: expected "config check FILE [--json]"\n\n${USAGE}`);
-    return 2;
-  }
-  try {
-    const config = await loadConfigFile(file);
-    io.stdout(
-      json
-        ? `${JSON.stringify(configCheckJson(config))}\n`
-        : `${formatConfigCheck(file, config)}\n`,
-    );
-    return 0;
-  } catch (error) {
-    printError(error, json, io);
-    return 2;
-  }
-}
-
-function printError(error: unknown, json: boolean, io: CliIo): void {
-  if (json) {
-    const body =
-      error instanceof StepbindError
-        ? error.toJSON()
-        : { code: 'INTERNAL', message: error instanceof Error ? error.message : String(error) };
-    io.stdout(`${JSON.stringify({ ok: false, error: body })}\n`);
-  } else {
-    io.stderr(
-      `stepbind: ${error instanceof StepbindError ? `${error.code}: ` : ''}${error instanceof Error ? error.message : String(error)}\n`,
-    );
-  }
-}
-
-async function receipts(argv: readonly string[], io: CliIo): Promise<number> {
-  const [sub, ...rest] = argv;
-  if (sub !== 'verify' && sub !== 'list') {
-    io.stderr(`stepbind receipts: expected "verify" or "list"\n\n${USAGE}`);
-    return 2;
-  }
-  let journal: string | undefined;
-  let key: string | undefined;
-  let expect: string | undefined;
-  let json = false;
-  for (let i = 0; i < rest.length; i++) {
-    const arg = rest[i];
-    if (arg === '--json') json = true;
-    else if (arg === '--journal') journal = rest[++i];
-    else if (arg?.startsWith('--journal=') === true) journal = arg.slice('--journal='.length);
-    else if (sub === 'verify' && arg === '--expect-head') expect = rest[++i] ?? '';
-    else if (sub === 'verify' && arg?.startsWith('--expect-head=') === true)
-      expect = arg.slice('--expect-head='.length);
-    else if (sub === 'list' && arg === '--key') key = rest[++i];
-    else if (sub === 'list' && arg?.startsWith('--key=') === true) key = arg.slice('--key='.length);
-    else {
-      io.stderr(`stepbind receipts ${sub}: unknown argument "${String(arg)}"\n\n${USAGE}`);
       return 2;
     }
   }
-  if (journal === undefined || journal === '') {
-    io.stderr(`stepbind receipts ${sub}: --journal FILE is required\n\n${USAGE}`);
-    return 2;
+}
+
+/** `stepbind help [COMMAND...]`. */
+function help(words: readonly string[], io: CliIo): number {
+  if (words.length === 0) {
+    io.stdout(usage());
+    return 0;
   }
-  if (sub === 'list' && key === '') {
-    io.stderr(`stepbind receipts list: --key needs a value\n\n${USAGE}`);
-    return 2;
+  const specs = specsNamed(words);
+  const [only] = specs;
+  if (only !== undefined && specs.length === 1) {
+    io.stdout(commandHelp(only));
+    return 0;
   }
-  const expectHead = expect === undefined ? undefined : parseExpectedHead(expect);
-  if (expect !== undefined && expectHead === undefined) {
-    io.stderr(
-      `stepbind receipts verify: --expect-head needs SEQ:DIGEST (as printed after "head:")\n\n${USAGE}`,
-    );
-    return 2;
+  if (specs.length > 1) {
+    io.stdout(groupHelp(words.join(' '), specs));
+    return 0;
   }
-  try {
-    const report =
-      sub === 'verify'
-        ? await verifyReceipts(journal, json, expectHead)
-        : await listReceipts(journal, { json, ...(key === undefined ? {} : { key }) });
-    io.stdout(report.stdout);
-    return report.code;
-  } catch (error) {
-    io.stderr(
-      `stepbind: ${error instanceof StepbindError ? `${error.code}: ` : ''}${error instanceof Error ? error.message : String(error)}\n`,
-    );
-    return 2;
-  }
+  io.stderr(`stepbind help: no command "${words.join(' ')}"\n\n${usage()}`);
+  return 2;
+}
+
+function groupHelp(group: string, specs: readonly CommandSpec[]): string {
+  return [
+    `stepbind ${group}:`,
+    ...specs.flatMap((s) => [`  ${usageLine(s)}`, `      ${s.summary}`]),
+    `(stepbind ${specs[0]?.name ?? group} --help for one command's options)`,
+    '',
+  ].join('\n');
 }

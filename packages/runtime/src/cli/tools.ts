@@ -1,7 +1,8 @@
 /**
- * `stepbind tools --config FILE [--format openai|responses|anthropic|gemini] [--no-strict]`: captures
- * one step over the configured servers and prints the tools the model would see, as text (name,
- * effect class, catalog state) or as one provider's tool list (JSON on stdout; notes on stderr).
+ * `stepbind tools CONFIG [--format openai|responses|anthropic|gemini] [--no-strict] [--json]`:
+ * captures one step over the configured servers and prints the tools the model would see, as a
+ * table per server (model name, effect class, description), as JSON (`--json`), or as one
+ * provider's tool list (JSON on stdout; notes on stderr).
  *
  * @packageDocumentation
  */
@@ -16,7 +17,9 @@ import {
 import type { ProtocolEra } from '../connection.js';
 import { McpRuntime } from '../runtime.js';
 import { eraText } from './catalog.js';
-import { configFrom, describeError, parseArgs } from './options.js';
+import { loadConfigFile } from './config-file.js';
+import { commandLineOf, formatTable, usageError, type CommandSpec } from './grammar.js';
+import { describeError } from './options.js';
 import type { CliIo } from './io.js';
 
 /** The `--format` values of `stepbind tools`. */
@@ -25,10 +28,29 @@ export const TOOL_FORMATS = ['openai', 'responses', 'anthropic', 'gemini'] as co
 /** One of {@link TOOL_FORMATS}. */
 export type ToolFormat = (typeof TOOL_FORMATS)[number];
 
-const USAGE = `Usage: stepbind tools --config FILE [--format openai|responses|anthropic|gemini] [--no-strict]
-  openai: Chat Completions tools; responses: Responses API tools (both strict where the schema allows,
-  unless --no-strict); anthropic: Messages API tools; gemini: function declarations.
-`;
+/** The grammar and `--help` of `stepbind tools`. */
+export const TOOLS_COMMAND: CommandSpec = {
+  name: 'tools',
+  summary: 'Capture one step and print the tools the model would see.',
+  config: 'required',
+  arguments: [],
+  options: [
+    {
+      name: 'format',
+      value: 'FORMAT',
+      description: `a provider's tool list as JSON: ${TOOL_FORMATS.join(', ')}`,
+    },
+    { name: 'no-strict', description: 'with --format openai|responses: never strict' },
+    { name: 'json', description: 'print the step as JSON (shape below)' },
+  ],
+  notes: `openai: Chat Completions tools; responses: Responses API tools (both strict where the schema
+allows, unless --no-strict); anthropic: Messages API tools; gemini: function declarations.
+--json: { "servers": [{ "name", "bound": true, "catalogState", "generation", "revision", "toolCount" }
+          | { "name", "bound": false, "reason", "error": { "code", "message" } | null }],
+          "tools": [{ "name", "server", "tool", "effectClass", "description" }] }
+Exit code 0 when every server is in the step; 1 when one is left out or the step failed; 2 for usage
+or configuration errors.`,
+};
 
 /** The step's tools in `format`, exactly what the binding's provider functions return. */
 export function formatStepTools(
@@ -59,13 +81,12 @@ export function formatStepText(
     { readonly era?: ProtocolEra; readonly protocolVersion?: string }
   > = new Map(),
 ): string {
-  const byServer = new Map<string, string[]>();
+  const byServer = new Map<string, string[][]>();
   for (const tool of step.tools) {
     const call = step.prepareCall(tool.name);
-    const lines = byServer.get(call.server) ?? [];
-    const description = tool.description === '' ? '' : `  ${firstLine(tool.description)}`;
-    lines.push(`    ${tool.name}  [${call.descriptor.effectClass}]${description}`);
-    byServer.set(call.server, lines);
+    const rows = byServer.get(call.server) ?? [];
+    rows.push([tool.name, call.descriptor.effectClass, firstLine(tool.description)]);
+    byServer.set(call.server, rows);
   }
   const out: string[] = [];
   for (const server of step.servers) {
@@ -73,7 +94,12 @@ export function formatStepText(
       out.push(
         `✔ ${server.name}: ${server.toolCount} tool${server.toolCount === 1 ? '' : 's'}, ${server.catalogState}, generation ${server.generation}, revision ${server.revision}${eraOf(eras, server.name)}`,
       );
-      out.push(...(byServer.get(server.name) ?? ['    (no tools)']));
+      const rows = byServer.get(server.name);
+      out.push(
+        ...(rows === undefined
+          ? ['    (no tools)']
+          : formatTable(['MODEL NAME', 'EFFECT', 'DESCRIPTION'], rows, '    ')),
+      );
     } else {
       const why =
         server.error === undefined ? '' : `: ${server.error.code} ${server.error.message}`;
@@ -81,6 +107,42 @@ export function formatStepText(
     }
   }
   return out.join('\n');
+}
+
+/** The `--json` shape of `stepbind tools` (documented in its `--help`). */
+export function stepJson(step: McpBinding): unknown {
+  return {
+    servers: step.servers.map((server) =>
+      server.bound
+        ? {
+            name: server.name,
+            bound: true,
+            catalogState: server.catalogState,
+            generation: server.generation,
+            revision: server.revision,
+            toolCount: server.toolCount,
+          }
+        : {
+            name: server.name,
+            bound: false,
+            reason: server.reason,
+            error:
+              server.error === undefined
+                ? null
+                : { code: server.error.code, message: server.error.message },
+          },
+    ),
+    tools: step.tools.map((tool) => {
+      const call = step.prepareCall(tool.name);
+      return {
+        name: tool.name,
+        server: call.server,
+        tool: call.tool,
+        effectClass: call.descriptor.effectClass,
+        description: tool.description,
+      };
+    }),
+  };
 }
 
 function eraOf(
@@ -98,22 +160,27 @@ function firstLine(text: string): string {
 
 /** Runs `stepbind tools` with the arguments after the command name; resolves to the exit code. */
 export async function runToolsCommand(args: readonly string[], io: CliIo): Promise<number> {
-  const parsed = parseArgs(args, { values: ['config', 'format'], flags: ['no-strict'] });
-  if ('problem' in parsed) {
-    io.stderr(`stepbind tools: ${parsed.problem}\n\n${USAGE}`);
-    return 2;
-  }
-  if (parsed.positionals.length > 0) {
-    io.stderr(`stepbind tools: unexpected argument "${parsed.positionals[0]}"\n\n${USAGE}`);
-    return 2;
-  }
+  const parsed = commandLineOf(TOOLS_COMMAND, args, io);
+  if (typeof parsed === 'number') return parsed;
   const format = parsed.values.get('format');
   if (format !== undefined && !(TOOL_FORMATS as readonly string[]).includes(format)) {
-    io.stderr(`stepbind tools: unknown --format "${format}"\n\n${USAGE}`);
+    return usageError(
+      TOOLS_COMMAND,
+      `unknown --format "${format}" (the formats are ${TOOL_FORMATS.join(', ')})`,
+      io,
+    );
+  }
+  const json = parsed.flags.has('json');
+  if (json && format !== undefined) {
+    return usageError(TOOLS_COMMAND, '--json and --format both choose the output; give one', io);
+  }
+  let config;
+  try {
+    config = await loadConfigFile(parsed.config ?? '');
+  } catch (error) {
+    io.stderr(`stepbind tools: ${describeError(error)}\n`);
     return 2;
   }
-  const config = await configFrom(parsed, 'tools', USAGE, io);
-  if (config === undefined) return 2;
   const signal = io.signal === undefined ? {} : { signal: io.signal };
   let runtime: McpRuntime;
   try {
@@ -125,7 +192,9 @@ export async function runToolsCommand(args: readonly string[], io: CliIo): Promi
   try {
     await using step = await runtime.captureBinding(signal);
     const leftOut = step.servers.filter((s) => !s.bound);
-    if (format === undefined) {
+    if (json) {
+      io.stdout(`${JSON.stringify(stepJson(step))}\n`);
+    } else if (format === undefined) {
       const eras = new Map(runtime.status().servers.map((s) => [s.name, s]));
       io.stdout(`${formatStepText(step, eras)}\n`);
     } else {

@@ -66,21 +66,22 @@ describe('stepbind login / logout / auth status: usage', () => {
     const { code, out } = await cli(['--help']);
 
     expect(code).toBe(0);
-    expect(out).toContain('stepbind login NAME --config FILE');
-    expect(out).toContain('stepbind logout NAME --config FILE');
-    expect(out).toContain('stepbind auth status [--config FILE] [--json]');
+    expect(out).toContain('stepbind login CONFIG NAME [--redirect-uri URI] [--json]');
+    expect(out).toContain('stepbind logout CONFIG NAME [--json]');
+    expect(out).toContain('stepbind auth status [CONFIG] [--json]');
   });
 
   it.each([
-    [['login'], 'expected one server NAME'],
-    [['login', 'a', 'b', '--config', 'x.json'], 'expected one server NAME'],
-    [['login', 'a', '--config', 'x.json', '--bogus'], 'unknown argument "--bogus"'],
+    [['login'], 'expected NAME'],
+    [['login', 'a', 'b', '--config', 'x.json'], 'the configuration is given twice'],
+    [['login', 'a', 'b', 'c'], 'unexpected argument "c"'],
+    [['login', 'a', '--config', 'x.json', '--bogus'], 'unknown option "--bogus"'],
     [['logout', 'a', '--config', 'x.json', '--redirect-uri', 'http://127.0.0.1:1/'], 'unknown'],
-    [['login', 'a'], '--config FILE is required'],
+    [['login', 'a'], 'the configuration file is required: give CONFIG or --config FILE'],
     [['auth'], 'expected "auth status"'],
     [['auth', 'login'], 'expected "auth status"'],
-    [['auth', 'status', 'extra'], 'unexpected argument "extra"'],
-    [['auth', 'status', '--store', 'x'], 'unknown argument "--store"'],
+    [['auth', 'status', 'a.json', 'extra'], 'unexpected argument "extra"'],
+    [['auth', 'status', '--store', 'x'], 'unknown option "--store"'],
   ])('stepbind %j exits 2 saying %s', async (args, message) => {
     const { code, out, err } = await cli(args);
 
@@ -193,12 +194,27 @@ describe('stepbind auth status', () => {
     expect(err).toBe('');
     expect(out).toContain('token store: memory');
     expect(out).toContain('1 stored login:');
-    expect(out).toContain('remote: https://as.example alice');
-    expect(out).toContain('issuer   https://as.example');
-    expect(out).toContain('resource https://mcp.example/mcp (client client-1)');
-    expect(out).toContain('scopes   mcp:read');
-    expect(out).toContain('expires  2030-01-02T03:04:05.000Z');
-    expect(out).toContain('refreshable');
+    const [header, row] = out.split('\n').slice(2);
+    expect(header?.trim().split(/\s{2,}/)).toEqual([
+      'SERVER',
+      'PRINCIPAL',
+      'ISSUER',
+      'RESOURCE',
+      'CLIENT',
+      'SCOPES',
+      'EXPIRES',
+      'REFRESH',
+    ]);
+    expect(row?.trim().split(/\s{2,}/)).toEqual([
+      'remote',
+      'https://as.example alice',
+      'https://as.example',
+      'https://mcp.example/mcp',
+      'client-1',
+      'mcp:read',
+      expect.stringMatching(/^2030-01-02T03:04:05.000Z \(in \d+ min\)$/),
+      'refreshable',
+    ]);
     expect(out).not.toContain(ACCESS);
     expect(out).not.toContain(REFRESH);
   });
@@ -262,7 +278,9 @@ describe('stepbind auth status', () => {
     const { code, out } = await cli(['auth', 'status', '--config', config]);
 
     expect(code).toBe(0);
-    expect(out).toContain('remote: bearer token from the configuration');
+    expect(out).toMatch(
+      / {2}SERVER {2}STATE {32}DETAIL\n {2}remote {2}bearer token from the configuration\n/,
+    );
     expect(out).not.toContain('bearer-5ecret-in-config');
   });
 

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { isProcessAlive, type ServerFixture } from '@stepbind/testkit';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cli, cliSandbox, tool, type CliSandbox } from './support.js';
@@ -153,19 +155,92 @@ describe('stepbind call', () => {
     });
   });
 
-  it('rejects --args that are not a JSON object with exit code 2', async () => {
-    for (const args of ['{', '[1]']) {
-      const { code, err } = await cli([
-        'call',
-        'ops',
-        'status',
-        '--config',
-        'x.json',
-        '--args',
-        args,
-      ]);
-      expect(code).toBe(2);
-      expect(err).toMatch(/--args (is not valid JSON|must be a JSON object)/);
+  it('sends a keyed call once: the repeat is answered from the configured journal', async () => {
+    const config = await sandbox.config('keyed', { ops: OPS }, { journal: { path: 'calls.db' } });
+    const call = ['call', config, 'ops', 'deploy', '--approve', '--key', 'deploy-42'];
+
+    const first = await cli(call);
+    const second = await cli([...call, '--json']);
+
+    expect(first.code).toBe(0);
+    expect(first.out).toContain('  key         deploy-42');
+    expect(first.out).not.toContain('replayed');
+    expect(second.code).toBe(0);
+    expect(JSON.parse(second.out)).toMatchObject({
+      ok: true,
+      replayed: true,
+      result: { content: [{ type: 'text', text: 'deployed' }] },
+      receipt: { idempotencyKey: 'deploy-42', modelName: 'ops__deploy' },
+    });
+    expect(await sent('ops')).toEqual(['deploy']);
+    const receipts = await cli(['receipts', 'list', config, '--key', 'deploy-42', '--json']);
+    expect((JSON.parse(receipts.out) as { replayed: boolean }[]).map((r) => r.replayed)).toEqual([
+      false,
+      true,
+    ]);
+  });
+
+  it('keeps the receipt of an unkeyed call in the configured journal', async () => {
+    const config = await sandbox.config('receipt', { ops: OPS }, { journal: { path: 'calls.db' } });
+    expect((await cli(['call', config, 'ops', 'deploy', '--approve'])).code).toBe(0);
+    const { out } = await cli(['receipts', 'list', config, '--json']);
+    expect(JSON.parse(out)).toEqual([
+      expect.objectContaining({ modelName: 'ops__deploy', outcome: 'ok', delivery: 'sent' }),
+    ]);
+  });
+
+  it('refuses --key without a durable journal in the configuration, starting nothing', async () => {
+    const config = await sandbox.config('no-journal', { ops: OPS });
+    const { code, err } = await cli(['call', config, 'ops', 'deploy', '--key', 'k']);
+    expect(code).toBe(2);
+    expect(err).toContain('--key needs a durable journal');
+    expect(err).toContain('"journal": { "path": "stepbind.db" }');
+    expect(await sandbox.audit('ops')).toEqual([]);
+  });
+
+  it('checks --args and --key before any server starts: a bad one spawns nothing', async () => {
+    const marker = join(sandbox.dir, 'started');
+    const config = await sandbox.config('marker', {
+      // Writes the marker the moment it starts (then exits, failing the start).
+      ops: {
+        command: process.execPath,
+        args: ['-e', `require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'x')`],
+      },
+    });
+    for (const [extra, message] of [
+      [['--args', '{'], '--args is not valid JSON'],
+      [['--args', '[1]'], '--args must be a JSON object (got an array)'],
+      [['--args', '"x"'], '--args must be a JSON object (got string)'],
+      [['--key', ''], '--key must be 1 to 512 characters'],
+      [['--key', 'a\u0001b'], 'without control characters'],
+      [['--key', 'k'.repeat(513)], '(got 513 characters)'],
+    ] as const) {
+      const { code, err } = await cli(['call', config, 'ops', 'status', ...extra]);
+      expect(code, extra.join(' ')).toBe(2);
+      expect(err).toContain(message);
+      expect(existsSync(marker)).toBe(false);
     }
+    // The control: with good arguments the same command does start the server.
+    const started = await cli(['call', config, 'ops', 'status', '--args', '{}']);
+    expect(started.code).toBe(1);
+    expect(existsSync(marker)).toBe(true);
+  });
+
+  it("hints the server's tool name for a near miss, and takes the model name as TOOL", async () => {
+    const config = await sandbox.config('near', { ops: OPS });
+    const near = await cli(['call', config, 'ops', 'stats', '--approve']);
+    expect(near.code).toBe(1);
+    expect(near.err).toContain('Did you mean "status" (model name ops__status)?');
+    const byModelName = await cli([
+      'call',
+      config,
+      'ops',
+      'ops__status',
+      '--approve',
+      '--args',
+      '{"env":"prod"}',
+    ]);
+    expect(byModelName.code).toBe(0);
+    expect(await sent('ops')).toEqual(['status']);
   });
 });

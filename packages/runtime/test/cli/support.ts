@@ -13,11 +13,17 @@ import { waitUntilGone } from '../support/processes.js';
 
 /** A temp directory for config files and audit trails; `cleanup` removes it and waits for servers. */
 export interface CliSandbox {
-  /** Writes `{ mcpServers }` with each fixture as a stdio scripted server; returns the path. */
+  /**
+   * Writes `{ mcpServers, ...top }` with each fixture as a stdio scripted server; returns the path.
+   * `top` adds top-level keys (`journal`, ...).
+   */
   config(
     name: string,
     servers: Record<string, ServerFixture | Record<string, unknown>>,
+    top?: Record<string, unknown>,
   ): Promise<string>;
+  /** The sandbox directory (removed by `cleanup`). */
+  readonly dir: string;
   /** The audit trail of the fixture server `name` of the last config written. */
   audit(name: string): Promise<AuditEntry[]>;
   cleanup(): Promise<void>;
@@ -28,7 +34,8 @@ export async function cliSandbox(): Promise<CliSandbox> {
   const audits = new Map<string, string>();
   const allAudits: string[] = [];
   return {
-    async config(name, servers) {
+    dir,
+    async config(name, servers, top = {}) {
       const mcpServers: Record<string, unknown> = {};
       for (const [key, value] of Object.entries(servers)) {
         if ('generations' in value) {
@@ -45,7 +52,7 @@ export async function cliSandbox(): Promise<CliSandbox> {
         }
       }
       const path = join(dir, `${name}.json`);
-      await writeFile(path, JSON.stringify({ mcpServers }));
+      await writeFile(path, JSON.stringify({ mcpServers, ...top }));
       return path;
     },
     audit: (name) => readAuditTrail(audits.get(name) ?? ''),

@@ -47,13 +47,14 @@ afterEach(async () => {
 describe('stepbind tools', () => {
   it('prints each server with its catalog state and each tool with its effect class', async () => {
     const config = await sandbox.config('text', { files: FILES });
-    const { code, out } = await cli(['tools', '--config', config]);
+    const { code, out } = await cli(['tools', config]);
     expect(code).toBe(0);
     expect(out.trimEnd().split('\n')).toEqual([
       '✔ files: 3 tools, UNVERSIONED_OBSERVATION, generation 1, revision 1, era legacy (2025-11-25)',
-      '    files__read_file  [read]  The read_file tool.',
-      '    files__tag  [write]  The tag tool.',
-      '    files__wipe  [unknown]  The wipe tool.',
+      '    MODEL NAME        EFFECT   DESCRIPTION',
+      '    files__read_file  read     The read_file tool.',
+      '    files__tag        write    The tag tool.',
+      '    files__wipe       unknown  The wipe tool.',
     ]);
   });
 
@@ -103,7 +104,7 @@ describe('stepbind tools', () => {
     const { code, out } = await cli(['tools', '--config', config]);
     expect(code).toBe(1);
     expect(out).toContain('✘ broken: left out of this step (failed): SERVER_START_FAILED');
-    expect(out).toContain('files__read_file  [read]');
+    expect(out).toContain('files__read_file  read');
   });
 });
 

@@ -75,7 +75,9 @@ describe('stepbind receipts', () => {
     await journalWith(path, 3);
     const all = await cli(['receipts', 'list', '--journal', path]);
     expect(all.code).toBe(0);
-    expect(all.out.trim().split('\n')).toHaveLength(3);
+    // A header row, then one row per receipt.
+    expect(all.out.trim().split('\n')).toHaveLength(4);
+    expect(all.out).toMatch(/^SEQ +AT +SOURCE +KEY +MODEL NAME +OUTCOME +DELIVERY +REPLAYED\n/);
     expect(all.out).toContain('s__write_doc');
     const one = await cli(['receipts', 'list', '--journal', path, '--json', '--key', 'k2']);
     const rows = JSON.parse(one.out) as (ReceiptBody & { seq: number; digest: string })[];
