@@ -10,6 +10,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { WRITE } from '../support/fixtures.js';
 import { usePostgres } from '../support/postgres.js';
 import { failure } from '../support/errors.js';
+import { within } from '../support/wait.js';
 
 // `revokeTool`, `restoreTool` and `setPolicyEpoch` act where the policy lives (DESIGN §17.6): the
 // fleet with a store, this runtime without one; the `…Locally` forms always act here only.
@@ -59,7 +60,7 @@ async function worker(auditPath: string, schema?: string): Promise<McpRuntime> {
 
 /** Resolves once `runtime`'s fleet view satisfies `done` (checked after every applied change). */
 function applied(runtime: McpRuntime, done: () => boolean): Promise<void> {
-  return new Promise((resolve) => {
+  const seen = new Promise<void>((resolve) => {
     if (done()) return resolve();
     const off = runtime.fleet!.onEpoch(() => {
       if (!done()) return;
@@ -67,6 +68,7 @@ function applied(runtime: McpRuntime, done: () => boolean): Promise<void> {
       resolve();
     });
   });
+  return within(seen, 'applied fleet policy change in the other worker');
 }
 
 const revoked = (runtime: McpRuntime): boolean =>
