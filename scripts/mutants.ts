@@ -215,6 +215,29 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: 'POLICY_STALE',
   },
   {
+    // Issue 22: with a fleet store, the obvious call revokes fleet-wide, not only in this process.
+    name: 'runtime.revokeTool revokes only locally with a fleet store',
+    file: 'packages/runtime/src/runtime.ts',
+    find: 'if (this.#core.fleet === undefined) return this.#policy.revoke(server, tool);',
+    replace:
+      'if (this.#core.fleet === undefined || (true as boolean)) return this.#policy.revoke(server, tool);',
+    testFile: 'packages/runtime/test/fleet/revoke.pg.test.ts',
+    testName:
+      'runtime.revokeTool() in one worker refuses the tool in another, and restoreTool() brings it back',
+    diagnostic: 'no applied fleet policy change in the other worker',
+  },
+  {
+    // Issue 22: a local epoch past the fleet's would make every later publication a conflict.
+    name: "let a runtime's local policy epoch pass the fleet's",
+    file: 'packages/runtime/src/runtime.ts',
+    find: 'if (fleetEpoch !== undefined && epoch > fleetEpoch)',
+    replace: 'if (fleetEpoch !== undefined && epoch < 0)',
+    testFile: 'packages/runtime/test/fleet/revoke.pg.test.ts',
+    testName:
+      'the …Locally forms act in this runtime only, and a local epoch may not pass the fleet epoch',
+    diagnostic: 'to throw an error',
+  },
+  {
     // Issue 11: a listing is ordered against the active publication on the database clock.
     name: "order a listing by the host's wall clock",
     file: 'packages/runtime/src/fleet/registry.ts',

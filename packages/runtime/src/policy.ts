@@ -46,4 +46,9 @@ export class RuntimePolicy implements CallPolicy {
   revoke(server: string, tool: string): void {
     this.#revoked.add(`${server}\u0000${tool}`);
   }
+
+  /** Lifts a revocation made by {@link revoke} (the fleet's, if any, is not touched). */
+  restore(server: string, tool: string): void {
+    this.#revoked.delete(`${server}\u0000${tool}`);
+  }
 }

@@ -259,17 +259,64 @@ export class McpRuntime {
   }
 
   /**
-   * Raises the policy epoch. Bindings captured before are refused at call time (`TOOL_DENIED`), and
-   * the next refresh re-publishes every catalog under the new epoch.
+   * Raises the policy epoch where the policy lives: fleet-wide with a fleet store (in force here
+   * when it resolves, in other workers when notified), else here ({@link setPolicyEpochLocally}).
+   * Bindings captured before are refused at call time (`TOOL_DENIED`); the next refresh
+   * re-publishes every catalog. @throws `INVALID_OPTIONS` for an epoch lower than the current one
+   * (with a store: not higher than the fleet's); RuntimeError `STORE_UNAVAILABLE`.
    */
-  setPolicyEpoch(epoch: number): void {
+  async setPolicyEpoch(epoch: number): Promise<void> {
+    const fleet = this.#core.fleet;
+    if (fleet === undefined) return this.setPolicyEpochLocally(epoch);
+    this.#ensureOpen();
+    const { epoch: committed } = await fleet.raiseEpoch(epoch);
+    if (committed > this.#core.registry.policyEpoch) this.setPolicyEpochLocally(committed);
+  }
+
+  /**
+   * Raises this runtime's policy epoch only. With a fleet store it may not pass the fleet's (the
+   * fleet registry refuses catalogs under any other epoch): that is `INVALID_OPTIONS`, as is an
+   * epoch lower than the current one.
+   */
+  setPolicyEpochLocally(epoch: number): void {
+    const fleetEpoch = this.#core.fleet?.epoch;
+    if (fleetEpoch !== undefined && epoch > fleetEpoch)
+      throw new RuntimeError(
+        ErrorCode.INVALID_OPTIONS,
+        `This runtime's policy epoch cannot pass the fleet's (${fleetEpoch}, got ${epoch}): the fleet registry refuses catalogs published under any other epoch. Raise it fleet-wide with setPolicyEpoch(${epoch}).`,
+        { detail: { option: 'epoch', value: epoch, current: fleetEpoch } },
+      );
     this.#core.registry.setPolicyEpoch(epoch);
     this.markDirty('policy-epoch');
   }
 
-  /** Revokes one tool: calls to it are refused from now on, also from bindings already captured. */
-  revokeTool(server: string, tool: string): void {
+  /**
+   * Revokes one tool (its own name, not `server__tool`) where the policy lives: fleet-wide with a
+   * fleet store (in force here when it resolves, in other workers when notified), else here
+   * ({@link revokeToolLocally}). Calls to it are refused from then on, also from bindings already
+   * captured (`TOOL_DENIED`, nothing sent). @throws RuntimeError `STORE_UNAVAILABLE`.
+   */
+  async revokeTool(server: string, tool: string): Promise<void> {
+    if (this.#core.fleet === undefined) return this.#policy.revoke(server, tool);
+    this.#ensureOpen();
+    await this.#core.fleet.revoke(server, tool);
+  }
+
+  /** Lifts {@link revokeTool}'s revocation (fleet-wide with a store). @throws RuntimeError `STORE_UNAVAILABLE`. */
+  async restoreTool(server: string, tool: string): Promise<void> {
+    if (this.#core.fleet === undefined) return this.#policy.restore(server, tool);
+    this.#ensureOpen();
+    await this.#core.fleet.restore(server, tool);
+  }
+
+  /** Revokes one tool in this runtime only, even with a fleet store (other workers may call it). */
+  revokeToolLocally(server: string, tool: string): void {
     this.#policy.revoke(server, tool);
+  }
+
+  /** Lifts a {@link revokeToolLocally} revocation (a fleet one stays in force). */
+  restoreToolLocally(server: string, tool: string): void {
+    this.#policy.restore(server, tool);
   }
 
   /**

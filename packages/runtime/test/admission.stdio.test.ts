@@ -159,8 +159,8 @@ describe('annotations of an unproven catalog lower no bar', () => {
 
 describe('admission is checked again at the point of use, after the prepare hook', () => {
   const changes = {
-    'a revocation': (runtime: McpRuntime): void => runtime.revokeTool('s', 'send'),
-    'a new policy epoch': (runtime: McpRuntime): void => runtime.setPolicyEpoch(7),
+    'a revocation': (runtime: McpRuntime): Promise<void> => runtime.revokeTool('s', 'send'),
+    'a new policy epoch': (runtime: McpRuntime): Promise<void> => runtime.setPolicyEpoch(7),
   };
   for (const [what, change] of Object.entries(changes)) {
     it(`${what} that lands while the prepare hook waits refuses the call; the key ends NOT_SENT`, async () => {
@@ -187,7 +187,7 @@ describe('admission is checked again at the point of use, after the prepare hook
           ),
         );
         await entered.promise;
-        change(runtime);
+        await change(runtime);
         decided.resolve();
         const error = await refused;
         expect([error.code, error.delivery]).toEqual(['TOOL_DENIED', 'not-sent']);

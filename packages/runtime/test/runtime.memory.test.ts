@@ -350,13 +350,13 @@ describe('McpRuntime bindings (in-memory servers)', () => {
   it('refuses calls of a step captured under an older policy epoch, and revoked tools', async () => {
     const { runtime, fleet } = await setup({ a: { scenario: 'single' } });
     await using old = await runtime.captureBinding();
-    runtime.setPolicyEpoch(1);
+    await runtime.setPolicyEpoch(1);
     const denied = await failure(old.prepareCall('a__alpha').run({}));
     expect(denied.code).toBe('TOOL_DENIED');
     expect(denied.detail['reason']).toBe('policy-epoch');
     await using next = await runtime.captureBinding();
     expect(next.policyEpoch).toBe(1);
-    runtime.revokeTool('a', 'beta');
+    await runtime.revokeTool('a', 'beta');
     expect((await failure(next.prepareCall('a__beta').run({}))).detail['reason']).toBe('revoked');
     expect((await next.prepareCall('a__alpha').run({})).receipt.policyEpoch).toBe(1);
     expect(calls(fleet, 'a')).toEqual(['alpha']);
@@ -510,7 +510,7 @@ describe('McpRuntime bindings (in-memory servers)', () => {
       },
     );
     await inPrepare;
-    runtime.setPolicyEpoch(1); // every catalog must be re-published: a write lock is needed
+    await runtime.setPolicyEpoch(1); // every catalog must be re-published: a write lock is needed
     const controller = new AbortController();
     const refresh = runtime.refreshIfDirty({ signal: controller.signal });
     for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
@@ -526,7 +526,7 @@ describe('McpRuntime bindings (in-memory servers)', () => {
     const { runtime } = await setup({ a: { scenario: 'single' } });
     runtime.acceptIdentityChange('a');
     await using first = await runtime.captureBinding();
-    runtime.setPolicyEpoch(1);
+    await runtime.setPolicyEpoch(1);
     await using second = await runtime.captureBinding();
     expect(second.policyEpoch).toBe(1);
     expect(await runtime.hardRefresh('a')).toBe(false);

@@ -369,7 +369,7 @@ describe('fault suite (McpRuntime with in-memory scripted servers)', () => {
     const { fleet, runtime } = await openFleet({ a: { scenario: 'single' } });
     await using step = await runtime.captureBinding();
     const call = step.prepareCall('a__alpha');
-    runtime.setPolicyEpoch(1);
+    await runtime.setPolicyEpoch(1);
 
     let prepared = false;
     const error = await failure(

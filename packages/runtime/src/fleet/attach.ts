@@ -163,9 +163,15 @@ export class FleetStore {
     return this.registry.publish(candidates);
   }
 
-  /** Commits a policy change and broadcasts it (see {@link commitPolicyChange}). */
-  change(change: PolicyChange): Promise<PolicySnapshot> {
-    return commitPolicyChange(this.handle, change);
+  /**
+   * Commits a policy change and broadcasts it (see {@link commitPolicyChange}), then re-reads this
+   * worker's view, so the change is in force here when it resolves (other workers apply it when
+   * notified). While the view's listener is reconnecting, the re-read is left to the reconnect.
+   */
+  async change(change: PolicyChange): Promise<PolicySnapshot> {
+    const committed = await commitPolicyChange(this.handle, change);
+    await this.policy.refresh();
+    return committed;
   }
 
   /** Revokes one tool (or, without `tool`, a whole server) fleet-wide. */
@@ -216,10 +222,11 @@ export class FleetStore {
    */
   bind(runtime: {
     readonly registry: { readonly policyEpoch: number };
-    setPolicyEpoch(epoch: number): void;
+    setPolicyEpochLocally(epoch: number): void;
   }): () => void {
+    // Locally: the fleet already holds this epoch; writing it back would loop.
     const follow = (epoch: number): void => {
-      if (epoch > runtime.registry.policyEpoch) runtime.setPolicyEpoch(epoch);
+      if (epoch > runtime.registry.policyEpoch) runtime.setPolicyEpochLocally(epoch);
     };
     follow(this.epoch);
     return this.onEpoch(follow);

@@ -182,7 +182,7 @@ describe('listing freshness of modern-era servers (ttlMs / cacheScope per page)'
         await using step = await runtime.captureBinding();
         expect(step.tools.map((t) => t.name)).not.toContain('s__t1');
       }
-      runtime.setPolicyEpoch(1);
+      await runtime.setPolicyEpoch(1);
       expect(statusOf(runtime, 's')?.listing?.reason).toBe('policy-epoch');
       await runtime.refreshIfDirty();
       expect(lists(dir.file('s.log'))).toBe(9);

@@ -301,7 +301,7 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
     // An unproven catalog's readOnlyHint lowers no bar: the read needs its approval too.
     await step.prepareCall('s__lookup').run({ input: 'x' }, { ...approve, idempotencyKey: 'r' });
     await step.prepareCall('s__lookup').run({ input: 'x' }, { ...approve, idempotencyKey: 'r' });
-    runtime.revokeTool('s', 'lookup');
+    await runtime.revokeTool('s', 'lookup');
     await failure(step.prepareCall('s__lookup').run({}));
     await step.prepareCall('s__bump').run({}, approve);
     expect(await runtime.hardRefresh('s')).toBe(true);

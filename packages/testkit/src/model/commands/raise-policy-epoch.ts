@@ -8,7 +8,7 @@ export class RaisePolicyEpoch implements ModelCommand {
   }
   async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
     model.raisePolicyEpoch();
-    real.runtime.setPolicyEpoch(real.runtime.registry.policyEpoch + 1);
+    await real.runtime.setPolicyEpoch(real.runtime.registry.policyEpoch + 1);
   }
   toString(): string {
     return 'raisePolicyEpoch';
