@@ -1,4 +1,6 @@
 import {
+  checkOptions,
+  ConfigError,
   createBinding,
   ErrorCode,
   RuntimeError,
@@ -8,7 +10,6 @@ import {
   type McpBinding,
   type ResolveInput,
 } from '@stepbind/binding/internal';
-import { checkOptions } from '@stepbind/binding/internal';
 import type { ClientHandlers } from './client-capabilities.js';
 import { parseConfig, type RuntimeConfig } from './config.js';
 import { loadConfigFile } from './config-file.js';
