@@ -409,10 +409,7 @@ function parseServer(
   };
   const text = (value: unknown, at: string, allowEmpty = false): string =>
     read(expectString(value, at, allowEmpty), at);
-  const config = p.read(
-    () => parseTransportConfig(kind, obj, path, common, text, read),
-    undefined,
-  );
+  const config = p.read(() => parseTransportConfig(kind, obj, path, common, text, read), undefined);
   // A relative working directory is the file's, wherever the process runs.
   if (config?.transport !== 'stdio' || config.cwd === undefined || base === undefined)
     return config;
