@@ -12,6 +12,7 @@ import Database from 'better-sqlite3';
 import {
   chainReceipt,
   checkOptions,
+  sameKeys,
   ConfigError,
   ErrorCode,
   GENESIS_ANCHOR,
@@ -68,6 +69,7 @@ export interface SqliteJournalOptions {
   /** Open for reading only (the `stepbind receipts` commands): nothing is migrated or written. */
   readonly readOnly?: boolean;
 }
+sameKeys<SqliteJournalOptions>()(sqliteJournalOptionsSchema);
 
 /** What every store operation accepts besides its own options. */
 interface Waits {
