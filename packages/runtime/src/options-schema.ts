@@ -7,9 +7,11 @@
  */
 import {
   abortSignal,
+  descriptionOf,
   fn,
   millis,
   problemIssue,
+  runOptionsSchema,
   withMethods,
   type JournalStore,
 } from '@stepbind/binding/internal';
@@ -120,6 +122,7 @@ export const fleetOptionsSchema = z.strictObject({
   heartbeatMs: millis(1).optional(),
   reconnect: z
     .strictObject({ initialMs: millis(0).optional(), maxMs: millis(0).optional() })
+    .describe('an object { initialMs?, maxMs? } (milliseconds)')
     .optional(),
   now: fn<() => number>('() => epoch milliseconds').optional(),
   onEvent: fn('(event) => void').optional(),
@@ -156,13 +159,15 @@ export const runtimeOptionsSchema = z.strictObject({
     .optional(),
   optionalGraceMs: millis(0).optional(),
   listChangedDebounceMs: millis(0).optional(),
-  validation: validationOptionsSchema.optional(),
+  validation: validationOptionsSchema.describe('ValidationOptions (an object)').optional(),
   connect: fn('(name, config, { signal }) => Promise<Connection>').optional(),
-  reconnect: reconnectOptionsSchema.optional(),
+  reconnect: reconnectOptionsSchema.describe('ReconnectOptions (an object)').optional(),
   onEvent: fn('(event) => void').optional(),
   onSampling: fn('(request, extra) => result').optional(),
   onElicitation: fn('(request, extra) => result').optional(),
-  journal: journalOptionsSchema.optional(),
+  journal: journalOptionsSchema
+    .describe('RuntimeJournalOptions ({ path, ... } or { store, ... })')
+    .optional(),
   clock: withMethods('RuntimeClock', ['setTimeout', 'clearTimeout', 'now']).optional(),
   store: storeOptionSchema.optional(),
   authorize: fn('({ server, authorizationUrl, redirectUri, signal }) => callback URL').optional(),
@@ -225,6 +230,7 @@ export const OPTIONS_SCHEMAS: readonly {
     schema: validationOptionsSchema,
   },
   { name: 'CaptureOptions', fn: 'McpRuntime.captureBinding', schema: captureOptionsSchema },
+  { name: 'RunOptions', fn: 'PreparedCall.run', schema: runOptionsSchema },
   { name: 'AiSdkToolsOptions', fn: 'stepToAiSdkTools', schema: aiSdkToolsOptionsSchema },
   { name: 'SqliteJournalOptions', fn: 'openSqliteJournal', schema: sqliteJournalOptionsSchema },
 ];
@@ -240,4 +246,32 @@ function isRedirectUri(value: string): boolean {
   return (
     (url.protocol === 'http:' || url.protocol === 'https:') && url.hash === '' && url.port !== '0'
   );
+}
+
+/**
+ * The options reference (`docs/options.md`), rendered from {@link OPTIONS_SCHEMAS}: one table per
+ * bag with each key, whether it is required and what it must be. `npx tsx scripts/options-doc.ts` writes it
+ * (formatted by Prettier); a test fails when the file is stale.
+ */
+export function renderOptionsReference(): string {
+  const lines = [
+    '# Options reference',
+    '',
+    '<!-- Generated from packages/runtime/src/options-schema.ts by scripts/options-doc.ts; do not edit. -->',
+    '',
+    'Every options bag is checked at run time: an unknown key or a wrong value is `INVALID_OPTIONS`',
+    'naming its path, the allowed keys and a did-you-mean (DESIGN §17.1). Defaults and meanings are',
+    'in the TSDoc of each interface.',
+  ];
+  for (const { name, fn: where, schema } of OPTIONS_SCHEMAS) {
+    lines.push('', `## ${name}`, '', `Checked by \`${where}\`.`, '');
+    lines.push('| Option | Required | Must be |', '| --- | --- | --- |');
+    const shape = (schema as z.ZodObject).shape as Record<string, z.ZodType>;
+    for (const [key, field] of Object.entries(shape)) {
+      const required = !(field instanceof z.ZodOptional);
+      const text = (descriptionOf(field) ?? 'an object').replace(/[|<>*_]/g, (c) => `\\${c}`);
+      lines.push(`| \`${key}\` | ${required ? 'yes' : 'no'} | ${text} |`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
 }
