@@ -391,11 +391,33 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 25: Node clamps an out-of-range timer to 1 ms; the call must not be sent with it.
     name: 'send with an out-of-range timeoutMs',
     file: 'packages/binding/src/call/run-options.ts',
-    find: 'timeoutMs > MAX_TIMER_MS)',
-    replace: 'timeoutMs > Infinity)',
+    find: '.max(MAX_TIMER_MS)',
+    replace: '.max(Number.MAX_VALUE)',
     testFile: 'packages/runtime/test/admission.stdio.test.ts',
     testName: 'refuses timeoutMs over 2^31-1 with INVALID_OPTIONS, nothing sent, nothing journaled',
     diagnostic: "'INVALID_OPTIONS'",
+  },
+  {
+    // DESIGN §17.1: an unknown option key must be refused, never ignored (a misspelt journal
+    // option would open without it).
+    name: 'ignore an unknown option key',
+    file: 'packages/binding/src/options-check.ts',
+    find: 'if (result.success) return;',
+    replace:
+      "if (result.success || result.error.issues.every((i) => i.code === 'unrecognized_keys')) return;",
+    testFile: 'packages/runtime/test/options.test.ts',
+    testName: 'openSqliteJournal refuses a misspelt option and creates no file',
+    diagnostic: 'expected INVALID_OPTIONS, but the options were accepted',
+  },
+  {
+    // DESIGN §17.1: a misspelt key is named with the nearest allowed one.
+    name: 'no did-you-mean for a misspelt option',
+    file: 'packages/binding/src/options-check.ts',
+    find: 'let bestDistance = 3;',
+    replace: 'let bestDistance = 0;',
+    testFile: 'packages/runtime/test/options.test.ts',
+    testName: 'refuses a misspelt journal (issue 22)',
+    diagnostic: "expected undefined to be 'journal'",
   },
   {
     // Issue 25: close() does not wait for a prepare hook that never returns.

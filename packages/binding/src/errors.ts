@@ -5,7 +5,6 @@
  *
  * @packageDocumentation
  */
-import type { OptionProblem } from './options-check.js';
 
 /** The fixed table of error codes. Codes are stable across releases; messages are not. */
 export const ErrorCode = {
@@ -147,6 +146,18 @@ export interface LimitErrorDetail extends BaseErrorDetail {
   /** The option or limit that was exceeded. */
   readonly limit?: string | number;
   readonly max?: number;
+}
+
+/** One problem of an options bag, as `INVALID_OPTIONS` `detail.problems` lists it. */
+export interface OptionProblem {
+  /** Where, from the bag's root: `options.journal.pth`, `options.requiredServers[0]`. */
+  readonly path: string;
+  /** What is wrong, never echoing a string value (it could be a secret) unless from an enum. */
+  readonly problem: string;
+  /** For an unknown key: the keys the object at that place accepts. */
+  readonly allowed?: readonly string[];
+  /** For an unknown key: the allowed key within edit distance 2, if any. */
+  readonly didYouMean?: string;
 }
 
 /**

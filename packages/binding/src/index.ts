@@ -29,11 +29,11 @@ export type {
   KeyRefusalDetail,
   ToolErrorDetail,
   LimitErrorDetail,
+  OptionProblem,
 } from './errors.js';
 export { canonicalJson, digestOf } from './canonical.js';
 export type { CallLimits } from './bounds.js';
 export type { SchemaDialect } from './schema/dialects.js';
-export type { OptionProblem } from './options-check.js';
 export type { SchemaValidator, ValidationResult } from './schema/types.js';
 export type {
   McpToolDefinition,

@@ -104,7 +104,8 @@ export {
   nearest,
   optionProblems,
   problemIssue,
+  sameKeys,
   withMethods,
 } from './options-check.js';
-export type { OptionProblem, OptionsContext } from './options-check.js';
+export type { OptionsContext } from './options-check.js';
 export { runOptionsSchema } from './call/run-options.js';

@@ -7,19 +7,7 @@
  * @packageDocumentation
  */
 import * as z from 'zod/v4';
-import { ErrorCode, RuntimeError, type StepbindError } from './errors.js';
-
-/** One problem of an options bag, as `detail.problems` lists it. */
-export interface OptionProblem {
-  /** Where, from the bag's root: `options.journal.pth`, `options.requiredServers[0]`. */
-  readonly path: string;
-  /** What is wrong, never echoing a string value (it could be a secret) unless from an enum. */
-  readonly problem: string;
-  /** For an unknown key: the keys the object at that place accepts. */
-  readonly allowed?: readonly string[];
-  /** For an unknown key: the allowed key within edit distance 2, if any. */
-  readonly didYouMean?: string;
-}
+import { ErrorCode, RuntimeError, type OptionProblem, type StepbindError } from './errors.js';
 
 /** Where a bag is checked, for the error: who refused it and what was (not) done. */
 export interface OptionsContext {
@@ -59,7 +47,7 @@ export function checkOptions(schema: z.ZodType, value: unknown, context: Options
   const first = found[0] ?? { problem: { path: root, problem: 'is not valid' }, keys: [] };
   const { path } = first.problem;
   const leaf = first.keys[first.keys.length - 1];
-  const where = leaf === undefined ? root : `option "${String(leaf)}" (${path})`;
+  const where = typeof leaf === 'string' ? `option "${leaf}" (${path})` : path;
   const parent = pathOf(root, first.keys.slice(0, -1));
   const allowed =
     first.problem.allowed === undefined
@@ -112,7 +100,11 @@ function collect(
   root: string,
 ): { readonly problem: OptionProblem; readonly keys: readonly (string | number)[] }[] {
   const found: { problem: OptionProblem; keys: readonly (string | number)[] }[] = [];
-  for (const issue of flatten(issues)) {
+  // Unknown keys first: a misspelt key is usually why a required one is missing.
+  const ordered = flatten(issues).sort(
+    (a, b) => Number(b.code === 'unrecognized_keys') - Number(a.code === 'unrecognized_keys'),
+  );
+  for (const issue of ordered) {
     const at = issue.path.filter((k): k is string | number => typeof k !== 'symbol');
     if (issue.code === 'unrecognized_keys') {
       const allowed = keysOf(schemaAt(schema, at, value));
@@ -333,7 +325,7 @@ export function problemIssue(
 }
 
 /** A schema for a function value, described as `a function` plus `signature`. */
-export function fn<T>(signature = ''): z.ZodType<T> {
+export function fn<T = (...args: never[]) => unknown>(signature = ''): z.ZodType<T> {
   return z
     .custom<T>((v) => typeof v === 'function')
     .describe(`a function${signature === '' ? '' : ` ${signature}`}`);
@@ -345,7 +337,7 @@ export const abortSignal: z.ZodType<AbortSignal> = z
   .describe('an AbortSignal');
 
 /** A schema for an object with the given methods (a duck check of an interface). */
-export function withMethods<T>(name: string, methods: readonly string[]): z.ZodType<T> {
+export function withMethods<T = object>(name: string, methods: readonly string[]): z.ZodType<T> {
   return z
     .custom<T>(
       (v) =>
@@ -380,4 +372,25 @@ export function bagOf<T>() {
 /** `object` → `an object`: a zod type name as "must be" takes it. */
 function kindOf(expected: string): string {
   return /^[aeiou]/.test(expected) ? `an ${expected}` : `a ${expected}`;
+}
+
+/** Every key of any member of a union (`keyof` of a union keeps only the shared ones). */
+type AnyKey<T> = T extends unknown ? keyof T : never;
+
+/**
+ * A compile-time check, a no-op at run time: `sameKeys<T>()(schema)` compiles only when the
+ * object schema's keys are exactly the keys of `T` (of any member, for a union), so an interface
+ * and its schema, kept in different files, cannot drift apart.
+ */
+export function sameKeys<T>() {
+  return <S extends z.ZodObject>(
+    schema: S &
+      ([AnyKey<T>] extends [keyof S['shape']]
+        ? [keyof S['shape']] extends [AnyKey<T>]
+          ? unknown
+          : { readonly extraKeys: Exclude<keyof S['shape'], AnyKey<T>> }
+        : { readonly missingKeys: Exclude<AnyKey<T>, keyof S['shape']> }),
+  ): void => {
+    void schema;
+  };
 }

@@ -33,6 +33,7 @@ export type {
   ErrorDetailMap,
   KeyRefusalDetail,
   LimitErrorDetail,
+  OptionProblem,
   StepbindErrorOf,
   ToolErrorDetail,
 } from '@stepbind/binding/internal';

@@ -12,3 +12,4 @@ export { ModernConnection } from './era/modern.js';
 export { CLIENT_CAPABILITIES, CLIENT_INFO } from './client-capabilities.js';
 export { SERVER_AUTH_FACTORY } from './server/authorizers.js';
 export type { ServerAuthFactory } from './server/authorizers.js';
+export { OPTIONS_SCHEMAS, renderOptionsReference } from './options-schema.js';

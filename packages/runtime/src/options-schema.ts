@@ -1,34 +1,25 @@
 /**
  * The schema of every options bag of the runtime (DESIGN §17.1): one zod schema per interface,
- * keyed exactly like it (`bagOf<T>()` fails to compile when a key is added to one and not the
- * other), checked at run time by `checkOptions` and rendered into `docs/options.md`.
+ * keyed exactly like it (the interface's file calls `sameKeys`, which fails to compile when a key
+ * is added to one and not the other), checked at run time by `checkOptions` and rendered into `docs/options.md`.
  *
  * @packageDocumentation
  */
 import {
   abortSignal,
-  bagOf,
+  descriptionOf,
   fn,
   millis,
   problemIssue,
+  runOptionsSchema,
   withMethods,
   type JournalStore,
 } from '@stepbind/binding/internal';
 import * as z from 'zod/v4';
-import type { AiSdkToolsOptions } from './adapters/ai-sdk.js';
-import type { SqliteJournalOptions } from './journal/sqlite.js';
-import type { FleetOptions } from './fleet/attach.js';
-import type {
-  CaptureOptions,
-  McpRuntimeOptions,
-  ReconnectOptions,
-  RuntimeJournalOptions,
-} from './options.js';
 
-/** Every key of any member of a union (`keyof` of a union keeps only the shared ones). */
-type AnyKey<T> = T extends unknown ? keyof T : never;
-/** A union of bags as one bag whose keys are all of its members' keys. */
-type Flat<T> = { readonly [K in AnyKey<T>]?: unknown };
+// The interfaces these schemas mirror live with their functions; each file asserts at compile
+// time (`sameKeys`) that its interface and its schema have the same keys. This file imports none
+// of them, so no import cycle forms.
 
 const JOURNAL_STORE_METHODS = [
   'get',
@@ -57,7 +48,7 @@ const positiveMs = z
   .describe('a number of milliseconds greater than 0 (finite)');
 
 /** `ReconnectOptions`: the backoff of the background reconnects. */
-export const reconnectOptionsSchema = bagOf<ReconnectOptions>()({
+export const reconnectOptionsSchema = z.strictObject({
   initialDelayMs: millis(0).optional(),
   maxDelayMs: millis(0).optional(),
   maxAttempts: z
@@ -72,41 +63,43 @@ export const reconnectOptionsSchema = bagOf<ReconnectOptions>()({
  * `RuntimeJournalOptions`: `{ path, synchronous?, busyTimeoutMs? }` or `{ store }`, both with the
  * retention tuning. Exactly one of `path` and `store`; the SQLite keys only with `path`.
  */
-export const journalOptionsSchema = bagOf<Flat<RuntimeJournalOptions>>()({
-  path: z.string().min(1).describe('the journal file path (a non-empty string)').optional(),
-  synchronous: z
-    .enum(['full', 'normal'])
-    .describe('"full" (fsync before each send) or "normal"')
-    .optional(),
-  busyTimeoutMs: millis(0).optional(),
-  store: withMethods<JournalStore>('JournalStore', JOURNAL_STORE_METHODS).optional(),
-  retentionMs: positiveMs.optional(),
-  inProgressTtlMs: positiveMs.optional(),
-}).superRefine((bag, ctx) => {
-  if (bag.path === undefined && bag.store === undefined) {
-    ctx.addIssue(
-      problemIssue(
-        [],
-        'needs "path" (the durable SQLite journal file) or "store" (a JournalStore)',
-      ),
-    );
-  }
-  if (bag.path !== undefined && bag.store !== undefined) {
-    ctx.addIssue(problemIssue(['store'], 'cannot be given with "path": choose one journal'));
-  }
-  if (bag.store !== undefined) {
-    for (const key of ['synchronous', 'busyTimeoutMs'] as const) {
-      if (bag[key] !== undefined) {
-        ctx.addIssue(
-          problemIssue([key], 'applies only to a "path" journal (the store given tunes its own)'),
-        );
+export const journalOptionsSchema = z
+  .strictObject({
+    path: z.string().min(1).describe('the journal file path (a non-empty string)').optional(),
+    synchronous: z
+      .enum(['full', 'normal'])
+      .describe('"full" (fsync before each send) or "normal"')
+      .optional(),
+    busyTimeoutMs: millis(0).optional(),
+    store: withMethods<JournalStore>('JournalStore', JOURNAL_STORE_METHODS).optional(),
+    retentionMs: positiveMs.optional(),
+    inProgressTtlMs: positiveMs.optional(),
+  })
+  .superRefine((bag, ctx) => {
+    if (bag.path === undefined && bag.store === undefined) {
+      ctx.addIssue(
+        problemIssue(
+          [],
+          'needs "path" (the durable SQLite journal file) or "store" (a JournalStore)',
+        ),
+      );
+    }
+    if (bag.path !== undefined && bag.store !== undefined) {
+      ctx.addIssue(problemIssue(['store'], 'cannot be given with "path": choose one journal'));
+    }
+    if (bag.store !== undefined) {
+      for (const key of ['synchronous', 'busyTimeoutMs'] as const) {
+        if (bag[key] !== undefined) {
+          ctx.addIssue(
+            problemIssue([key], 'applies only to a "path" journal (the store given tunes its own)'),
+          );
+        }
       }
     }
-  }
-});
+  });
 
 /** `FleetOptions`: where the fleet store is, plus tuning. */
-export const fleetOptionsSchema = bagOf<FleetOptions>()({
+export const fleetOptionsSchema = z.strictObject({
   url: z
     .string()
     .regex(/^postgres(ql)?:\/\//)
@@ -129,9 +122,10 @@ export const fleetOptionsSchema = bagOf<FleetOptions>()({
   heartbeatMs: millis(1).optional(),
   reconnect: z
     .strictObject({ initialMs: millis(0).optional(), maxMs: millis(0).optional() })
+    .describe('an object { initialMs?, maxMs? } (milliseconds)')
     .optional(),
   now: fn<() => number>('() => epoch milliseconds').optional(),
-  onEvent: fn<FleetOptions['onEvent']>('(event) => void').optional(),
+  onEvent: fn('(event) => void').optional(),
   owner: z.string().min(1).describe('a non-empty string').optional(),
 });
 
@@ -147,7 +141,7 @@ export const storeOptionSchema = z
   .describe('a postgres:// URL or FleetOptions ({ url, schema?, ...tuning })');
 
 /** The `validation` option: schema validation limits for every catalog. */
-export const validationOptionsSchema = bagOf<McpRuntimeOptions['validation'] & object>()({
+export const validationOptionsSchema = z.strictObject({
   maxSchemaBytes: z.number().int().min(1).describe('an integer from 1 up (bytes)').optional(),
   allowedDialects: z
     .array(z.enum(['2020-12', 'draft-07']).describe('"2020-12" or "draft-07"'))
@@ -157,7 +151,7 @@ export const validationOptionsSchema = bagOf<McpRuntimeOptions['validation'] & o
 });
 
 /** `McpRuntimeOptions`: every option of `McpRuntime.open`. */
-export const runtimeOptionsSchema = bagOf<McpRuntimeOptions>()({
+export const runtimeOptionsSchema = z.strictObject({
   policyEpoch: z.number().int().min(0).describe('an integer from 0 up').optional(),
   approval: z
     .enum(['none', 'unproven-writes', 'all-writes'])
@@ -165,28 +159,19 @@ export const runtimeOptionsSchema = bagOf<McpRuntimeOptions>()({
     .optional(),
   optionalGraceMs: millis(0).optional(),
   listChangedDebounceMs: millis(0).optional(),
-  validation: validationOptionsSchema.optional(),
-  connect: fn<McpRuntimeOptions['connect']>(
-    '(name, config, { signal }) => Promise<Connection>',
-  ).optional(),
-  reconnect: reconnectOptionsSchema.optional(),
-  onEvent: fn<McpRuntimeOptions['onEvent']>('(event) => void').optional(),
-  onSampling: fn<McpRuntimeOptions['onSampling']>('(request, extra) => result').optional(),
-  onElicitation: fn<McpRuntimeOptions['onElicitation']>('(request, extra) => result').optional(),
-  journal: journalOptionsSchema.optional(),
-  clock: withMethods<NonNullable<McpRuntimeOptions['clock']>>('RuntimeClock', [
-    'setTimeout',
-    'clearTimeout',
-    'now',
-  ]).optional(),
+  validation: validationOptionsSchema.describe('ValidationOptions (an object)').optional(),
+  connect: fn('(name, config, { signal }) => Promise<Connection>').optional(),
+  reconnect: reconnectOptionsSchema.describe('ReconnectOptions (an object)').optional(),
+  onEvent: fn('(event) => void').optional(),
+  onSampling: fn('(request, extra) => result').optional(),
+  onElicitation: fn('(request, extra) => result').optional(),
+  journal: journalOptionsSchema
+    .describe('RuntimeJournalOptions ({ path, ... } or { store, ... })')
+    .optional(),
+  clock: withMethods('RuntimeClock', ['setTimeout', 'clearTimeout', 'now']).optional(),
   store: storeOptionSchema.optional(),
-  authorize: fn<McpRuntimeOptions['authorize']>(
-    '({ server, authorizationUrl, redirectUri, signal }) => callback URL',
-  ).optional(),
-  tokenStore: withMethods<NonNullable<McpRuntimeOptions['tokenStore']>>(
-    'TokenStore',
-    TOKEN_STORE_METHODS,
-  ).optional(),
+  authorize: fn('({ server, authorizationUrl, redirectUri, signal }) => callback URL').optional(),
+  tokenStore: withMethods('TokenStore', TOKEN_STORE_METHODS).optional(),
   redirectUri: z
     .string()
     .refine(isRedirectUri)
@@ -198,7 +183,7 @@ export const runtimeOptionsSchema = bagOf<McpRuntimeOptions>()({
 });
 
 /** `CaptureOptions`: the options of `McpRuntime.captureBinding`. */
-export const captureOptionsSchema = bagOf<CaptureOptions>()({
+export const captureOptionsSchema = z.strictObject({
   requiredServers: z
     .array(z.string().min(1).describe('a server name (a non-empty string)'))
     .describe('an array of server names')
@@ -208,25 +193,21 @@ export const captureOptionsSchema = bagOf<CaptureOptions>()({
 });
 
 /** `AiSdkToolsOptions`: the options of `stepToAiSdkTools`. */
-export const aiSdkToolsOptionsSchema = bagOf<AiSdkToolsOptions>()({
-  prepare: fn<AiSdkToolsOptions['prepare']>('(context) => void | Promise<void>').optional(),
+export const aiSdkToolsOptionsSchema = z.strictObject({
+  prepare: fn('(context) => void | Promise<void>').optional(),
   timeoutMs: millis(1).optional(),
-  onCall: fn<AiSdkToolsOptions['onCall']>('(event) => void').optional(),
+  onCall: fn('(event) => void').optional(),
 });
 
 /** `SqliteJournalOptions`: the options of `openSqliteJournal`. */
-export const sqliteJournalOptionsSchema = bagOf<SqliteJournalOptions>()({
+export const sqliteJournalOptionsSchema = z.strictObject({
   path: z.string().min(1).describe('the journal file path (a non-empty string)'),
   synchronous: z
     .enum(['full', 'normal'])
     .describe('"full" (fsync before each send) or "normal"')
     .optional(),
   busyTimeoutMs: millis(0).optional(),
-  clock: withMethods<NonNullable<SqliteJournalOptions['clock']>>('RuntimeClock', [
-    'setTimeout',
-    'clearTimeout',
-    'now',
-  ]).optional(),
+  clock: withMethods('RuntimeClock', ['setTimeout', 'clearTimeout', 'now']).optional(),
   readOnly: z.boolean().describe('a boolean').optional(),
 });
 
@@ -249,6 +230,7 @@ export const OPTIONS_SCHEMAS: readonly {
     schema: validationOptionsSchema,
   },
   { name: 'CaptureOptions', fn: 'McpRuntime.captureBinding', schema: captureOptionsSchema },
+  { name: 'RunOptions', fn: 'PreparedCall.run', schema: runOptionsSchema },
   { name: 'AiSdkToolsOptions', fn: 'stepToAiSdkTools', schema: aiSdkToolsOptionsSchema },
   { name: 'SqliteJournalOptions', fn: 'openSqliteJournal', schema: sqliteJournalOptionsSchema },
 ];
@@ -264,4 +246,32 @@ function isRedirectUri(value: string): boolean {
   return (
     (url.protocol === 'http:' || url.protocol === 'https:') && url.hash === '' && url.port !== '0'
   );
+}
+
+/**
+ * The options reference (`docs/options.md`), rendered from {@link OPTIONS_SCHEMAS}: one table per
+ * bag with each key, whether it is required and what it must be. `npx tsx scripts/options-doc.ts` writes it
+ * (formatted by Prettier); a test fails when the file is stale.
+ */
+export function renderOptionsReference(): string {
+  const lines = [
+    '# Options reference',
+    '',
+    '<!-- Generated from packages/runtime/src/options-schema.ts by scripts/options-doc.ts; do not edit. -->',
+    '',
+    'Every options bag is checked at run time: an unknown key or a wrong value is `INVALID_OPTIONS`',
+    'naming its path, the allowed keys and a did-you-mean (DESIGN §17.1). Defaults and meanings are',
+    'in the TSDoc of each interface.',
+  ];
+  for (const { name, fn: where, schema } of OPTIONS_SCHEMAS) {
+    lines.push('', `## ${name}`, '', `Checked by \`${where}\`.`, '');
+    lines.push('| Option | Required | Must be |', '| --- | --- | --- |');
+    const shape = (schema as z.ZodObject).shape as Record<string, z.ZodType>;
+    for (const [key, field] of Object.entries(shape)) {
+      const required = !(field instanceof z.ZodOptional);
+      const text = (descriptionOf(field) ?? 'an object').replace(/[|<>*_]/g, (c) => `\\${c}`);
+      lines.push(`| \`${key}\` | ${required ? 'yes' : 'no'} | ${text} |`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
 }

@@ -1,4 +1,9 @@
-import type { ApprovalMode, JournalStore, ValidationOptions } from '@stepbind/binding/internal';
+import {
+  sameKeys,
+  type ApprovalMode,
+  type JournalStore,
+  type ValidationOptions,
+} from '@stepbind/binding/internal';
 import type { AuthorizeHook, AuthStatus, TokenStore } from './auth/types.js';
 import type { RuntimeClock } from './clock.js';
 import type { ClientHandlers } from './client-capabilities.js';
@@ -7,6 +12,13 @@ import type { RuntimeEvent } from './events.js';
 import type { Connection, ProtocolEra } from './connection.js';
 import type { StoreOption } from './fleet/attach.js';
 import type { DiscoveryStatus } from './discovery-states.js';
+import {
+  captureOptionsSchema,
+  journalOptionsSchema,
+  reconnectOptionsSchema,
+  runtimeOptionsSchema,
+  validationOptionsSchema,
+} from './options-schema.js';
 
 export type { DiscoveryStatus } from './discovery-states.js';
 
@@ -29,6 +41,7 @@ export interface ReconnectOptions {
    */
   readonly maxAttempts?: number;
 }
+sameKeys<ReconnectOptions>()(reconnectOptionsSchema);
 
 /** Tuning shared by every journal kind. */
 export interface JournalTuning {
@@ -56,6 +69,7 @@ export type RuntimeJournalOptions =
       /** Any store (for example a shared database); the runtime closes it on `close()`. */
       readonly store: JournalStore;
     });
+sameKeys<RuntimeJournalOptions>()(journalOptionsSchema);
 
 /** Options of {@link McpRuntime.open}. */
 export interface McpRuntimeOptions {
@@ -124,6 +138,8 @@ export interface McpRuntimeOptions {
   /** Cancels `open`. */
   readonly signal?: AbortSignal;
 }
+sameKeys<McpRuntimeOptions>()(runtimeOptionsSchema);
+sameKeys<NonNullable<McpRuntimeOptions['validation']>>()(validationOptionsSchema);
 
 /** Options of {@link McpRuntime.captureBinding}. */
 export interface CaptureOptions {
@@ -134,6 +150,7 @@ export interface CaptureOptions {
   /** Step identifier echoed in receipts. @default a counter: "step-1", "step-2"... */
   readonly stepId?: string;
 }
+sameKeys<CaptureOptions>()(captureOptionsSchema);
 
 /** Status of one server in {@link McpRuntime.status}. */
 export interface ServerStatus {

@@ -83,11 +83,13 @@ describe('@stepbind/runtime public surface', () => {
       'CLIENT_CAPABILITIES',
       'CLIENT_INFO',
       'ModernConnection',
+      'OPTIONS_SCHEMAS',
       'SERVER_AUTH_FACTORY',
       'SdkConnection',
       'connectServer',
       'connectTransport',
       'mapSdkError',
+      'renderOptionsReference',
     ]);
     for (const name of names) expect(Object.keys(runtime)).not.toContain(name);
   });

@@ -23,6 +23,7 @@ import { dynamicTool, jsonSchema, type Tool, type ToolSet } from 'ai';
 import {
   CallError,
   checkOptions,
+  sameKeys,
   StepbindError,
   toToolResult,
   toolResultParts,
@@ -62,6 +63,7 @@ export interface AiSdkToolsOptions {
   /** Called once per call with its receipt, or with the error the model was shown. */
   readonly onCall?: (event: AiSdkCallEvent) => void;
 }
+sameKeys<AiSdkToolsOptions>()(aiSdkToolsOptionsSchema);
 
 /**
  * The tools `step` advertises, as AI SDK dynamic tools: same names, descriptions and JSON Schemas

@@ -7,10 +7,11 @@
 import { hostname } from 'node:os';
 import {
   checkOptions,
+  sameKeys,
   type CatalogSnapshot,
   type PrepareContext,
 } from '@stepbind/binding/internal';
-import { storeOptionSchema } from '../options-schema.js';
+import { fleetOptionsSchema, storeOptionSchema } from '../options-schema.js';
 import { PostgresJournalStore } from './journal-store.js';
 import { migrateFleetStore, type MigrationReport } from './migrations.js';
 import { parseStoreTarget, PgHandle, type FleetStoreTarget, type PgTuning } from './pg.js';
@@ -46,6 +47,7 @@ export interface FleetOptions
   /** This worker's name in the registry (`published_by`). @default `host:pid` */
   readonly owner?: string;
 }
+sameKeys<FleetOptions>()(fleetOptionsSchema);
 
 /** The `store` option: a `postgres://` URL, or {@link FleetOptions}. */
 export type StoreOption = string | FleetOptions;

@@ -11,6 +11,7 @@ import { dirname, resolve } from 'node:path';
 import {
   chainReceipt,
   checkOptions,
+  sameKeys,
   ConfigError,
   ErrorCode,
   GENESIS_ANCHOR,
@@ -69,6 +70,7 @@ export interface SqliteJournalOptions {
   /** Open for reading only (the `stepbind receipts` commands): nothing is migrated or written. */
   readonly readOnly?: boolean;
 }
+sameKeys<SqliteJournalOptions>()(sqliteJournalOptionsSchema);
 
 /** What every store operation accepts besides its own options. */
 interface Waits {

@@ -74,7 +74,9 @@ async function open(
   journal: string,
   options: McpRuntimeOptions & { readonly retryReads?: boolean; readonly auditPath?: string } = {},
 ): Promise<Opened> {
-  const auditPath = options.auditPath ?? tempAuditPath('journal');
+  // `retryReads` and `auditPath` are this helper's, not the runtime's (which refuses unknown keys).
+  const { retryReads, auditPath: givenAuditPath, ...runtimeOptions } = options;
+  const auditPath = givenAuditPath ?? tempAuditPath('journal');
   auditFiles.push(auditPath);
   const events: RuntimeEvent[] = [];
   const runtime = await McpRuntime.open(
@@ -83,14 +85,17 @@ async function open(
         s: {
           ...stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath }),
           // The application vouches for this fixture's annotations (its `lookup` tools are reads).
-          ...(options.retryReads === undefined
-            ? {}
-            : { retryReads: options.retryReads, trustAnnotations: true }),
+          ...(retryReads === undefined ? {} : { retryReads, trustAnnotations: true }),
         },
       },
     },
     // Keys and delivery are the subject here: approvals are off unless a test asks for them.
-    { approval: 'none', onEvent: (e) => events.push(e), journal: { path: journal }, ...options },
+    {
+      approval: 'none',
+      onEvent: (e) => events.push(e),
+      journal: { path: journal },
+      ...runtimeOptions,
+    },
   );
   runtimes.push(runtime);
   expectTestEra(runtime, ['s']);
