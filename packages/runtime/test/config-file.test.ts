@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { isStepbindError, type StepbindError } from '@stepbind/binding';
 import {
   loadConfigFile,
@@ -396,12 +397,16 @@ describe('loadConfigFile: paths and editor variables', () => {
 });
 
 describe('the configurations the repository shows', () => {
-  const repo = (path: string): string => join(import.meta.dirname, '..', '..', '..', path);
+  const repo = (path: string): string =>
+    fileURLToPath(new URL(`../../../${path}`, import.meta.url));
   /** Every `${env:NAME}` / `${NAME}` of a text, set to a placeholder. */
-  const envFor = (text: string): Record<string, string> =>
-    Object.fromEntries(
-      [...text.matchAll(/\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}/g)].map((m) => [m[1], 'set']),
-    );
+  const envFor = (text: string): Record<string, string> => {
+    const env: Record<string, string> = {};
+    for (const m of text.matchAll(/\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}/g)) {
+      env[m[1] ?? ''] = 'set';
+    }
+    return env;
+  };
 
   it('loads the example mcp.json by its path, its variables set', async () => {
     const path = repo('mcp.json');
