@@ -261,7 +261,12 @@ describe('loadConfigFile: JSONC', () => {
     const error = await refusal(path);
     expect(error.message).toContain(path);
     expect(error.message).toContain('line 4, column 5: a comma was expected (CommaExpected)');
-    expect(error.detail).toMatchObject({ line: 4, column: 5, kind: 'CommaExpected' });
+    expect(error.detail).toMatchObject({
+      line: 4,
+      column: 5,
+      kind: 'CommaExpected',
+      syntaxErrors: [{ line: 4, column: 5, kind: 'CommaExpected' }],
+    });
     expect(JSON.stringify(error.toJSON())).not.toContain('hunter2');
   });
 
