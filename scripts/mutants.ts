@@ -324,6 +324,37 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: "'pa$word'",
   },
   {
+    // A file's problems come one at a time: the user fixes one, runs again, meets the next.
+    name: 'report only the first configuration problem',
+    file: 'packages/runtime/src/config-values.ts',
+    find: 'const problems = Object.freeze(this.#problems.map(',
+    replace: 'const problems = Object.freeze(this.#problems.slice(0, 1).map(',
+    testFile: 'packages/runtime/test/config-file.test.ts',
+    testName:
+      'reports every problem of a file at once, the first few in the message and all in detail.errors',
+    diagnostic: "expected [ '$.concurrency' ] to deeply equal",
+  },
+  {
+    // A relative journal path follows the working directory: `receipts list --journal` then misses it.
+    name: "resolve a relative journal path against the working directory, not the file's",
+    file: 'packages/runtime/src/config.ts',
+    find: 'path: base === undefined || isAbsolute(path) ? path : resolve(base, path),',
+    replace: 'path,',
+    testFile: 'packages/runtime/test/config-file.test.ts',
+    testName: 'opens a relative journal path against the file, not the working directory',
+    diagnostic: 'expected false to be true',
+  },
+  {
+    name: 'take .vscode itself as the workspace folder of .vscode/mcp.json',
+    file: 'packages/runtime/src/config.ts',
+    find: "return name === '.vscode' || name === '.cursor' ? dirname(dir) : dir;",
+    replace: 'return dir;',
+    testFile: 'packages/runtime/test/config-file.test.ts',
+    testName:
+      'resolves ${workspaceFolder} in cwd and args of .vscode/mcp.json to the folder holding .vscode',
+    diagnostic: '/.vscode',
+  },
+  {
     // Issue 25: a server's readOnlyHint on an unproven catalog is a claim, not the application's word.
     name: "trust an unproven catalog's readOnlyHint",
     file: 'packages/binding/src/call/admission.ts',

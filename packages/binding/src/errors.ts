@@ -258,9 +258,11 @@ export interface ErrorDetailMap {
       readonly reason?: string;
     };
   INVALID_CONFIG: BaseErrorDetail & {
-    /** JSON path of the configuration value at fault. */
+    /** JSON path of the configuration value at fault (the first, when there are several). */
     readonly path?: string;
     readonly configPath?: string;
+    /** Every problem of the configuration, in the order found (`parseConfig` reports them at once). */
+    readonly errors?: readonly { readonly path: string; readonly message: string }[];
   };
   MESSAGE_TOO_LARGE: LimitErrorDetail & { readonly method?: string; readonly configKey?: string };
   MALFORMED_MESSAGE: BaseErrorDetail & { readonly reason?: string; readonly method?: string };

@@ -31,7 +31,7 @@ export interface ConfigSyntaxError {
   readonly kind: string;
 }
 
-/** How many syntax errors the message spells out (all are in `detail.errors`). */
+/** How many syntax errors the message spells out (all are in `detail.syntaxErrors`). */
 const SYNTAX_ERRORS_IN_MESSAGE = 3;
 
 /**
@@ -43,7 +43,8 @@ const SYNTAX_ERRORS_IN_MESSAGE = 3;
  * directory (see `parseConfig`'s `file` option).
  *
  * @throws ConfigError `INVALID_CONFIG` naming the file: it cannot be read, it is too large, it is not
- *   JSON (`detail.errors` lists `{ line, column, kind }` of each syntax error), or its content is
+ *   JSON (`detail.syntaxErrors` lists `{ line, column, kind }` of each syntax error, the first
+ *   also in `detail.line`, `column`, `kind`), or its content is
  *   not a valid configuration (`detail.errors` lists every `{ path, message }`).
  */
 export async function loadConfigFile(
@@ -104,7 +105,7 @@ function parseJsonc(text: string, file: string): unknown {
   throw new ConfigError(
     ErrorCode.INVALID_CONFIG,
     `Configuration file ${file} is not valid JSON (comments and trailing commas are fine): ${shown}${more > 0 ? `; and ${more} more` : ''}.`,
-    { detail: { path: file, ...(first === undefined ? {} : first), errors: located } },
+    { detail: { path: file, ...(first === undefined ? {} : first), syntaxErrors: located } },
   );
 }
 

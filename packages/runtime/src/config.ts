@@ -311,6 +311,9 @@ function parseServer(
   const hasUrl = obj['url'] !== undefined;
   if (hasCommand === hasUrl) {
     p.add(path, 'needs exactly one of "command" (stdio) or "url" (http)');
+    // Without either, a typo is the likely cause: name it against the keys of both transports.
+    if (!hasCommand)
+      p.checkKeys(obj, path, [...new Set([...serverKeysOf('stdio'), ...serverKeysOf('http')])]);
     return undefined;
   }
   const type = obj['type'];
@@ -327,8 +330,10 @@ function parseServer(
       'is for HTTP servers ("url") only; give a stdio server its credentials in "env"',
     );
   }
+  // `auth` on a stdio entry was named above, with what to do instead.
   const kind = hasCommand ? 'stdio' : type === 'sse' ? 'sse' : 'http';
-  p.checkKeys(obj, path, serverKeysOf(kind));
+  const { auth: _auth, ...rest } = obj;
+  p.checkKeys(hasCommand ? rest : obj, path, serverKeysOf(kind));
   if (obj['timeout'] !== undefined && obj['callTimeoutMs'] !== undefined) {
     p.add(
       `${path}.timeout`,

@@ -2,7 +2,12 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { isStepbindError } from '@stepbind/binding';
-import { parseConfig } from '@stepbind/runtime';
+import {
+  parseConfig,
+  type HttpServerEntry,
+  type StdioServerEntry,
+  type StepbindConfigCommon,
+} from '@stepbind/runtime';
 import { describe, expect, it } from 'vitest';
 
 const root = (file: string): unknown =>
@@ -53,6 +58,62 @@ describe('stepbind.schema.json and mcp.json', () => {
     expect(keys(stdio?.properties['tools']?.properties)).toEqual(
       allowedKeys({ mcpServers: { a: { command: 'x', tools: { bogus: 1 } } } }),
     );
+    const journal = schema.properties['journal'] as { properties: Record<string, unknown> };
+    expect(keys(journal.properties)).toEqual(
+      allowedKeys({ mcpServers: {}, journal: { path: 'j.db', bogus: 1 } }),
+    );
+  });
+
+  it('names exactly the keys of the StepbindConfig type (each list must name every key of its type)', () => {
+    // `Record<keyof T, true>` fails to compile when a key of the type is missing or one is extra.
+    const top: Record<keyof StepbindConfigCommon | 'mcpServers' | 'servers', true> = {
+      $schema: true,
+      inputs: true,
+      concurrency: true,
+      journal: true,
+      store: true,
+      mcpServers: true,
+      servers: true,
+    };
+    const common = {
+      type: true,
+      disabled: true,
+      required: true,
+      audience: true,
+      startupTimeoutMs: true,
+      protocol: true,
+      discoverTimeoutMs: true,
+      requestTimeoutMs: true,
+      callTimeoutMs: true,
+      timeout: true,
+      limits: true,
+      approval: true,
+      autoApprove: true,
+      tools: true,
+      roots: true,
+      maxMessageBytes: true,
+      retryReads: true,
+      trustAnnotations: true,
+    } as const;
+    const stdioKeys: Record<Exclude<keyof StdioServerEntry, 'url'>, true> = {
+      ...common,
+      command: true,
+      args: true,
+      env: true,
+      envPassthrough: true,
+      cwd: true,
+      stderr: true,
+    };
+    const httpKeys: Record<Exclude<keyof HttpServerEntry, 'command'>, true> = {
+      ...common,
+      url: true,
+      headers: true,
+      auth: true,
+    };
+    const { stdio, http } = schema.$defs;
+    expect(keys(top)).toEqual(keys(schema.properties));
+    expect(keys(stdioKeys)).toEqual(keys(stdio?.properties));
+    expect(keys(httpKeys)).toEqual(keys(http?.properties));
   });
 });
 
