@@ -291,13 +291,14 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
 
 /**
  * `initialize` over Streamable HTTP; when the server refuses that first POST with 400, 404 or 405
- * (the specification's backwards compatibility rule), the legacy HTTP+SSE transport is tried.
+ * (the specification's backwards compatibility rule) and no JSON-RPC answer, the legacy HTTP+SSE
+ * transport is tried.
  */
 async function initializeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connection> {
   try {
     return await initializeOnly(ctx);
   } catch (error) {
-    const refused = ctx.http?.watch.firstPostStatus;
+    const refused = ctx.http?.watch.firstPostRefusal;
     if (!isSseFallbackStatus(refused) || ctx.options.signal?.aborted === true) throw error;
     return fallBackToSse(ctx, refused!, 'initialize');
   }
