@@ -318,8 +318,9 @@ function requestIds(body: unknown): RequestId[] {
 
 /** Whether the body of `response` (its first {@link MAX_BODY_PEEK} bytes) is a JSON-RPC error. */
 async function isJsonRpcError(response: Response): Promise<boolean> {
-  const reader = response.clone().body?.getReader();
-  if (reader === undefined) return false;
+  const body = response.clone().body as ReadableStream<Uint8Array> | null;
+  if (body === null) return false;
+  const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
   try {
@@ -330,8 +331,8 @@ async function isJsonRpcError(response: Response): Promise<boolean> {
       if (total > MAX_BODY_PEEK) return false;
       chunks.push(value);
     }
-    const body: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-    const error = (body as { error?: unknown } | null)?.error;
+    const parsed: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    const error = (parsed as { error?: unknown } | null)?.error;
     return typeof error === 'object' && error !== null;
   } catch {
     return false;
