@@ -85,6 +85,16 @@ describe('type "sse": the legacy HTTP+SSE transport', () => {
     expect(methods(server)).not.toContain('server/discover');
   });
 
+  it('is refused with the 2026-07-28 pin, naming the protocol key', async () => {
+    const error = await failure(
+      McpRuntime.open({
+        mcpServers: { web: { type: 'sse', url: 'http://127.0.0.1:9/mcp', protocol: '2026-07-28' } },
+      }),
+    );
+    expect(error.code).toBe('INVALID_CONFIG');
+    expect(error.message).toContain('$.mcpServers.web.protocol');
+  });
+
   it('is refused for a command server, naming the type key', async () => {
     const error = await failure(
       McpRuntime.open({ mcpServers: { web: { type: 'sse', command: 'x' } } }),
