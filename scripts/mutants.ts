@@ -937,6 +937,28 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'refreshes a token that expires within the margin before sending it, without a 401',
     diagnostic: "expected [ 'authorization_code' ] to deeply equal",
   },
+  {
+    // Only 400, 404 and 405 to the first POST mean "no Streamable HTTP here" (DESIGN §17.3).
+    name: 'SSE fallback on 500',
+    file: 'packages/runtime/src/transports/sse.ts',
+    find: 'new Set([400, 404, 405])',
+    replace: 'new Set([400, 404, 405, 500])',
+    testFile: 'packages/runtime/test/sse.http.test.ts',
+    testName: 'does not fall back on a server error (500): the start fails over Streamable HTTP',
+    diagnostic: 'expected a rejection',
+  },
+  {
+    // A probe refused with 404/405 goes to the SSE stream at once: initialize is not POSTed too.
+    name: 'SSE fallback POSTs initialize after a refused probe',
+    file: 'packages/runtime/src/connect.ts',
+    find: 'if (refused === 404 || refused === 405) return fallBackToSse(',
+    replace:
+      'if ((refused === 404 || refused === 405) && (false as boolean)) return fallBackToSse(',
+    testFile: 'packages/runtime/test/sse.http.test.ts',
+    testName:
+      'falls back after the probe POST is refused with 405, sending no initialize POST, and says so',
+    diagnostic: 'expected 2 to be 1',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -30,7 +30,7 @@ import {
   type Transport,
 } from './transports/index.js';
 import { StderrTail } from './transports/stderr-tail.js';
-import { isSseFallbackStatus } from './transports/sse.js';
+import { isSseFallbackStatus, startSse } from './transports/sse.js';
 import type { RuntimeClock } from './clock.js';
 
 const debugConnect = createDebug('stepbind:connect');
@@ -291,13 +291,14 @@ async function probeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connect
 
 /**
  * `initialize` over Streamable HTTP; when the server refuses that first POST with 400, 404 or 405
- * (the specification's backwards compatibility rule), the legacy HTTP+SSE transport is tried.
+ * (the specification's backwards compatibility rule) and no JSON-RPC answer, the legacy HTTP+SSE
+ * transport is tried.
  */
 async function initializeHttp(ctx: ConnectContext<HttpServerConfig>): Promise<Connection> {
   try {
     return await initializeOnly(ctx);
   } catch (error) {
-    const refused = ctx.http?.watch.firstPostStatus;
+    const refused = ctx.http?.watch.firstPostRefusal;
     if (!isSseFallbackStatus(refused) || ctx.options.signal?.aborted === true) throw error;
     return fallBackToSse(ctx, refused!, 'initialize');
   }
@@ -340,56 +341,11 @@ async function fallBackToSse(
  */
 async function initializeSse(ctx: ConnectContext<HttpServerConfig>): Promise<Connection> {
   const { name, transport, options } = ctx;
-  await startWithin(name, transport, remainingMs(ctx), options.signal);
+  await startSse(name, transport, remainingMs(ctx), options.signal);
   const connection = await initialize(ctx, startedTransport(transport), options.signal);
   ctx.remember('legacy');
   ctx.rememberSse();
   return connection;
-}
-
-/**
- * Starts `transport` within `timeoutMs` (closing it on every failure).
- *
- * @throws RuntimeError `TIMEOUT`, `ABORTED`, or what `start()` threw.
- */
-async function startWithin(
-  name: string,
-  transport: Transport,
-  timeoutMs: number,
-  signal: AbortSignal | undefined,
-): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let onAbort: (() => void) | undefined;
-  const stop = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new RuntimeError(
-            ErrorCode.TIMEOUT,
-            `Server "${name}" did not open its HTTP+SSE stream (no "endpoint" event) within ${timeoutMs} ms. Check that the URL is the server's SSE stream, or raise its startupTimeoutMs.`,
-            { detail: { server: name, timeoutMs } },
-          ),
-        ),
-      timeoutMs,
-    );
-    onAbort = () =>
-      reject(
-        new RuntimeError(ErrorCode.ABORTED, `The start of server "${name}" was cancelled.`, {
-          detail: { server: name },
-        }),
-      );
-    if (signal?.aborted === true) onAbort();
-    else signal?.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    await Promise.race([transport.start(), stop]);
-  } catch (error) {
-    await transport.close().catch(() => undefined);
-    throw error;
-  } finally {
-    clearTimeout(timer);
-    if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
-  }
 }
 
 /** What is left of the start budget (a login in progress not counted). */

@@ -16,7 +16,7 @@ import { parseConfig } from '../src/config.js';
 import { connectServer } from '../src/connect.js';
 import { setDebugSink } from '../src/log.js';
 import { failure } from './support/errors.js';
-import { eventLog, type EventLog } from './support/events.js';
+import { eventLog, nextEvent, type EventLog } from './support/events.js';
 
 const servers: HttpServerProcess[] = [];
 const runtimes: McpRuntime[] = [];
@@ -83,6 +83,16 @@ describe('type "sse": the legacy HTTP+SSE transport', () => {
     expect(refused(server)).toBe(0);
     expect(methods(server)[0]).toBe('initialize');
     expect(methods(server)).not.toContain('server/discover');
+  });
+
+  it('is refused with the 2026-07-28 pin, naming the protocol key', async () => {
+    const error = await failure(
+      McpRuntime.open({
+        mcpServers: { web: { type: 'sse', url: 'http://127.0.0.1:9/mcp', protocol: '2026-07-28' } },
+      }),
+    );
+    expect(error.code).toBe('INVALID_CONFIG');
+    expect(error.message).toContain('$.mcpServers.web.protocol');
   });
 
   it('is refused for a command server, naming the type key', async () => {
@@ -195,8 +205,8 @@ describe('an HTTP+SSE session that ends', () => {
     const server = await legacy({ scenario: 'single' }, { ssePostStatus: 405 });
     const { runtime, log } = await open({ url: server.url });
     expect(refused(server)).toBe(1);
-    const lost = log.next('session-lost');
-    const reconnected = log.next('server-reconnected');
+    const lost = nextEvent(log, 'session-lost');
+    const reconnected = nextEvent(log, 'server-reconnected');
     expect(await server.forgetSessions()).toBe(1);
     expect(await lost).toMatchObject({ server: 'web', reason: 'session-ended' });
     await reconnected;
@@ -209,11 +219,11 @@ describe('an HTTP+SSE session that ends', () => {
   it('is reported when the server is killed, and comes back when it restarts on the same port', async () => {
     const first = await legacy();
     const { runtime, log } = await open({ type: 'sse', url: first.url });
-    const lost = log.next('session-lost');
+    const lost = nextEvent(log, 'session-lost');
     await first.kill();
     expect(await lost).toMatchObject({ server: 'web' });
     expect(web(runtime).state).toBe('reconnecting');
-    const reconnected = log.next('server-reconnected');
+    const reconnected = nextEvent(log, 'server-reconnected');
     await legacy({ scenario: 'single' }, { port: first.port });
     await reconnected;
     await using step = await runtime.captureBinding();

@@ -125,8 +125,8 @@ export class ModernHttpTransport implements Transport {
   }
 
   /**
-   * The HTTP status of the latest POST the server answered with a non-2xx status (`undefined`
-   * while there is none): after a refused `server/discover` probe, a 404 or 405 says the URL is no
+   * The HTTP status of the latest POST the server refused without a JSON-RPC answer (`undefined`
+   * while there is none): after a `server/discover` probe, a 404 or 405 says the URL is no
    * Streamable HTTP endpoint at all (the cue to try the legacy HTTP+SSE transport).
    */
   get lastHttpFailure(): number | undefined {
@@ -172,7 +172,6 @@ export class ModernHttpTransport implements Transport {
       done();
       throw this.#options.redactor.error(error instanceof Error ? error : new Error(String(error)));
     }
-    if (!response.ok) this.#lastHttpFailure = response.status;
     void this.#read(response, request, controller.signal)
       .catch((error: unknown) => {
         if (controller.signal.aborted) return;
@@ -376,6 +375,7 @@ export class ModernHttpTransport implements Transport {
   }
 
   #httpFailure(request: LiveRequest, status: number, text: string): void {
+    this.#lastHttpFailure = status;
     const message = this.#options.redactor.text(
       `HTTP ${status}${text === '' ? '' : `: ${preview(text)}`}`,
     );

@@ -81,7 +81,7 @@ export class HttpSessionWatch {
   readonly #streamBound: boolean;
   /** GET streams opened so far (stream-bound only). */
   #streams = 0;
-  /** The HTTP status of the first POST's answer, once it came. */
+  /** The HTTP status of the first POST's answer when it was refused without a JSON-RPC answer. */
   #firstPost: number | undefined;
   #posts = 0;
 
@@ -98,11 +98,12 @@ export class HttpSessionWatch {
   }
 
   /**
-   * The HTTP status the server answered the connection's first POST with (`undefined` before, or
-   * when it never answered): a refused `initialize` over Streamable HTTP (400, 404, 405) is the
-   * specification's cue to try the legacy HTTP+SSE transport.
+   * The HTTP status of the connection's first POST when the server refused it without a JSON-RPC
+   * answer (`undefined` before, when it was accepted, or when the refusal's body is a JSON-RPC
+   * error: a server that answers JSON-RPC on POST speaks Streamable HTTP). A refused `initialize`
+   * (400, 404, 405) is the specification's cue to try the legacy HTTP+SSE transport.
    */
-  get firstPostStatus(): number | undefined {
+  get firstPostRefusal(): number | undefined {
     return this.#firstPost;
   }
 
@@ -201,7 +202,9 @@ export class HttpSessionWatch {
       }
       throw error;
     }
-    if (first) this.#firstPost = response.status;
+    if (first && !response.ok && !(await isJsonRpcError(response))) {
+      this.#firstPost = response.status;
+    }
     if (hasSession && (await isSessionAnswer(response))) {
       // Some servers answer a GET they do not support with 404 instead of 405: only a POST's
       // answer ends the session; a GET's asks the probe (a POSTed ping) to find out.
@@ -311,6 +314,31 @@ function requestIds(body: unknown): RequestId[] {
   }
   const messages = Array.isArray(parsed) ? (parsed as unknown[]) : [parsed];
   return messages.filter(isRequest).map((m) => m.id);
+}
+
+/** Whether the body of `response` (its first {@link MAX_BODY_PEEK} bytes) is a JSON-RPC error. */
+async function isJsonRpcError(response: Response): Promise<boolean> {
+  const body = response.clone().body as ReadableStream<Uint8Array> | null;
+  if (body === null) return false;
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > MAX_BODY_PEEK) return false;
+      chunks.push(value);
+    }
+    const parsed: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    const error = (parsed as { error?: unknown } | null)?.error;
+    return typeof error === 'object' && error !== null;
+  } catch {
+    return false;
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
 }
 
 async function isSessionAnswer(response: Response): Promise<boolean> {

@@ -95,6 +95,12 @@ export function parseHttpConfig(
       'must be https (or a loopback address) when auth is set: plain http would send the tokens in clear',
     );
   }
+  if (legacySse && common.protocol === '2026-07-28') {
+    fail(
+      `${path}.protocol`,
+      'cannot be "2026-07-28" with type "sse": the HTTP+SSE transport is the 2025 era only; use type "http" for a 2026-07-28 server',
+    );
+  }
   const authorization = Object.keys(headers).find((h) => h.toLowerCase() === 'authorization');
   if (auth !== undefined && authorization !== undefined) {
     fail(
