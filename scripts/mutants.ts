@@ -959,6 +959,26 @@ const MUTANTS: readonly Mutant[] = [
       'falls back after the probe POST is refused with 405, sending no initialize POST, and says so',
     diagnostic: 'expected 2 to be 1',
   },
+  {
+    name: 'a missing optional package reported as installed but not loadable',
+    file: 'packages/runtime/src/optional-dependency.ts',
+    find: "const reason = isNotFound(cause, name) ? 'not-installed' : 'not-loadable';",
+    replace: "const reason = isNotFound(cause, 'x') ? 'not-installed' : 'not-loadable';",
+    testFile: 'packages/runtime/test/optional-dependency.test.ts',
+    testName:
+      'names the missing package, the feature and the install command (DEPENDENCY_MISSING, not-installed)',
+    diagnostic: '"reason": "not-loadable"',
+  },
+  {
+    name: 'a published declaration that names a pg type',
+    file: 'packages/runtime/src/fleet/pg.ts',
+    find: "client(applicationName = 'stepbind-listen'): PgClient {",
+    replace: "client(applicationName = 'stepbind-listen'): pg.Client {",
+    testFile: 'packages/runtime/test/packaging.test.ts',
+    testName:
+      'publishes declarations that compile for a consumer and name no unexported type of the public classes',
+    diagnostic: '"@types/pg"',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

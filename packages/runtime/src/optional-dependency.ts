@@ -52,8 +52,8 @@ export function dependencyMissing(
   const reason = isNotFound(cause, name) ? 'not-installed' : 'not-loadable';
   const why =
     reason === 'not-installed'
-      ? `the optional package "${name}" is not installed`
-      : `the optional package "${name}" is installed but failed to load (${firstLine(cause)}); reinstall it for this Node version (${process.version})`;
+      ? `the optional package "${name}", which is not installed`
+      : `the optional package "${name}", which is installed but failed to load (${firstLine(cause)}); reinstall it for this Node version (${process.version})`;
   return new RuntimeError(
     ErrorCode.DEPENDENCY_MISSING,
     `${capitalise(feature)} needs ${why}. Run \`${install}\` in your application (stepbind loads it only for this feature).`,
