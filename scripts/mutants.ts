@@ -864,8 +864,8 @@ const MUTANTS: readonly Mutant[] = [
   {
     name: 'call lets --args that are not an object through to the server start',
     file: 'packages/runtime/src/cli/call.ts',
-    find: 'if (typeof callArgs !== \'object\' || callArgs === null || Array.isArray(callArgs)) {',
-    replace: 'if (typeof callArgs !== \'object\' || callArgs === null) {',
+    find: "if (typeof callArgs !== 'object' || callArgs === null || Array.isArray(callArgs)) {",
+    replace: "if (typeof callArgs !== 'object' || callArgs === null) {",
     testFile: 'packages/runtime/test/cli/call.test.ts',
     testName: 'checks --args and --key before any server starts: a bad one spawns nothing',
     diagnostic: '--args [1]: expected 1 to be 2',
