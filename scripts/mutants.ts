@@ -979,6 +979,24 @@ const MUTANTS: readonly Mutant[] = [
       'publishes declarations that compile for a consumer and name no unexported type of the public classes',
     diagnostic: '"@types/pg"',
   },
+  {
+    name: 'call lets --args that are not an object through to the server start',
+    file: 'packages/runtime/src/cli/call.ts',
+    find: "if (typeof callArgs !== 'object' || callArgs === null || Array.isArray(callArgs)) {",
+    replace: "if (typeof callArgs !== 'object' || callArgs === null) {",
+    testFile: 'packages/runtime/test/cli/call.test.ts',
+    testName: 'checks --args and --key before any server starts: a bad one spawns nothing',
+    diagnostic: '--args [1]: expected 1 to be 2',
+  },
+  {
+    name: 'call opens the runtime without the configured journal',
+    file: 'packages/runtime/src/cli/call.ts',
+    find: '        ...config,\n        servers: new Map([[server',
+    replace: '        servers: new Map([[server',
+    testFile: 'packages/runtime/test/cli/call.test.ts',
+    testName: 'sends a keyed call once: the repeat is answered from the configured journal',
+    diagnostic: 'replayed',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

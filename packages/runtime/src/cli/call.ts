@@ -29,7 +29,10 @@ export const CALL_COMMAND: CommandSpec = {
   config: 'required',
   arguments: [
     { name: 'SERVER', description: 'a configured server name' },
-    { name: 'TOOL', description: "the tool's name on that server (not the model name)" },
+    {
+      name: 'TOOL',
+      description: "the tool's name on that server (its model name, SERVER__TOOL, works too)",
+    },
   ],
   options: [
     { name: 'args', value: 'JSON', description: 'the arguments as a JSON object (default {})' },
