@@ -156,19 +156,30 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/**
+ * How long one example or the type-check may take before it is stopped: only a guard against a
+ * hang (tsc alone takes about 20 s on 2 busy cores), never a measurement.
+ */
+const EXAMPLE_BOUND_MS = 180_000;
+
 function exec(
   file: string,
   args: readonly string[],
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     // The bound only stops a hung example from outliving the test; it asserts nothing.
-    execFile(file, args, { cwd: dir, timeout: 120_000 }, (error, stdout, stderr) => {
-      resolve({
-        code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1,
-        stdout,
-        stderr,
-      });
-    });
+    execFile(
+      file,
+      args,
+      { cwd: dir, timeout: EXAMPLE_BOUND_MS - 5_000 },
+      (error, stdout, stderr) => {
+        resolve({
+          code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1,
+          stdout,
+          stderr,
+        });
+      },
+    );
   });
 }
 
@@ -191,6 +202,7 @@ describe('README.md code blocks', () => {
       const { code, stdout, stderr } = await exec(process.execPath, [file]);
       expect({ code, stderr }, `stdout:\n${stdout}`).toEqual({ code: 0, stderr: '' });
     },
+    EXAMPLE_BOUND_MS,
   );
 
   it('the js blocks drove a real tool call through the scripted server', async () => {
@@ -200,42 +212,46 @@ describe('README.md code blocks', () => {
     expect(calls.map((c) => c.tool)).toContain('echo');
   });
 
-  it('the ts blocks type-check (strict, NodeNext) against the built packages', async () => {
-    const files = of('typecheck').map((block) => {
-      const file = `readme-${block.line}.ts`;
-      writeFileSync(join(dir, file), block.text);
-      return file;
-    });
-    writeFileSync(join(dir, 'readme-placeholders.d.ts'), PLACEHOLDERS);
-    writeFileSync(
-      join(dir, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: {
-          strict: true,
-          noUncheckedIndexedAccess: true,
-          module: 'NodeNext',
-          moduleResolution: 'NodeNext',
-          target: 'ES2022',
-          lib: ['ES2023', 'esnext.disposable'],
-          types: ['node'],
-          noEmit: true,
-          skipLibCheck: true,
-        },
-        files: ['readme-placeholders.d.ts', ...files],
-      }),
-    );
-    const tsc = join(root, 'node_modules/typescript/bin/tsc');
-    const { code, stdout } = await exec(process.execPath, [
-      tsc,
-      '-p',
-      'tsconfig.json',
-      '--pretty',
-      'false',
-    ]);
-    // readme-LINE.ts(row,col) names the README line of the block's opening fence.
-    expect(stdout).toBe('');
-    expect(code).toBe(0);
-  });
+  it(
+    'the ts blocks type-check (strict, NodeNext) against the built packages',
+    async () => {
+      const files = of('typecheck').map((block) => {
+        const file = `readme-${block.line}.ts`;
+        writeFileSync(join(dir, file), block.text);
+        return file;
+      });
+      writeFileSync(join(dir, 'readme-placeholders.d.ts'), PLACEHOLDERS);
+      writeFileSync(
+        join(dir, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: {
+            strict: true,
+            noUncheckedIndexedAccess: true,
+            module: 'NodeNext',
+            moduleResolution: 'NodeNext',
+            target: 'ES2022',
+            lib: ['ES2023', 'esnext.disposable'],
+            types: ['node'],
+            noEmit: true,
+            skipLibCheck: true,
+          },
+          files: ['readme-placeholders.d.ts', ...files],
+        }),
+      );
+      const tsc = join(root, 'node_modules/typescript/bin/tsc');
+      const { code, stdout } = await exec(process.execPath, [
+        tsc,
+        '-p',
+        'tsconfig.json',
+        '--pretty',
+        'false',
+      ]);
+      // readme-LINE.ts(row,col) names the README line of the block's opening fence.
+      expect(stdout).toBe('');
+      expect(code).toBe(0);
+    },
+    EXAMPLE_BOUND_MS,
+  );
 
   it.each(of('config').map((b) => [b.line, b] as const))(
     'the configuration at README.md:%i passes parseConfig and `stepbind config check`',

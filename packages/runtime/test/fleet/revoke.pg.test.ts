@@ -106,7 +106,7 @@ describe.skipIf(server === undefined)('runtime policy methods with a fleet store
     expect(await toolCalls(auditB)).toEqual(['send']);
   });
 
-  it('is in force in the revoking runtime itself when revokeTool() resolves, without waiting for a notification', async () => {
+  it('is in force in the revoking runtime itself when revokeTool() resolves, and restoreTool() lifts it there', async () => {
     const schema = server!.schema('self');
     const audit = tempAudit();
     const a = await worker(audit, schema);
