@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import {
+  CallJournal,
   isStepbindError,
   MemoryJournalStore,
   type RunOptions,
@@ -272,6 +273,27 @@ describe('the other options bags are refused the same way', () => {
       'options.path',
     ]);
     expect(existsSync(path)).toBe(false);
+  });
+
+  it('the journal constructors refuse a misspelt or wrong option', async () => {
+    expectNamed(
+      await refusal(() => new MemoryJournalStore(js({ maxRecord: 5 }))),
+      'new MemoryJournalStore',
+      'options.maxRecord',
+      'maxRecords',
+    );
+    expectNamed(
+      await refusal(() => new CallJournal(new MemoryJournalStore(), js({ retentionMS: 1 }))),
+      'new CallJournal',
+      'options.retentionMS',
+      'retentionMs',
+    );
+    expectNamed(
+      await refusal(() => new CallJournal(new MemoryJournalStore(), js({ receipts: 'some' }))),
+      'new CallJournal',
+      'options.receipts',
+      undefined,
+    );
   });
 
   it('attachFleet refuses a misspelt or wrong store option before connecting', async () => {

@@ -5,7 +5,7 @@ import { CallError, ErrorCode, JournalError, type Delivery } from '../errors.js'
 import { checkChained } from './audit.js';
 import { verifyChain, type ChainVerification } from './chain.js';
 import { JournalTime } from './clock.js';
-import { positive, type CallJournalOptions } from './options.js';
+import { checkCallJournalOptions, positive, type CallJournalOptions } from './options.js';
 import { notSentError } from './unavailable.js';
 import {
   JournalClaim,
@@ -80,6 +80,7 @@ export class CallJournal {
   #closing: Promise<void> | undefined;
 
   constructor(store: JournalStore, options: CallJournalOptions = {}) {
+    checkCallJournalOptions(options);
     this.store = store;
     this.owner = options.owner ?? `memory:${randomUUID()}`;
     this.retentionMs = positive(options.retentionMs ?? 86_400_000, 'retentionMs');

@@ -1,5 +1,7 @@
 import { ConfigError, ErrorCode, JournalError } from '../errors.js';
 import { chainReceipt, GENESIS_ANCHOR, pruneReceipt, stampReceipt } from './chain.js';
+import { sameKeys } from '../options-check.js';
+import { checkJournalOptions, memoryJournalStoreOptionsSchema } from './options.js';
 import type {
   StoreCallOptions,
   ChainAnchor,
@@ -37,6 +39,7 @@ export interface MemoryJournalStoreOptions {
    */
   readonly onOverCap?: (info: MemoryJournalOverCap) => void;
 }
+sameKeys<MemoryJournalStoreOptions>()(memoryJournalStoreOptionsSchema);
 
 /** What {@link MemoryJournalStoreOptions.onOverCap} reports. */
 export interface MemoryJournalOverCap {
@@ -65,6 +68,7 @@ export class MemoryJournalStore implements JournalStore {
   #closed = false;
 
   constructor(options: MemoryJournalStoreOptions = {}) {
+    checkJournalOptions(memoryJournalStoreOptionsSchema, options, 'new MemoryJournalStore');
     this.#maxReceipts = positiveInteger(options.maxReceipts ?? 10_000, 'maxReceipts');
     this.#maxRecords = positiveInteger(options.maxRecords ?? 10_000, 'maxRecords');
     this.#sweepAbove = this.#maxRecords;

@@ -3,7 +3,9 @@
  *
  * @packageDocumentation
  */
+import * as z from 'zod/v4';
 import { ConfigError, ErrorCode } from '../errors.js';
+import { checkOptions, fn, sameKeys } from '../options-check.js';
 import type { JournalClocks } from './clock.js';
 
 /** Options of `CallJournal`. */
@@ -53,4 +55,54 @@ export function positive(value: number, name: string): number {
     );
   }
   return value;
+}
+
+const positiveMs = z
+  .number()
+  .positive()
+  .describe('a number of milliseconds greater than 0 (finite)');
+
+/** The schema of {@link CallJournalOptions} (DESIGN §17.1). */
+export const callJournalOptionsSchema = z.strictObject({
+  owner: z.string().min(1).describe('a non-empty string').optional(),
+  retentionMs: positiveMs.optional(),
+  inProgressTtlMs: positiveMs.optional(),
+  isOwnerAlive: fn('(owner) => boolean | undefined').optional(),
+  now: fn('() => epoch milliseconds').optional(),
+  clocks: z
+    .custom<JournalClocks>((v) => typeof v === 'object' && v !== null)
+    .describe('an object')
+    .optional(),
+  pruneIntervalMs: positiveMs.optional(),
+  receipts: z.enum(['all', 'keyed']).describe('"all" or "keyed"').optional(),
+});
+sameKeys<CallJournalOptions>()(callJournalOptionsSchema);
+
+/** The schema of `MemoryJournalStoreOptions` (its file checks the keys match). */
+export const memoryJournalStoreOptionsSchema = z.strictObject({
+  maxReceipts: z.number().int().min(1).describe('an integer from 1 up').optional(),
+  maxRecords: z.number().int().min(1).describe('an integer from 1 up').optional(),
+  onOverCap: fn('(info) => void').optional(),
+});
+
+/**
+ * @internal Checks a journal options bag against `schema` for `fn`.
+ *
+ * @throws ConfigError `INVALID_OPTIONS` naming every unknown or wrong option (nothing opened).
+ */
+export function checkJournalOptions(schema: z.ZodType, options: unknown, where: string): void {
+  checkOptions(schema, options, {
+    fn: where,
+    as: ConfigError,
+    consequence: 'Nothing was opened; fix the option and call again.',
+  });
+}
+
+/**
+ * @internal Checks the options of `new CallJournal`.
+ *
+ * @throws ConfigError `INVALID_OPTIONS` naming every unknown or wrong option.
+ */
+export function checkCallJournalOptions(options: unknown): void {
+  checkJournalOptions(callJournalOptionsSchema, options, 'new CallJournal');
 }
