@@ -340,6 +340,26 @@ function parseServer(
       'give "timeout" (seconds, as Cline does) or "callTimeoutMs", not both',
     );
   }
+  const common = parseCommon(obj, path, read, p, base);
+  const text = (value: unknown, at: string, allowEmpty = false): string =>
+    read(expectString(value, at, allowEmpty), at);
+  const config = p.read(() => parseTransportConfig(kind, obj, path, common, text, read), undefined);
+  // A relative working directory is the file's, wherever the process runs.
+  if (config?.transport !== 'stdio' || config.cwd === undefined || base === undefined)
+    return config;
+  return isAbsolute(config.cwd)
+    ? config
+    : Object.freeze({ ...config, cwd: resolve(base, config.cwd) });
+}
+
+/** The keys every server entry has, whatever its transport (see {@link CommonServerConfig}). */
+function parseCommon(
+  obj: Record<string, unknown>,
+  path: string,
+  read: ConfigText,
+  p: ConfigProblems,
+  base: string | undefined,
+): CommonServerConfig {
   const callTimeoutMs = p.read(
     () =>
       obj['timeout'] === undefined
@@ -353,7 +373,7 @@ function parseServer(
       : p.read(() => expectOneOf(obj['approval'], `${path}.approval`, APPROVAL_MODES), undefined);
   const tools =
     obj['tools'] === undefined ? undefined : parseToolFilter(obj['tools'], `${path}.tools`, p);
-  const common: CommonServerConfig = {
+  return {
     required: p.read(
       () =>
         obj['required'] === undefined ? true : expectBool(obj['required'], `${path}.required`),
@@ -412,15 +432,6 @@ function parseServer(
       false,
     ),
   };
-  const text = (value: unknown, at: string, allowEmpty = false): string =>
-    read(expectString(value, at, allowEmpty), at);
-  const config = p.read(() => parseTransportConfig(kind, obj, path, common, text, read), undefined);
-  // A relative working directory is the file's, wherever the process runs.
-  if (config?.transport !== 'stdio' || config.cwd === undefined || base === undefined)
-    return config;
-  return isAbsolute(config.cwd)
-    ? config
-    : Object.freeze({ ...config, cwd: resolve(base, config.cwd) });
 }
 
 /** `roots`: absolute paths or `file://` URIs; in a file, a relative path resolves against it. */
