@@ -8,6 +8,7 @@
  */
 import * as z from 'zod/v4';
 import { ErrorCode, RuntimeError, type OptionProblem, type StepbindError } from './errors.js';
+import { nearestName } from './nearest.js';
 
 /** Where a bag is checked, for the error: who refused it and what was (not) done. */
 export interface OptionsContext {
@@ -109,7 +110,7 @@ function collect(
     if (issue.code === 'unrecognized_keys') {
       const allowed = keysOf(schemaAt(schema, at, value));
       for (const key of issue.keys) {
-        const near = nearest(key, allowed);
+        const near = nearestName(key, allowed);
         const keys = [...at, key];
         found.push({
           keys,
@@ -155,38 +156,6 @@ export function describeValue(value: unknown, showString = false): string {
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'object') return 'an object';
   return `a ${typeof value}`;
-}
-
-/** The known key within edit distance 2 of `key` (the closest first), if any. */
-export function nearest(key: string, known: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const candidate of known) {
-    const d = distance(key.toLowerCase(), candidate.toLowerCase());
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
-
-/** Levenshtein distance (keys are short: at most a few dozen characters matter). */
-export function distance(a: string, b: string): number {
-  if (a.length > 64 || b.length > 64) return Math.abs(a.length - b.length) + 3;
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(
-        (previous[j] ?? 0) + 1,
-        (current[j - 1] ?? 0) + 1,
-        (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    }
-    previous = current;
-  }
-  return previous[b.length] ?? 0;
 }
 
 /**

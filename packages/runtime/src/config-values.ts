@@ -1,4 +1,4 @@
-import { ConfigError, ErrorCode, type ApprovalMode } from '@stepbind/binding/internal';
+import { ConfigError, ErrorCode, nearestName, type ApprovalMode } from '@stepbind/binding/internal';
 import type { ConfigText } from './interpolate.js';
 import type { ToolFilterConfig } from './tool-filter.js';
 
@@ -123,7 +123,7 @@ export function unknownKeys(
   return Object.keys(obj)
     .filter((key) => !allowed.includes(key))
     .map((key) => {
-      const near = nearest(key, allowed);
+      const near = nearestName(key, allowed);
       return {
         path: `${path}${pathKey(key)}`,
         message: `unknown key${near === undefined ? '' : ` (did you mean "${near}"?)`}; the keys allowed here are ${allowed.join(', ')}`,
@@ -139,38 +139,6 @@ export function checkKeys(
 ): void {
   const [first] = unknownKeys(obj, path, allowed);
   if (first !== undefined) fail(first.path, first.message);
-}
-
-/** The allowed key within edit distance 2 of `key` (case ignored; the closest first), if any. */
-export function nearest(key: string, known: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const candidate of known) {
-    const d = distance(key.toLowerCase(), candidate.toLowerCase());
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
-
-/** Levenshtein distance (keys are short: at most a few dozen characters matter). */
-function distance(a: string, b: string): number {
-  if (a.length > 64 || b.length > 64) return Math.abs(a.length - b.length) + 3;
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(
-        (previous[j] ?? 0) + 1,
-        (current[j - 1] ?? 0) + 1,
-        (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    }
-    previous = current;
-  }
-  return previous[b.length] ?? 0;
 }
 
 /** How many problems the message of a many-problem `INVALID_CONFIG` spells out (all are in `detail.errors`). */
