@@ -37,7 +37,7 @@ describe('stepbind.schema.json and mcp.json', () => {
     const validate = ajv.compile(schema);
     const example = root('mcp.json');
     expect(validate(example), JSON.stringify(validate.errors)).toBe(true);
-    const config = parseConfig(example, { env: {} }); // no variable needs setting;
+    const config = parseConfig(example, { env: {} }); // needs no variable: config check passes as is
     expect([...config.servers.keys()]).toEqual(['files', 'memory', 'search']);
     expect(config.disabled).toEqual(['legacy']);
     expect(validate({ mcpServers: { a: { command: 'x', bogus: 1 } } })).toBe(false);
