@@ -443,8 +443,8 @@ const MUTANTS: readonly Mutant[] = [
   {
     // DESIGN §17.1: a misspelt key is named with the nearest allowed one.
     name: 'no did-you-mean for a misspelt option',
-    file: 'packages/binding/src/options-check.ts',
-    find: 'let bestDistance = 3;',
+    file: 'packages/binding/src/nearest.ts',
+    find: 'let bestDistance = NEAR_DISTANCE + 1;',
     replace: 'let bestDistance = 0;',
     testFile: 'packages/runtime/test/options.test.ts',
     testName: 'refuses a misspelt journal (issue 22)',
