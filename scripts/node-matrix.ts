@@ -1,0 +1,199 @@
+/**
+ * `pnpm matrix [22] [24]`: the test suite on the Node lines users run besides the machine's own.
+ * `.ci/run` runs the README's test command (`pnpm check`, the whole suite) on the machine's Node 20
+ * and this on private installs of Node 22 and 24 (`private-node.ts`). For each line: a copy of the
+ * working tree (tracked and untracked files, not ignored ones) in a temporary folder, installed from
+ * nothing on that Node (`pnpm install --frozen-lockfile`: better-sqlite3 is built from source against
+ * that Node's headers, `npm_config_nodedir`), built, and the subset below run. Prints one line per
+ * Node with its counts and times, writes `coverage/vitest-nodeMAJOR.json`, and exits 1 on any
+ * failure. Needs `STEPBIND_PG_URL` for the fleet suites (as `pnpm test` does).
+ *
+ * Why a subset: the whole suite takes about 17 minutes on 2 CPUs and CI must stay under 60 with
+ * the mutation and conformance stages. The subset is every suite whose behaviour depends on the
+ * Node it runs on (the SQLite driver, child processes and their groups, sockets and fetch, WebCrypto
+ * and the OAuth server, PostgreSQL's driver, the packed install, the CLI, the adapters' frameworks);
+ * what is left out is pure logic (catalogs, bindings, policies, property tests against the oracle),
+ * which runs on Node 20 in the whole suite and does not touch a Node API that differs between lines.
+ */
+import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PRIVATE_NODES, privateNode, type PrivateMajor } from './private-node.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The suites run on Node 22 and 24, grouped by the Node behaviour they prove. */
+export const SUBSET: readonly string[] = [
+  // The journal on node:sqlite and better-sqlite3: files, busy waits, SIGKILL recovery, receipts.
+  'packages/runtime/test/journal/',
+  'packages/runtime/test/optional-dependency.test.ts',
+  // Child processes, their process groups, signals, stdio framing, hostile servers.
+  'packages/runtime/test/transports.stdio.test.ts',
+  'packages/runtime/test/runtime.stdio.test.ts',
+  'packages/runtime/test/delivery.stdio.test.ts',
+  'packages/runtime/test/third-party.test.ts',
+  'packages/testkit/test/hostile.process.test.ts',
+  'packages/testkit/test/hostile.stdio.test.ts',
+  // HTTP: fetch (undici), sockets, sessions, the legacy SSE transport, the 2026 era over HTTP.
+  'packages/runtime/test/http.test.ts',
+  'packages/runtime/test/http.sessions.test.ts',
+  'packages/runtime/test/http.secrets.test.ts',
+  'packages/runtime/test/sse.http.test.ts',
+  'packages/runtime/test/era.sdk2.http.test.ts',
+  'packages/runtime/test/third-party.http.test.ts',
+  // OAuth against a real authorization server (oidc-provider, jose, WebCrypto, loopback sockets).
+  'packages/runtime/test/auth/',
+  // The fleet on PostgreSQL (the pg driver's sockets, SIGKILLed workers).
+  'packages/runtime/test/fleet/',
+  // What a user installs and runs: packed packages, the README's code, the CLI, options, config.
+  'packages/runtime/test/install.test.ts',
+  'packages/runtime/test/packaging.test.ts',
+  'packages/runtime/test/readme.test.ts',
+  'packages/runtime/test/cli/',
+  'packages/runtime/test/cli.test.ts',
+  'packages/runtime/test/options.test.ts',
+  'packages/runtime/test/config-file.test.ts',
+  'examples/',
+  // The frameworks of the adapters (AI SDK 7 needs Node 22).
+  'packages/runtime/test/adapters/',
+];
+
+interface Report {
+  readonly numPassedTests: number;
+  readonly numFailedTests: number;
+  readonly numPendingTests: number;
+  readonly numTodoTests: number;
+  readonly numTotalTestSuites: number;
+}
+
+function seconds(since: bigint): string {
+  return `${(Number(process.hrtime.bigint() - since) / 1e9).toFixed(0)} s`;
+}
+
+function step(label: string, command: string, args: readonly string[], options: SpawnSyncOptions) {
+  const start = process.hrtime.bigint();
+  const result = spawnSync(command, args, { stdio: 'inherit', ...options });
+  const took = seconds(start);
+  if (result.status !== 0 && label !== 'tests') {
+    throw new Error(
+      `${label} failed (${command} ${args.join(' ')}: exit ${result.status ?? result.signal})`,
+    );
+  }
+  return { took, status: result.status };
+}
+
+/** Copies the working tree's tracked and untracked files (not ignored ones) into `to`. */
+function copyTree(to: string): void {
+  const listed = spawnSync(
+    'git',
+    ['ls-files', '-z', '--cached', '--others', '--exclude-standard'],
+    {
+      cwd: root,
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  );
+  if (listed.status !== 0) throw new Error(`git ls-files failed: ${listed.stderr}`);
+  for (const file of listed.stdout.split('\0')) {
+    if (file === '') continue;
+    const target = join(to, file);
+    mkdirSync(dirname(target), { recursive: true });
+    try {
+      cpSync(join(root, file), target, { verbatimSymlinks: true });
+    } catch (error) {
+      // A file deleted in the working tree but not yet in the index is not part of it.
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
+}
+
+function runOn(major: PrivateMajor): { line: string; ok: boolean } {
+  const node = privateNode(major, 'the Node-sensitive suites run on it');
+  const work = mkdtempSync(join(tmpdir(), `stepbind-node${major}-`));
+  const report = join(root, 'coverage', `vitest-node${major}.json`);
+  rmSync(report, { force: true });
+  try {
+    const tree = join(work, 'stepbind');
+    copyTree(tree);
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PATH: `${node.bin}:${process.env['PATH'] ?? ''}`,
+      // Native addons (better-sqlite3) build against this Node's headers, not a download.
+      npm_config_nodedir: node.dir,
+      // Both journal drivers must run here (node:sqlite is built in from 22.13 on).
+      STEPBIND_REQUIRE_JOURNAL_DRIVERS: 'node:sqlite,better-sqlite3',
+      // The machine's Node has another ABI: loading this tree's better-sqlite3 there must fail clearly.
+      STEPBIND_OTHER_ABI_NODE: process.execPath,
+      STEPBIND_REQUIRE_AI_SDK7: '1',
+      CI: '1',
+    };
+    const options: SpawnSyncOptions = { cwd: tree, env };
+    const version = spawnSync(node.node, ['--version'], { encoding: 'utf8' }).stdout.trim();
+    console.log(`\n=== ${version}: install from nothing, build, the Node-sensitive suites ===`);
+    const install = step(
+      'install',
+      'pnpm',
+      ['install', '--frozen-lockfile', '--prefer-offline'],
+      options,
+    );
+    const build = step('build', 'pnpm', ['-s', 'build'], options);
+    mkdirSync(dirname(report), { recursive: true });
+    const tests = step(
+      'tests',
+      node.node,
+      [
+        'node_modules/vitest/vitest.mjs',
+        'run',
+        '--project',
+        'default',
+        '--reporter=default',
+        '--reporter=json',
+        `--outputFile=${report}`,
+        ...SUBSET,
+      ],
+      options,
+    );
+    let counts: Report | undefined;
+    try {
+      counts = JSON.parse(readFileSync(report, 'utf8')) as Report;
+    } catch {
+      counts = undefined;
+    }
+    const ok =
+      tests.status === 0 &&
+      counts !== undefined &&
+      counts.numFailedTests === 0 &&
+      counts.numPassedTests > 0;
+    const line =
+      counts === undefined
+        ? `node ${version} (subset): no report (vitest exit ${tests.status})`
+        : `node ${version} (subset, ${counts.numTotalTestSuites} files): ${counts.numPassedTests} passed, ${counts.numFailedTests} failed, ${counts.numPendingTests + counts.numTodoTests} skipped; install ${install.took} (native build included), build ${build.took}, tests ${tests.took}`;
+    console.log(line);
+    return { line, ok };
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+const requested = process.argv.slice(2).map(Number);
+const majors = (
+  requested.length > 0 ? requested : Object.keys(PRIVATE_NODES).map(Number)
+) as PrivateMajor[];
+for (const major of majors) {
+  if (!(major in PRIVATE_NODES)) {
+    console.error(`usage: pnpm matrix [${Object.keys(PRIVATE_NODES).join('] [')}]`);
+    process.exit(2);
+  }
+}
+const lines: string[] = [];
+let failed = false;
+for (const major of majors) {
+  const { line, ok } = runOn(major);
+  lines.push(line);
+  if (!ok) failed = true;
+}
+console.log('');
+for (const line of lines) console.log(line);
+process.exitCode = failed ? 1 : 0;
