@@ -134,7 +134,9 @@ describe('stdio process groups', () => {
             pidFile: pids,
           }),
         }),
-        { timeoutMs: 1_000, closeGraceMs: 200 },
+        // Long enough for sh, the server and its grandchild to start and record their pids on a
+        // loaded machine (at 1 s a slow start was killed before the grandchild existed).
+        { timeoutMs: 5_000, closeGraceMs: 200 },
       ),
     );
     expect(error.code).toBe('TIMEOUT');
