@@ -49,7 +49,9 @@ describe('hostile: a list_changed storm', () => {
     expect(end).toBeGreaterThan(0);
     const during = audit.slice(0, end).filter((e) => e.method === 'tools/list').length;
     const after = audit.slice(end).filter((e) => e.method === 'tools/list').length;
-    expect(during).toBeGreaterThanOrEqual(2); // the initial listing and at least one re-list
+    // The initial listing; a re-list during the storm is usual but not owed: on a loaded machine the
+    // whole storm can be read before the debounce fires (seen on Node 24 under load 14).
+    expect(during).toBeGreaterThanOrEqual(1);
     expect(after).toBeGreaterThanOrEqual(1);
     expect(after).toBeLessThanOrEqual(2);
     // The runtime converged on the catalog the server ended with.
