@@ -1088,14 +1088,17 @@ function newTempDir(prefix: string): string {
  */
 const childTmp = new Map<string, string>();
 
-/** A fresh copy of the sources (no dist, no node_modules), in a new temp directory. */
+/** A fresh copy of the worktree (no node_modules), in a new temp directory. */
 function copyTree(): string {
   const dir = newTempDir('stepbind-mutants-');
   for (const entry of readdirSync(root)) {
     if (entry === 'node_modules' || entry === '.git' || entry === 'coverage') continue;
     cpSync(join(root, entry), join(dir, entry), {
       recursive: true,
-      filter: (src) => !/[/\\](node_modules|dist)([/\\]|$)/.test(src.slice(root.length)),
+      // The worktree's dist and build info come along with their timestamps: `tsc -b` then rebuilds
+      // only what is out of date, exactly as it would in the worktree (all of it without a dist).
+      preserveTimestamps: true,
+      filter: (src) => !/[/\\](node_modules|coverage)([/\\]|$)/.test(src.slice(root.length)),
     });
   }
   linkModules(join(root, 'node_modules'), join(dir, 'node_modules'));
@@ -1216,6 +1219,10 @@ async function batchedBaseline(dir: string, mutants: readonly Mutant[]): Promise
   return good;
 }
 
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)}s`;
+/** How long the mutant's build and test run took, for the progress line. */
+const times = new Map<Mutant, string>();
+
 /** The verdict on one mutant in a worker's copy; the copy's sources are unmutated on return. */
 async function judge(dir: string, m: Mutant, baselineHolds: boolean): Promise<string> {
   const path = join(dir, m.file);
@@ -1233,9 +1240,12 @@ async function judge(dir: string, m: Mutant, baselineHolds: boolean): Promise<st
   writeFileSync(path, original.replace(m.find, m.replace));
   try {
     // Incremental: rebuilds what this mutant and the restored previous one changed.
+    const t0 = performance.now();
     const compiled = await tsc(dir);
     if (compiled.code !== 0) return 'NOT KILLED (does not compile)';
+    const t1 = performance.now();
     const t = await vitest(dir, m);
+    times.set(m, `build ${seconds(t1 - t0)}, test ${seconds(performance.now() - t1)}`);
     const failedNamed = t.code !== 0 && /1 failed/.test(t.output);
     if (failedNamed && t.output.includes(m.diagnostic)) return 'KILLED';
     if (failedNamed) return `NOT KILLED (failed without "${m.diagnostic}")`;
@@ -1245,17 +1255,17 @@ async function judge(dir: string, m: Mutant, baselineHolds: boolean): Promise<st
   }
 }
 
-const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)}s`;
-
 async function main(): Promise<number> {
   const started = performance.now();
   const selected = MUTANTS.filter((m) => only.length === 0 || only.some((o) => m.name.includes(o)));
   const jobs = Math.max(1, Math.min(requestedJobs, selected.length));
   const first = copyTree();
+  const buildStarted = performance.now();
   const build = await tsc(first);
   if (build.code !== 0) throw new Error(`the unmutated copy does not build:\n${build.output}`);
   const dirs = [first];
   while (dirs.length < jobs) dirs.push(cloneTree(first));
+  console.log(`copies built: ${seconds(performance.now() - buildStarted)}`);
   const baselineStarted = performance.now();
   const vouched = await batchedBaseline(first, selected);
   console.log(
@@ -1272,7 +1282,9 @@ async function main(): Promise<number> {
       const t0 = performance.now();
       const verdict = await judge(dir, m, vouched.has(m));
       verdicts.set(m, verdict);
-      console.log(`${verdict.padEnd(9)} ${m.name} (${seconds(performance.now() - t0)})`);
+      const parts = times.get(m);
+      const took = `${seconds(performance.now() - t0)}${parts === undefined ? '' : `: ${parts}`}`;
+      console.log(`${verdict.padEnd(9)} ${m.name} (${took})`);
     }
   };
   await Promise.all(dirs.map(worker));
