@@ -3,18 +3,22 @@
  * is killed by its named test with the expected diagnostic. A mutant that does not compile, or that
  * fails for another reason, is not a kill. Prints a table; exits 1 if any mutant survives.
  */
-import { spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import {
   cpSync,
   existsSync,
+  lstatSync,
+  mkdirSync,
   mkdtempSync,
   readFileSync,
   readdirSync,
+  readlinkSync,
+  realpathSync,
   rmSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 interface Mutant {
@@ -1000,38 +1004,159 @@ const MUTANTS: readonly Mutant[] = [
 ];
 
 const root = resolve(import.meta.dirname, '..');
-const only = process.argv.slice(2);
 
+/** `--jobs N` (or `--jobs=N`) and the name filters, from the command line. */
+function parseArgs(argv: readonly string[]): { jobs: number; only: string[] } {
+  let jobs = availableParallelism();
+  const only: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? '';
+    const value = arg === '--jobs' ? argv[++i] : arg.startsWith('--jobs=') ? arg.slice(7) : null;
+    if (value === null) {
+      only.push(arg);
+      continue;
+    }
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1) {
+      console.error(`mutants: --jobs needs a whole number of at least 1, not "${value ?? ''}"`);
+      process.exit(2);
+    }
+    jobs = n;
+  }
+  return { jobs, only };
+}
+
+const { jobs: requestedJobs, only } = parseArgs(process.argv.slice(2));
+
+/** Temp trees and child process groups to remove on every way out (success, failure, Ctrl-C). */
+const tempDirs: string[] = [];
+const children = new Set<ChildProcess>();
+
+function cleanUp(): void {
+  for (const child of children) {
+    // Each child leads its own process group (`detached`): end it with everything it started.
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+}
+
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    console.error(`\nmutants: ${signal}: stopping the child processes and removing the copies`);
+    cleanUp();
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  });
+}
+
+/**
+ * `node_modules` for a copy: links to the worktree's installed packages, except the workspace
+ * packages (`@stepbind/*`), which point into the copy, so dist code a test spawns loads the copy's
+ * (possibly mutated) dist, never the worktree's. Caches (`.vite`) stay per copy.
+ */
+function linkModules(from: string, to: string): void {
+  mkdirSync(to);
+  for (const entry of readdirSync(from)) {
+    if (entry === '.vite' || entry === '.cache') continue;
+    if (entry === '@stepbind') {
+      mkdirSync(join(to, entry));
+      for (const name of readdirSync(join(from, entry))) {
+        const link = join(from, entry, name);
+        // Workspace links are relative (`../../packages/binding`): the same text resolves in the copy.
+        if (lstatSync(link).isSymbolicLink())
+          symlinkSync(readlinkSync(link), join(to, entry, name));
+      }
+      continue;
+    }
+    symlinkSync(join(from, entry), join(to, entry));
+  }
+}
+
+/** A new directory in the system temp directory, removed on every way out (real path: vitest reports those). */
+function newTempDir(prefix: string): string {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), prefix)));
+  tempDirs.push(dir);
+  return dir;
+}
+
+/**
+ * The temp directory the children of one copy get (`TMPDIR`): a vitest run killed on Ctrl-C cannot
+ * remove its private directory, so it is made in here, and removed with it. Short, for socket paths.
+ */
+const childTmp = new Map<string, string>();
+
+/** A fresh copy of the worktree (no node_modules), in a new temp directory. */
 function copyTree(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'stepbind-mutants-'));
+  const dir = newTempDir('stepbind-mutants-');
   for (const entry of readdirSync(root)) {
-    if (entry === 'node_modules' || entry === '.git') continue;
+    if (entry === 'node_modules' || entry === '.git' || entry === 'coverage') continue;
     cpSync(join(root, entry), join(dir, entry), {
       recursive: true,
-      filter: (src) => !/[/\\](node_modules|dist)([/\\]|$)/.test(src.slice(root.length)),
+      // The worktree's dist and build info come along with their timestamps: `tsc -b` then rebuilds
+      // only what is out of date, exactly as it would in the worktree (all of it without a dist).
+      preserveTimestamps: true,
+      filter: (src) => !/[/\\](node_modules|coverage)([/\\]|$)/.test(src.slice(root.length)),
     });
   }
-  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
+  linkModules(join(root, 'node_modules'), join(dir, 'node_modules'));
   for (const pkg of readdirSync(join(root, 'packages'))) {
     const modules = join(root, 'packages', pkg, 'node_modules');
-    if (existsSync(modules)) symlinkSync(modules, join(dir, 'packages', pkg, 'node_modules'));
+    if (existsSync(modules)) linkModules(modules, join(dir, 'packages', pkg, 'node_modules'));
   }
   return dir;
 }
 
+/** A copy of a built copy: same sources, dist and build info, timestamps kept so `tsc -b` is a no-op. */
+function cloneTree(built: string): string {
+  const dir = newTempDir('stepbind-mutants-');
+  cpSync(built, dir, {
+    recursive: true,
+    preserveTimestamps: true,
+    verbatimSymlinks: true,
+    filter: (src) => !/[/\\](\.vite|coverage)([/\\]|$)/.test(src.slice(built.length)),
+  });
+  return dir;
+}
+
+function childTmpFor(dir: string): string {
+  let tmp = childTmp.get(dir);
+  if (tmp === undefined) {
+    tmp = newTempDir('stepbind-m-');
+    childTmp.set(dir, tmp);
+  }
+  return tmp;
+}
+
+/** Runs a command in its own process group; resolves with its exit code and combined output. */
 function run(
   dir: string,
   command: string,
   args: readonly string[],
-): { code: number; output: string } {
-  const result = spawnSync(command, args, {
-    cwd: dir,
-    encoding: 'utf8',
-    env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' },
-    maxBuffer: 64 * 1024 * 1024,
+): Promise<{ code: number; output: string }> {
+  return new Promise((resolvePromise) => {
+    const child = spawn(command, args, {
+      cwd: dir,
+      env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1', TMPDIR: childTmpFor(dir) },
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.add(child);
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const done = (code: number, extra = ''): void => {
+      children.delete(child);
+      resolvePromise({ code, output: Buffer.concat(chunks).toString('utf8') + extra });
+    };
+    child.on('error', (error) => done(1, `\n${error.message}`));
+    child.on('close', (code) => done(code ?? 1));
   });
-  return { code: result.status ?? 1, output: `${result.stdout}${result.stderr}` };
 }
+
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const tsc = (dir: string) =>
   run(dir, process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-b']);
@@ -1045,58 +1170,143 @@ const vitest = (dir: string, m: Mutant) =>
     m.project ?? 'default',
     '-t',
     // vitest reads -t as a regular expression; the name must match literally.
-    m.testName.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+    escapeRegExp(m.testName),
   ]);
 
-const dir = copyTree();
-const rows: { mutant: string; test: string; verdict: string }[] = [];
-let survived = 0;
-try {
-  const build = tsc(dir);
-  if (build.code !== 0) throw new Error(`the unmutated copy does not build:\n${build.output}`);
-  for (const m of MUTANTS) {
-    if (only.length > 0 && !only.some((o) => m.name.includes(o))) continue;
-    const path = join(dir, m.file);
-    const original = readFileSync(path, 'utf8');
-    let verdict: string;
-    const baseline = vitest(dir, m);
-    if (baseline.code !== 0 || !/1 passed/.test(baseline.output)) {
-      verdict = 'INVALID (named test does not pass on the unmutated code)';
-    } else if (!original.includes(m.find)) {
-      verdict = 'INVALID (mutation site not found)';
-    } else {
-      writeFileSync(path, original.replace(m.find, m.replace));
-      try {
-        const compiled = tsc(dir);
-        if (compiled.code !== 0) {
-          verdict = 'NOT KILLED (does not compile)';
-        } else {
-          const t = vitest(dir, m);
-          const failedNamed = t.code !== 0 && /1 failed/.test(t.output);
-          if (failedNamed && t.output.includes(m.diagnostic)) verdict = 'KILLED';
-          else if (failedNamed) verdict = `NOT KILLED (failed without "${m.diagnostic}")`;
-          else verdict = 'SURVIVED';
-        }
-      } finally {
-        writeFileSync(path, original);
-      }
-    }
-    if (verdict !== 'KILLED') survived++;
-    rows.push({
-      mutant: m.name,
-      test: `${m.testFile.replace(/^packages\//, '')} › ${m.testName}`,
-      verdict,
-    });
-    console.log(`${verdict.padEnd(9)} ${m.name}`);
-  }
-} finally {
-  rmSync(dir, { recursive: true, force: true });
+/** The parts of vitest's JSON report read here. */
+interface JsonReport {
+  readonly testResults: readonly {
+    readonly name: string;
+    readonly status: string;
+    readonly assertionResults: readonly { readonly fullName: string; readonly status: string }[];
+  }[];
 }
 
-console.log('');
-console.log('| mutant | killed by | verdict |');
-console.log('| --- | --- | --- |');
-for (const r of rows) console.log(`| ${r.mutant} | ${r.test} | ${r.verdict} |`);
-console.log('');
-console.log(`${rows.length - survived} of ${rows.length} mutants killed`);
-process.exitCode = survived === 0 ? 0 : 1;
+/**
+ * One vitest run per project of every named test on the unmutated copy (JSON reporter). A mutant's
+ * baseline holds when the run passed as a whole, its test file passed, and exactly one test of that
+ * file whose name contains the mutant's test name ran (the set the mutant's own `-t` run selects)
+ * and passed. Mutants it does not vouch for get the single-test baseline run instead.
+ */
+async function batchedBaseline(dir: string, mutants: readonly Mutant[]): Promise<Set<Mutant>> {
+  const good = new Set<Mutant>();
+  const projects = [...new Set(mutants.map((m) => m.project ?? 'default'))];
+  for (const project of projects) {
+    const group = mutants.filter((m) => (m.project ?? 'default') === project);
+    const reportFile = join(dir, `baseline-${project}.json`);
+    const result = await run(dir, process.execPath, [
+      join(root, 'node_modules/vitest/vitest.mjs'),
+      'run',
+      ...new Set(group.map((m) => m.testFile)),
+      '--project',
+      project,
+      '-t',
+      [...new Set(group.map((m) => escapeRegExp(m.testName)))].join('|'),
+      '--reporter=json',
+      `--outputFile=${reportFile}`,
+    ]);
+    if (result.code !== 0 || !existsSync(reportFile)) continue;
+    const report = JSON.parse(readFileSync(reportFile, 'utf8')) as JsonReport;
+    for (const m of group) {
+      const file = report.testResults.find((r) => r.name === join(dir, m.testFile));
+      if (file === undefined || file.status !== 'passed') continue;
+      const ran = file.assertionResults.filter(
+        (t) => (t.status === 'passed' || t.status === 'failed') && t.fullName.includes(m.testName),
+      );
+      if (ran.length === 1 && ran[0]?.status === 'passed') good.add(m);
+    }
+  }
+  return good;
+}
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)}s`;
+/** How long the mutant's build and test run took, for the progress line. */
+const times = new Map<Mutant, string>();
+
+/** The verdict on one mutant in a worker's copy; the copy's sources are unmutated on return. */
+async function judge(dir: string, m: Mutant, baselineHolds: boolean): Promise<string> {
+  const path = join(dir, m.file);
+  const original = readFileSync(path, 'utf8');
+  if (!baselineHolds) {
+    // The batched run did not vouch for it: the single-test run decides, on a dist that matches
+    // the sources (an earlier mutant's build may still be in place).
+    const build = await tsc(dir);
+    const baseline = build.code === 0 ? await vitest(dir, m) : build;
+    if (baseline.code !== 0 || !/1 passed/.test(baseline.output)) {
+      return 'INVALID (named test does not pass on the unmutated code)';
+    }
+  }
+  if (!original.includes(m.find)) return 'INVALID (mutation site not found)';
+  writeFileSync(path, original.replace(m.find, m.replace));
+  try {
+    // Incremental: rebuilds what this mutant and the restored previous one changed.
+    const t0 = performance.now();
+    const compiled = await tsc(dir);
+    if (compiled.code !== 0) return 'NOT KILLED (does not compile)';
+    const t1 = performance.now();
+    const t = await vitest(dir, m);
+    times.set(m, `build ${seconds(t1 - t0)}, test ${seconds(performance.now() - t1)}`);
+    const failedNamed = t.code !== 0 && /1 failed/.test(t.output);
+    if (failedNamed && t.output.includes(m.diagnostic)) return 'KILLED';
+    if (failedNamed) return `NOT KILLED (failed without "${m.diagnostic}")`;
+    return 'SURVIVED';
+  } finally {
+    writeFileSync(path, original);
+  }
+}
+
+async function main(): Promise<number> {
+  const started = performance.now();
+  const selected = MUTANTS.filter((m) => only.length === 0 || only.some((o) => m.name.includes(o)));
+  const jobs = Math.max(1, Math.min(requestedJobs, selected.length));
+  const first = copyTree();
+  const buildStarted = performance.now();
+  const build = await tsc(first);
+  if (build.code !== 0) throw new Error(`the unmutated copy does not build:\n${build.output}`);
+  const dirs = [first];
+  while (dirs.length < jobs) dirs.push(cloneTree(first));
+  console.log(`copies built: ${seconds(performance.now() - buildStarted)}`);
+  const baselineStarted = performance.now();
+  const vouched = await batchedBaseline(first, selected);
+  console.log(
+    `baseline: ${vouched.size} of ${selected.length} named tests pass on the unmutated code ` +
+      `(${seconds(performance.now() - baselineStarted)}); ${jobs} worker${jobs === 1 ? '' : 's'}`,
+  );
+
+  const verdicts = new Map<Mutant, string>();
+  let next = 0;
+  const worker = async (dir: string): Promise<void> => {
+    for (let i = next++; i < selected.length; i = next++) {
+      const m = selected[i];
+      if (m === undefined) break;
+      const t0 = performance.now();
+      const verdict = await judge(dir, m, vouched.has(m));
+      verdicts.set(m, verdict);
+      const parts = times.get(m);
+      const took = `${seconds(performance.now() - t0)}${parts === undefined ? '' : `: ${parts}`}`;
+      console.log(`${verdict.padEnd(9)} ${m.name} (${took})`);
+    }
+  };
+  await Promise.all(dirs.map(worker));
+
+  let survived = 0;
+  console.log('');
+  console.log('| mutant | killed by | verdict |');
+  console.log('| --- | --- | --- |');
+  for (const m of selected) {
+    const verdict = verdicts.get(m) ?? 'NOT RUN';
+    if (verdict !== 'KILLED') survived++;
+    const test = `${m.testFile.replace(/^packages\//, '')} › ${m.testName}`;
+    console.log(`| ${m.name} | ${test} | ${verdict} |`);
+  }
+  console.log('');
+  console.log(`${selected.length - survived} of ${selected.length} mutants killed`);
+  console.log(`total ${seconds(performance.now() - started)} with ${jobs} worker(s)`);
+  return survived === 0 ? 0 : 1;
+}
+
+try {
+  process.exitCode = await main();
+} finally {
+  cleanUp();
+}
