@@ -119,12 +119,23 @@ export function stepToAiSdkTools(step: McpBinding, options: AiSdkToolsOptions = 
   return tools;
 }
 
+/**
+ * The `CallError` a tool throws to the AI SDK. AI SDK 6 shows the model `error.message`, AI SDK 7
+ * `String(error)` (`CallError: ...`); with `toString` returning the message, both show the same
+ * text.
+ */
+class ModelShownCallError extends CallError {
+  override toString(): string {
+    return this.message;
+  }
+}
+
 function forModel(error: unknown, modelName: string): StepbindError {
   const text = toToolResult(error).content[0].text;
   if (error instanceof StepbindError) {
-    return new CallError(error.code, text, { detail: error.detail, cause: error });
+    return new ModelShownCallError(error.code, text, { detail: error.detail, cause: error });
   }
-  return new CallError('TOOL_DENIED', text, { detail: { modelName }, cause: error });
+  return new ModelShownCallError('TOOL_DENIED', text, { detail: { modelName }, cause: error });
 }
 
 /**
