@@ -48,6 +48,7 @@ export type {
   ServerConnector,
   ServerStatus,
 } from './options.js';
+import { checkNodeVersion } from './node-version.js';
 export type { RuntimeEvent } from './events.js';
 export type { RuntimeClock } from './clock.js';
 
@@ -141,6 +142,7 @@ export class McpRuntime {
    */
   static open(config: unknown, options?: McpRuntimeOptions): Promise<McpRuntime>;
   static async open(config: unknown, options: McpRuntimeOptions = {}): Promise<McpRuntime> {
+    checkNodeVersion(process.versions.node, 'McpRuntime.open');
     checkOptions(runtimeOptionsSchema, options, {
       fn: 'McpRuntime.open',
       consequence: 'Nothing was started, opened or journaled; fix the option and call again.',

@@ -1,7 +1,9 @@
 /**
- * `@stepbind/runtime/ai-sdk`: the tools of one stepbind step as a Vercel AI SDK (`ai` 6) tool set,
- * ready for `generateText` / `streamText`. `ai` is an optional peer dependency; only this subpath
- * imports it.
+ * `@stepbind/runtime/ai-sdk`: the tools of one stepbind step as a Vercel AI SDK tool set, ready
+ * for `generateText` / `streamText`. Works with `ai` 6 and `ai` 7 (peer `^6.0.0 || ^7.0.0`); AI SDK
+ * 7 needs Node 22+ and is tested on Node 22 and 24, AI SDK 6 on 20, 22 and 24. `ai` is an optional
+ * peer dependency; only this subpath imports it. The outputs use the part types both versions
+ * accept (`image-data`, `file-data`: deprecated in 7, not removed).
  *
  * @example
  * ```ts
