@@ -326,8 +326,11 @@ export interface ErrorDetailMap {
     readonly feature: string;
     /** The command that installs it, such as `npm install better-sqlite3@^12`. */
     readonly install: string;
-    /** `not-installed`, or `not-loadable` (installed, but it failed to load: a native build for another Node). */
-    readonly reason: 'not-installed' | 'not-loadable';
+    /**
+     * `not-installed`, `not-loadable` (installed, but it failed to load: a native build for another
+     * Node), or `not-available` (a built-in module, `node:sqlite`, this Node does not have).
+     */
+    readonly reason: 'not-installed' | 'not-loadable' | 'not-available';
   };
   UNSUPPORTED_NODE: BaseErrorDetail & {
     /** The running Node version, such as `20.18.1`. */

@@ -19,10 +19,11 @@ import { RuntimeCore } from './core.js';
 import { abortedError, closedError, toStepbindError } from './failures.js';
 import type { FleetStore } from './fleet/attach.js';
 import { attachFleetFor } from './fleet/hooks.js';
-import { closeJournal, openJournal } from './journal/open.js';
+import { closeJournal, journalStatus, openJournal } from './journal/open.js';
 import { journalView, type JournalView } from './journal/view.js';
 import type {
   CaptureOptions,
+  JournalStatus,
   McpRuntimeOptions,
   RuntimeStatus,
   ServerConnector,
@@ -39,6 +40,7 @@ import { ServerAuthorizers } from './server/authorizers.js';
 export type {
   CaptureOptions,
   DiscoveryStatus,
+  JournalStatus,
   JournalTuning,
   McpRuntimeOptions,
   ReconnectOptions,
@@ -68,6 +70,7 @@ export class McpRuntime {
   readonly #policy: RuntimePolicy;
   readonly #journal: CallJournal;
   readonly #journalView: JournalView;
+  readonly #journalStatus: JournalStatus;
   readonly #registryView: RegistryView;
   #stepCounter = 0;
   #closing: Promise<void> | undefined;
@@ -103,6 +106,7 @@ export class McpRuntime {
     this.#core = core;
     this.#journal = journal;
     this.#journalView = journalView(journal);
+    this.#journalStatus = journalStatus(journal, fleet !== undefined);
     // The registry holds the policy epoch; the call policy reads it from there.
     const registry = core.registry;
     this.#policy = new RuntimePolicy(() => registry.policyEpoch);
@@ -171,6 +175,7 @@ export class McpRuntime {
     runtime.#core.emit({
       type: 'journal-recovered',
       location: journal.store.location,
+      journal: runtime.#journalStatus,
       records: recovered,
     });
     runtime.#core.markDirty('open');
@@ -471,7 +476,7 @@ export class McpRuntime {
 
   /** Current state of every configured server. */
   status(): RuntimeStatus {
-    return runtimeStatus(this.#core);
+    return runtimeStatus(this.#core, this.#journalStatus);
   }
 
   /**

@@ -5,7 +5,8 @@ import {
   type ReceiptBody,
   type StoredReceipt,
 } from '@stepbind/binding/internal';
-import { openSqliteJournal } from '../journal/sqlite.js';
+import { openSqliteJournal, SqliteJournalStore } from '../journal/sqlite.js';
+import type { JournalDriverOption } from '../journal/sqlite-driver.js';
 import { loadConfigFile } from './config-file.js';
 import { fleetStoreOf, STORE_OPTIONS } from './fleet.js';
 import { commandLineOf, formatTable, usageError, type CommandSpec } from './grammar.js';
@@ -91,8 +92,16 @@ export async function verifyReceipts(
   path: string | JournalStore, // or an open store (closed here)
   json: boolean,
   expectHead?: ChainAnchor,
+  driver?: JournalDriverOption,
 ): Promise<ReceiptsReport> {
-  const store = typeof path === 'string' ? openSqliteJournal({ path, readOnly: true }) : path;
+  const store = typeof path === 'string' ? openReading(path, driver) : path;
+  // Which SQLite library read the file: the same file reads the same on either.
+  const library =
+    store instanceof SqliteJournalStore
+      ? { driver: store.driver, sqliteVersion: store.sqliteVersion }
+      : undefined;
+  const using =
+    library === undefined ? '' : `driver: ${library.driver} (SQLite ${library.sqliteVersion})\n`;
   try {
     const verdict = verifyJournal({
       anchor: await store.anchor(),
@@ -101,7 +110,12 @@ export async function verifyReceipts(
       records: await store.listRecords(),
       expectHead,
     });
-    if (json) return { code: verdict.ok ? 0 : 1, stdout: `${JSON.stringify(verdict)}\n` };
+    if (json) {
+      return {
+        code: verdict.ok ? 0 : 1,
+        stdout: `${JSON.stringify({ ...verdict, ...library })}\n`,
+      };
+    }
     const from =
       verdict.anchor.seq === 0
         ? 'from the start'
@@ -115,13 +129,13 @@ export async function verifyReceipts(
     if (verdict.ok) {
       return {
         code: 0,
-        stdout: `✔ ${store.location}: ${plural(verdict.count, 'receipt')} verified ${from}, ${plural(verdict.records, 'record')} agree with them${unchecked}${expectHead === undefined ? '' : `; the expected head ${expectHead.seq} is in the chain`}\n${head}`,
+        stdout: `✔ ${store.location}: ${plural(verdict.count, 'receipt')} verified ${from}, ${plural(verdict.records, 'record')} agree with them${unchecked}${expectHead === undefined ? '' : `; the expected head ${expectHead.seq} is in the chain`}\n${head}${using}`,
       };
     }
     const lines = verdict.findings.map((f) => `  ${f.reason}: ${f.message}`);
     return {
       code: 1,
-      stdout: `✘ ${store.location}: ${plural(verdict.findings.length, 'finding')} (${plural(verdict.count, 'receipt')} verified ${from}):\n${lines.join('\n')}\n${head}`,
+      stdout: `✘ ${store.location}: ${plural(verdict.findings.length, 'finding')} (${plural(verdict.count, 'receipt')} verified ${from}):\n${lines.join('\n')}\n${head}${using}`,
     };
   } finally {
     await store.close();
@@ -136,9 +150,9 @@ export async function verifyReceipts(
  */
 export async function listReceipts(
   path: string | JournalStore, // or an open store (closed here)
-  options: { readonly json: boolean; readonly key?: string },
+  options: { readonly json: boolean; readonly key?: string; readonly driver?: JournalDriverOption },
 ): Promise<ReceiptsReport> {
-  const store = typeof path === 'string' ? openSqliteJournal({ path, readOnly: true }) : path;
+  const store = typeof path === 'string' ? openReading(path, options.driver) : path;
   try {
     const receipts = await store.readReceipts(
       options.key === undefined ? {} : { key: options.key },
@@ -175,6 +189,11 @@ export async function listReceipts(
   } finally {
     await store.close();
   }
+}
+
+/** Opens the SQLite journal `path` for reading only, on `driver` (the configuration's, or `auto`). */
+function openReading(path: string, driver: JournalDriverOption | undefined): SqliteJournalStore {
+  return openSqliteJournal({ path, readOnly: true, ...(driver === undefined ? {} : { driver }) });
 }
 
 function parse(r: StoredReceipt): ReceiptBody | undefined {
@@ -217,8 +236,11 @@ export async function runReceiptsCommand(argv: readonly string[], io: CliIo): Pr
   let scrub: ((text: string) => string) | undefined;
   try {
     let store: JournalStore | string;
+    let driver: JournalDriverOption | undefined;
     if (journal === undefined && !wantsStore && parsed.config !== undefined) {
-      journal = (await loadConfigFile(parsed.config)).journal?.path;
+      const configured = (await loadConfigFile(parsed.config)).journal;
+      journal = configured?.path;
+      driver = configured?.driver;
     }
     if (journal !== undefined) {
       store = journal;
@@ -241,8 +263,12 @@ export async function runReceiptsCommand(argv: readonly string[], io: CliIo): Pr
     }
     const report =
       spec.name === 'receipts verify'
-        ? await verifyReceipts(store, json, expectHead)
-        : await listReceipts(store, { json, ...(key === undefined ? {} : { key }) });
+        ? await verifyReceipts(store, json, expectHead, driver)
+        : await listReceipts(store, {
+            json,
+            ...(key === undefined ? {} : { key }),
+            ...(driver === undefined ? {} : { driver }),
+          });
     io.stdout(report.stdout);
     return report.code;
   } catch (error) {
