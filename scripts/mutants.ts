@@ -997,6 +997,24 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'sends a keyed call once: the repeat is answered from the configured journal',
     diagnostic: 'replayed',
   },
+  {
+    name: 'supported Node range open from 21',
+    file: 'packages/runtime/src/node-version.ts',
+    find: 'if (major >= OPEN_FROM_MAJOR) return true;',
+    replace: 'if (major >= 21) return true;',
+    testFile: 'packages/runtime/test/node-version.test.ts',
+    testName: 'accepts 20.19+, 22.12+ and every version from 24 on, and nothing else',
+    diagnostic: "'21.7.3'",
+  },
+  {
+    name: 'AI SDK tool error shown as "CallError: ..."',
+    file: 'packages/runtime/src/adapters/ai-sdk.ts',
+    find: '    return this.message;',
+    replace: '    return super.toString();',
+    testFile: 'packages/runtime/test/adapters/ai-sdk.test.ts',
+    testName: 'shows the model schema errors and structured results, and routes abort signals',
+    diagnostic: 'to satisfy',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
