@@ -108,7 +108,7 @@ export default defineConfig({
       ...(aiSdk7Runs
         ? [
             {
-              extends: true,
+              extends: true as const,
               resolve: {
                 // Exact matches: `ai`, `ai/test` and `ai/package.json` of `ai` 7.
                 alias: [
