@@ -4,7 +4,7 @@ import Database from 'better-sqlite3';
 import type { ReceiptBody } from '@stepbind/binding';
 import { openSqliteJournal as openStore, type SqliteJournalOptions } from '@stepbind/runtime';
 import { runCli } from '../../src/cli/run.js';
-import { describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { tempDir } from '@stepbind/testkit';
 import { receipt } from '../support/journal.js';
 import { describeEachDriver } from './drivers.js';

@@ -21,7 +21,7 @@ import {
   type ServerFixture,
   tempDir,
 } from '@stepbind/testkit';
-import { describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { WRITE } from '../support/fixtures.js';
 import { failure } from '../support/errors.js';
 import { receipt, record } from '../support/journal.js';
