@@ -1015,6 +1015,26 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'shows the model schema errors and structured results, and routes abort signals',
     diagnostic: 'to satisfy',
   },
+  {
+    name: "node:sqlite's numeric busy code not normalized to SQLITE_BUSY",
+    file: 'packages/runtime/src/journal/node-sqlite.ts',
+    find: 'if (extended === 0) return `SQLITE_${base}`;',
+    replace: 'if (extended === 0) return `SQLITE_${errcode}`;',
+    testFile: 'packages/runtime/test/journal/node-sqlite.test.ts',
+    testName: 'maps numeric primary and extended codes to better-sqlite3 names',
+    diagnostic: 'SQLITE_5',
+  },
+  {
+    // Needs Node 22.13+ (node:sqlite); on Node 20 the named test is skipped (INVALID).
+    name: 'the node:sqlite adapter leaves a transaction open after its function throws',
+    file: 'packages/runtime/src/journal/node-sqlite.ts',
+    find: '        if (this.inTransaction) {\n          if (nested) {',
+    replace: '        if (false as boolean) {\n          if (nested) {',
+    testFile: 'packages/runtime/test/journal/node-sqlite.test.ts',
+    testName:
+      'the SQLite seam (node:sqlite) rolls a transaction back when its function throws, and rethrows the error',
+    diagnostic: '"n": 1',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -6,7 +6,7 @@ import type {
   UnenforcedPattern,
 } from '@stepbind/binding/internal';
 import { createDebug } from './log.js';
-import type { JournalStatus } from './options.js';
+import type { JournalStatus } from './journal/status.js';
 import type { ServerLogMessage } from './connection.js';
 import type { SessionLoss } from './transports/http-session.js';
 

@@ -11,7 +11,9 @@ import type { ServerConfig } from './config.js';
 import type { RuntimeEvent } from './events.js';
 import type { Connection, ProtocolEra } from './connection.js';
 import type { StoreOption } from './fleet/attach.js';
-import type { JournalDriver, JournalDriverOption } from './journal/sqlite-driver.js';
+import type { JournalDriverOption } from './journal/sqlite-driver.js';
+import type { JournalStatus } from './journal/status.js';
+export type { JournalStatus } from './journal/status.js';
 import type { DiscoveryStatus } from './discovery-states.js';
 import {
   captureOptionsSchema,
@@ -246,19 +248,4 @@ export interface RuntimeStatus {
   readonly servers: readonly ServerStatus[];
   /** The execution journal in use: where it lives and, for SQLite, on which library. */
   readonly journal: JournalStatus;
-}
-
-/**
- * The journal part of {@link RuntimeStatus}: `memory` (no journal configured), `sqlite` (a SQLite
- * file, with the driver and SQLite version in use), `fleet` (the fleet store's database) or
- * `store` (a `JournalStore` the application gave). No secrets: `location` is a file path, the
- * fleet store's redacted location, or the store's own `location`.
- */
-export interface JournalStatus {
-  readonly kind: 'memory' | 'sqlite' | 'fleet' | 'store';
-  readonly location: string;
-  /** The SQLite library of a `sqlite` journal. */
-  readonly driver?: JournalDriver;
-  /** The SQLite library version of a `sqlite` journal, such as `3.54.1`. */
-  readonly sqliteVersion?: string;
 }

@@ -19,7 +19,8 @@ import { RuntimeCore } from './core.js';
 import { abortedError, closedError, toStepbindError } from './failures.js';
 import type { FleetStore } from './fleet/attach.js';
 import { attachFleetFor } from './fleet/hooks.js';
-import { closeJournal, journalStatus, openJournal } from './journal/open.js';
+import { closeJournal, openJournal } from './journal/open.js';
+import { journalStatus } from './journal/status.js';
 import { journalView, type JournalView } from './journal/view.js';
 import type {
   CaptureOptions,

@@ -21,7 +21,15 @@ const JOURNAL_OPTIONS = [
   },
   ...STORE_OPTIONS,
   { name: 'json', description: 'print the result as JSON (shape below)' },
+  {
+    name: 'driver',
+    value: 'DRIVER',
+    description:
+      "the SQLite library: auto (node:sqlite where this Node has it), node:sqlite or better-sqlite3 (default: CONFIG's, else auto)",
+  },
 ] as const;
+
+const DRIVERS: readonly JournalDriverOption[] = ['auto', 'node:sqlite', 'better-sqlite3'];
 
 const WHERE = `The journal is --journal FILE, --store URL, or the "journal" (else the "store") of CONFIG.`;
 
@@ -56,7 +64,8 @@ Exit code 0, or 2 for usage or journal errors.`,
     ],
     notes: `${WHERE}
 --json: { "ok", "count", "records", "anchor": { "seq", "digest" }, "head": { "seq", "digest" },
-          "storedHead", "findings": [{ "reason", "message", ... }] }
+          "storedHead", "findings": [{ "reason", "message", ... }], and for a SQLite file "driver",
+          "sqliteVersion" }
 Exit code 0 only for an intact chain; 1 when it is broken; 2 for usage or journal errors.`,
   },
 ];
@@ -227,6 +236,14 @@ export async function runReceiptsCommand(argv: readonly string[], io: CliIo): Pr
   if (expect !== undefined && expectHead === undefined) {
     return usageError(spec, '--expect-head needs SEQ:DIGEST (as printed after "head:")', io);
   }
+  const driverFlag = parsed.values.get('driver');
+  if (driverFlag !== undefined && !(DRIVERS as readonly string[]).includes(driverFlag)) {
+    return usageError(
+      spec,
+      `--driver needs one of ${DRIVERS.join(', ')} (not "${driverFlag}")`,
+      io,
+    );
+  }
   let journal = parsed.values.get('journal');
   const wantsStore = parsed.values.has('store');
   if (journal !== undefined && wantsStore) {
@@ -236,11 +253,11 @@ export async function runReceiptsCommand(argv: readonly string[], io: CliIo): Pr
   let scrub: ((text: string) => string) | undefined;
   try {
     let store: JournalStore | string;
-    let driver: JournalDriverOption | undefined;
+    let driver = driverFlag as JournalDriverOption | undefined;
     if (journal === undefined && !wantsStore && parsed.config !== undefined) {
       const configured = (await loadConfigFile(parsed.config)).journal;
       journal = configured?.path;
-      driver = configured?.driver;
+      driver ??= configured?.driver;
     }
     if (journal !== undefined) {
       store = journal;

@@ -46,14 +46,15 @@ export function loadNodeSqlite(): NodeSqliteModule | undefined {
   const getBuiltin = (
     process as { getBuiltinModule?: (id: string) => unknown }
   ).getBuiltinModule?.bind(process);
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as is; called on process
   const emitWarning = process.emitWarning;
   process.emitWarning = function (this: unknown, warning: string | Error, ...rest: unknown[]) {
     const text = typeof warning === 'string' ? warning : warning.message;
     const type = typeof rest[0] === 'string' ? rest[0] : (rest[0] as { type?: unknown })?.type;
     const name = typeof warning === 'string' ? type : warning.name;
     if (name === 'ExperimentalWarning' && /SQLite/i.test(text)) return;
-    return (emitWarning as (...args: unknown[]) => void).call(process, warning, ...rest);
-  } as typeof process.emitWarning;
+    return Reflect.apply(emitWarning, process, [warning, ...rest]) as void;
+  };
   try {
     const module = getBuiltin?.('node:sqlite') as NodeSqliteModule | undefined;
     loaded = typeof module?.DatabaseSync === 'function' ? module : null;
@@ -147,7 +148,7 @@ function guard<T>(fn: () => T): T {
 
 /** A row as better-sqlite3 returns it: a plain object (node:sqlite's has a null prototype). */
 function plain(row: unknown): unknown {
-  return row === undefined || row === null ? undefined : { ...(row as object) };
+  return row === undefined || row === null ? undefined : { ...row };
 }
 
 /** The statement adapter: `run` reports `changes` as a number, rows are plain objects. */

@@ -3,8 +3,8 @@ import { hostname } from 'node:os';
 import { CallJournal, MemoryJournalStore, type JournalStore } from '@stepbind/binding/internal';
 import type { RuntimeClock } from '../clock.js';
 import type { FleetStore } from '../fleet/attach.js';
-import type { JournalStatus, RuntimeJournalOptions } from '../options.js';
-import { openSqliteJournal, SqliteJournalStore } from './sqlite.js';
+import type { RuntimeJournalOptions } from '../options.js';
+import { openSqliteJournal } from './sqlite.js';
 
 /** Journal owners open in this process: a record of this pid with another owner is dead. */
 const openOwners = new Set<string>();
@@ -48,22 +48,6 @@ export function openJournal(
     isOwnerAlive: (other) => ownerAlive(other, host),
   });
   return journal;
-}
-
-/** What `status().journal` shows of `journal` (`fleet`: it lives in the fleet store). */
-export function journalStatus(journal: CallJournal, fleet: boolean): JournalStatus {
-  const store = journal.store;
-  const location = store.location;
-  if (store instanceof SqliteJournalStore) {
-    return Object.freeze({
-      kind: 'sqlite',
-      location,
-      driver: store.driver,
-      sqliteVersion: store.sqliteVersion,
-    });
-  }
-  const kind = store instanceof MemoryJournalStore ? 'memory' : fleet ? 'fleet' : 'store';
-  return Object.freeze({ kind, location });
 }
 
 /** Closes a journal `openJournal` opened; its owner id counts as dead from then on. */

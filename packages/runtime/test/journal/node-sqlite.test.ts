@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { RuntimeError } from '@stepbind/binding';
@@ -124,10 +125,20 @@ describe('the driver choice', () => {
     expect(resolveJournalDriver('better-sqlite3', 'x')).toBe('better-sqlite3');
   });
 
-  it('loading node:sqlite leaves process.emitWarning as it was', () => {
-    const before = process.emitWarning;
-    loadNodeSqlite();
-    expect(process.emitWarning).toBe(before);
+  it('loads node:sqlite without printing its ExperimentalWarning and leaves process.emitWarning as it was', () => {
+    // A fresh process: this one loaded node:sqlite already.
+    const module = new URL('../../dist/journal/node-sqlite.js', import.meta.url).href;
+    const script = `const { loadNodeSqlite } = await import(${JSON.stringify(module)});
+      const before = process.emitWarning;
+      const loaded = loadNodeSqlite() !== undefined;
+      process.emitWarning('still shown', 'ExperimentalWarning');
+      process.stdout.write(JSON.stringify({ loaded, same: process.emitWarning === before }));`;
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+    });
+    expect(JSON.parse(run.stdout)).toEqual({ loaded: nodeSqlite, same: true });
+    expect(run.stderr).not.toMatch(/SQLite is an experimental feature/);
+    expect(run.stderr).toMatch(/still shown/);
   });
 
   it.skipIf(nodeSqlite)(

@@ -8,7 +8,7 @@ import {
   openSqliteJournal as openStore,
   type SqliteJournalOptions,
 } from '@stepbind/runtime';
-import { describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { tempDir } from '@stepbind/testkit';
 import { canMount, smallDisk } from '../support/disk.js';
 import { receipt, record } from '../support/journal.js';
