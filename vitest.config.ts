@@ -43,6 +43,30 @@ if (missingSuites.length > 0) {
   );
 }
 
+/**
+ * The AI SDK adapter suites, run a second time (project `ai-sdk-7`) against `ai` 7 (the dev
+ * dependency `ai-v7`, aliased to `ai` for these files only; `STEPBIND_TEST_AI_SDK=7` makes each
+ * suite assert the major version it got). `ai` 7 declares `node >= 22`: on an older Node the run is
+ * left out with a printed reason, or fails the whole run when `STEPBIND_REQUIRE_AI_SDK7=1` (CI on
+ * 22 and 24) says it must not be left out.
+ */
+const AI_SDK_7_SUITES = ['packages/runtime/test/adapters/**/*.test.ts'];
+const nodeMajor = Number(process.versions.node.split('.')[0]);
+const aiSdk7Runs = nodeMajor >= 22;
+if (!aiSdk7Runs) {
+  const reason = `the AI SDK 7 adapter run (project ai-sdk-7) needs Node >= 22, this is Node ${process.versions.node}`;
+  if (process.env['STEPBIND_REQUIRE_AI_SDK7'] === '1') {
+    throw new Error(`vitest.config.ts: STEPBIND_REQUIRE_AI_SDK7=1 but ${reason}.`);
+  }
+  // Once per run: the workers load this config again with the same environment.
+  if (process.env['STEPBIND_AI_SDK7_SKIP_SAID'] !== '1') {
+    console.warn(`Skipped: ${reason} (set STEPBIND_REQUIRE_AI_SDK7=1 to fail instead).`);
+    process.env['STEPBIND_AI_SDK7_SKIP_SAID'] = '1';
+  }
+}
+const aiV7 = (path: string): string =>
+  fileURLToPath(new URL(`./packages/runtime/node_modules/ai-v7/${path}`, import.meta.url));
+
 export default defineConfig({
   resolve: {
     alias: {
@@ -81,6 +105,26 @@ export default defineConfig({
           env: { STEPBIND_TEST_ERA: 'modern' },
         },
       },
+      ...(aiSdk7Runs
+        ? [
+            {
+              extends: true as const,
+              resolve: {
+                // Exact matches: `ai`, `ai/test` and `ai/package.json` of `ai` 7.
+                alias: [
+                  { find: /^ai$/, replacement: aiV7('dist/index.js') },
+                  { find: /^ai\/test$/, replacement: aiV7('dist/test/index.js') },
+                  { find: /^ai\/package\.json$/, replacement: aiV7('package.json') },
+                ],
+              },
+              test: {
+                name: 'ai-sdk-7',
+                include: AI_SDK_7_SUITES,
+                env: { STEPBIND_TEST_AI_SDK: '7' },
+              },
+            },
+          ]
+        : []),
     ],
     testTimeout: 30_000,
     hookTimeout: 30_000,

@@ -1001,6 +1001,44 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'sends a keyed call once: the repeat is answered from the configured journal',
     diagnostic: 'replayed',
   },
+  {
+    name: 'supported Node range open from 21',
+    file: 'packages/runtime/src/node-version.ts',
+    find: 'if (major >= OPEN_FROM_MAJOR) return true;',
+    replace: 'if (major >= 21) return true;',
+    testFile: 'packages/runtime/test/node-version.test.ts',
+    testName: 'accepts 20.19+, 22.12+ and every version from 24 on, and nothing else',
+    diagnostic: "'21.7.3'",
+  },
+  {
+    name: 'AI SDK tool error shown as "CallError: ..."',
+    file: 'packages/runtime/src/adapters/ai-sdk.ts',
+    find: '    return this.message;',
+    replace: '    return super.toString();',
+    testFile: 'packages/runtime/test/adapters/ai-sdk.test.ts',
+    testName: 'shows the model schema errors and structured results, and routes abort signals',
+    diagnostic: 'to satisfy',
+  },
+  {
+    name: "node:sqlite's numeric busy code not normalized to SQLITE_BUSY",
+    file: 'packages/runtime/src/journal/node-sqlite.ts',
+    find: 'if (extended === 0) return `SQLITE_${base}`;',
+    replace: 'if (extended === 0) return `SQLITE_${errcode}`;',
+    testFile: 'packages/runtime/test/journal/node-sqlite.test.ts',
+    testName: 'maps numeric primary and extended codes to better-sqlite3 names',
+    diagnostic: 'SQLITE_5',
+  },
+  {
+    // Needs Node 22.13+ (node:sqlite); on Node 20 the named test is skipped (INVALID).
+    name: 'the node:sqlite adapter leaves a transaction open after its function throws',
+    file: 'packages/runtime/src/journal/node-sqlite.ts',
+    find: '        if (this.inTransaction) {\n          if (nested) {',
+    replace: '        if (false as boolean) {\n          if (nested) {',
+    testFile: 'packages/runtime/test/journal/node-sqlite.test.ts',
+    testName:
+      'the SQLite seam (node:sqlite) rolls a transaction back when its function throws, and rethrows the error',
+    diagnostic: '"n": 1',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

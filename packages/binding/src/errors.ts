@@ -90,6 +90,9 @@ export const ErrorCode = {
   // application did not install (better-sqlite3 for a SQLite journal, pg for a fleet store) was
   // used, or the package is installed but would not load (detail: package, feature, install).
   DEPENDENCY_MISSING: 'DEPENDENCY_MISSING',
+  // UNSUPPORTED_NODE (RuntimeError): the CLI or McpRuntime.open runs on a Node version outside
+  // the supported range (detail: running, required).
+  UNSUPPORTED_NODE: 'UNSUPPORTED_NODE',
 } as const;
 
 /** One of the stable error codes in {@link ErrorCode}. */
@@ -323,8 +326,17 @@ export interface ErrorDetailMap {
     readonly feature: string;
     /** The command that installs it, such as `npm install better-sqlite3@^12`. */
     readonly install: string;
-    /** `not-installed`, or `not-loadable` (installed, but it failed to load: a native build for another Node). */
-    readonly reason: 'not-installed' | 'not-loadable';
+    /**
+     * `not-installed`, `not-loadable` (installed, but it failed to load: a native build for another
+     * Node), or `not-available` (a built-in module, `node:sqlite`, this Node does not have).
+     */
+    readonly reason: 'not-installed' | 'not-loadable' | 'not-available';
+  };
+  UNSUPPORTED_NODE: BaseErrorDetail & {
+    /** The running Node version, such as `20.18.1`. */
+    readonly running: string;
+    /** The supported range (`engines.node`), such as `^20.19.0 || ^22.12.0 || >=24.0.0`. */
+    readonly required: string;
   };
 }
 

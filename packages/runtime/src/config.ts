@@ -65,6 +65,12 @@ export interface JournalConfig {
    * `JOURNAL_BUSY` (see `SqliteJournalOptions.busyTimeoutMs`). @default 5000
    */
   readonly busyTimeoutMs?: number;
+  /**
+   * The SQLite library: `auto` (`node:sqlite` where the running Node has it, else
+   * `better-sqlite3`), `node:sqlite` or `better-sqlite3` (see `SqliteJournalOptions.driver`).
+   * @default 'auto'
+   */
+  readonly driver?: 'auto' | 'node:sqlite' | 'better-sqlite3';
 }
 
 /** A validated `mcpServers` configuration, with defaults applied. */
@@ -264,6 +270,7 @@ const JOURNAL_KEYS = [
   'retentionMs',
   'inProgressTtlMs',
   'busyTimeoutMs',
+  'driver',
 ] as const;
 
 /** The `journal` key; a relative `path` resolves against `base` (the file's directory) when given. */
@@ -284,6 +291,18 @@ function parseJournal(
             expectOneOf(obj['synchronous'], '$.journal.synchronous', ['full', 'normal'] as const),
           undefined,
         );
+  const driver =
+    obj['driver'] === undefined
+      ? undefined
+      : p.read(
+          () =>
+            expectOneOf(obj['driver'], '$.journal.driver', [
+              'auto',
+              'node:sqlite',
+              'better-sqlite3',
+            ] as const),
+          undefined,
+        );
   const int = (name: string, min: number, max: number): Record<string, number> => {
     const v = obj[name];
     if (v === undefined) return {};
@@ -296,6 +315,7 @@ function parseJournal(
     ...int('retentionMs', 1, Number.MAX_SAFE_INTEGER),
     ...int('inProgressTtlMs', 1, Number.MAX_SAFE_INTEGER),
     ...int('busyTimeoutMs', 0, 2_147_483_647),
+    ...(driver === undefined ? {} : { driver }),
   });
 }
 

@@ -6,6 +6,7 @@ import type {
   UnenforcedPattern,
 } from '@stepbind/binding/internal';
 import { createDebug } from './log.js';
+import type { JournalStatus } from './journal/status.js';
 import type { ServerLogMessage } from './connection.js';
 import type { SessionLoss } from './transports/http-session.js';
 
@@ -113,6 +114,8 @@ export type RuntimeEvent =
        */
       readonly type: 'journal-recovered';
       readonly location: string;
+      /** The journal opened (its kind and, for SQLite, driver and version), as `status().journal`. */
+      readonly journal: JournalStatus;
       readonly records: readonly JournalRecord[];
     }
   | {

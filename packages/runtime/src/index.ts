@@ -185,6 +185,7 @@ export { McpRuntime } from './runtime.js';
 export type {
   CaptureOptions,
   DiscoveryStatus,
+  JournalStatus,
   JournalTuning,
   McpRuntimeOptions,
   ReconnectOptions,
@@ -205,3 +206,4 @@ export {
   SqliteJournalStore,
 } from './journal/sqlite.js';
 export type { SqliteJournalOptions } from './journal/sqlite.js';
+export type { JournalDriver, JournalDriverOption } from './journal/sqlite-driver.js';

@@ -1,5 +1,6 @@
 /**
- * Loading of the optional dependencies: `better-sqlite3` (the SQLite journal) and `pg` (the fleet
+ * Loading of the optional dependencies: `better-sqlite3` (the SQLite journal's driver where
+ * `node:sqlite` is not used) and `pg` (the fleet
  * store and its token store) are optional peers of `@stepbind/runtime`, loaded on first use so an
  * application that wants neither installs no native build and no database driver. A package that
  * is missing, or installed but not loadable, is a typed `DEPENDENCY_MISSING` naming it, the feature
@@ -53,10 +54,14 @@ export function dependencyMissing(
   const why =
     reason === 'not-installed'
       ? `the optional package "${name}", which is not installed`
-      : `the optional package "${name}", which is installed but failed to load (${firstLine(cause)}); reinstall it for this Node version (${process.version})`;
+      : `the optional package "${name}", which is installed but failed to load (${firstLine(cause)}); it was built for another Node version than this one (${process.version}) or its install is incomplete`;
+  const next =
+    reason === 'not-installed'
+      ? `Run \`${install}\` in your application (stepbind loads it only for this feature).`
+      : `Run \`npm rebuild ${name}\` under this Node (or \`${install}\` again)${name === 'better-sqlite3' ? `; on Node 22.13 or later the journal's default driver ("auto") uses the built-in node:sqlite and needs no native module` : ''}.`;
   return new RuntimeError(
     ErrorCode.DEPENDENCY_MISSING,
-    `${capitalise(feature)} needs ${why}. Run \`${install}\` in your application (stepbind loads it only for this feature).`,
+    `${capitalise(feature)} needs ${why}. ${next}`,
     { detail: { package: name, feature, install, reason }, cause },
   );
 }

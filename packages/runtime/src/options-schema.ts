@@ -60,7 +60,7 @@ export const reconnectOptionsSchema = z.strictObject({
 });
 
 /**
- * `RuntimeJournalOptions`: `{ path, synchronous?, busyTimeoutMs? }` or `{ store }`, both with the
+ * `RuntimeJournalOptions`: `{ path, synchronous?, busyTimeoutMs?, driver? }` or `{ store }`, both with the
  * retention tuning. Exactly one of `path` and `store`; the SQLite keys only with `path`.
  */
 export const journalOptionsSchema = z
@@ -71,6 +71,10 @@ export const journalOptionsSchema = z
       .describe('"full" (fsync before each send) or "normal"')
       .optional(),
     busyTimeoutMs: millis(0).optional(),
+    driver: z
+      .enum(['auto', 'node:sqlite', 'better-sqlite3'])
+      .describe('"auto", "node:sqlite" or "better-sqlite3"')
+      .optional(),
     store: withMethods<JournalStore>('JournalStore', JOURNAL_STORE_METHODS).optional(),
     retentionMs: positiveMs.optional(),
     inProgressTtlMs: positiveMs.optional(),
@@ -88,7 +92,7 @@ export const journalOptionsSchema = z
       ctx.addIssue(problemIssue(['store'], 'cannot be given with "path": choose one journal'));
     }
     if (bag.store !== undefined) {
-      for (const key of ['synchronous', 'busyTimeoutMs'] as const) {
+      for (const key of ['synchronous', 'busyTimeoutMs', 'driver'] as const) {
         if (bag[key] !== undefined) {
           ctx.addIssue(
             problemIssue([key], 'applies only to a "path" journal (the store given tunes its own)'),
@@ -207,6 +211,10 @@ export const sqliteJournalOptionsSchema = z.strictObject({
     .describe('"full" (fsync before each send) or "normal"')
     .optional(),
   busyTimeoutMs: millis(0).optional(),
+  driver: z
+    .enum(['auto', 'node:sqlite', 'better-sqlite3'])
+    .describe('"auto", "node:sqlite" or "better-sqlite3"')
+    .optional(),
   clock: withMethods('RuntimeClock', ['setTimeout', 'clearTimeout', 'now']).optional(),
   readOnly: z.boolean().describe('a boolean').optional(),
 });

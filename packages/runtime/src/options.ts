@@ -11,6 +11,9 @@ import type { ServerConfig } from './config.js';
 import type { RuntimeEvent } from './events.js';
 import type { Connection, ProtocolEra } from './connection.js';
 import type { StoreOption } from './fleet/attach.js';
+import type { JournalDriverOption } from './journal/sqlite-driver.js';
+import type { JournalStatus } from './journal/status.js';
+export type { JournalStatus } from './journal/status.js';
 import type { DiscoveryStatus } from './discovery-states.js';
 import {
   captureOptionsSchema,
@@ -64,6 +67,8 @@ export type RuntimeJournalOptions =
        * @default 5000
        */
       readonly busyTimeoutMs?: number;
+      /** The SQLite library; see `SqliteJournalOptions.driver`. @default 'auto' */
+      readonly driver?: JournalDriverOption;
     })
   | (JournalTuning & {
       /** Any store (for example a shared database); the runtime closes it on `close()`. */
@@ -241,4 +246,6 @@ export interface RuntimeStatus {
   readonly liveSets: number;
   readonly liveConnections: number;
   readonly servers: readonly ServerStatus[];
+  /** The execution journal in use: where it lives and, for SQLite, on which library. */
+  readonly journal: JournalStatus;
 }

@@ -20,9 +20,11 @@ import { abortedError, closedError, toStepbindError } from './failures.js';
 import type { FleetStore } from './fleet/attach.js';
 import { attachFleetFor } from './fleet/hooks.js';
 import { closeJournal, openJournal } from './journal/open.js';
+import { journalStatus } from './journal/status.js';
 import { journalView, type JournalView } from './journal/view.js';
 import type {
   CaptureOptions,
+  JournalStatus,
   McpRuntimeOptions,
   RuntimeStatus,
   ServerConnector,
@@ -39,6 +41,7 @@ import { ServerAuthorizers } from './server/authorizers.js';
 export type {
   CaptureOptions,
   DiscoveryStatus,
+  JournalStatus,
   JournalTuning,
   McpRuntimeOptions,
   ReconnectOptions,
@@ -48,6 +51,7 @@ export type {
   ServerConnector,
   ServerStatus,
 } from './options.js';
+import { checkNodeVersion } from './node-version.js';
 export type { RuntimeEvent } from './events.js';
 export type { RuntimeClock } from './clock.js';
 
@@ -67,6 +71,7 @@ export class McpRuntime {
   readonly #policy: RuntimePolicy;
   readonly #journal: CallJournal;
   readonly #journalView: JournalView;
+  readonly #journalStatus: JournalStatus;
   readonly #registryView: RegistryView;
   #stepCounter = 0;
   #closing: Promise<void> | undefined;
@@ -102,6 +107,7 @@ export class McpRuntime {
     this.#core = core;
     this.#journal = journal;
     this.#journalView = journalView(journal);
+    this.#journalStatus = journalStatus(journal, fleet !== undefined);
     // The registry holds the policy epoch; the call policy reads it from there.
     const registry = core.registry;
     this.#policy = new RuntimePolicy(() => registry.policyEpoch);
@@ -141,6 +147,7 @@ export class McpRuntime {
    */
   static open(config: unknown, options?: McpRuntimeOptions): Promise<McpRuntime>;
   static async open(config: unknown, options: McpRuntimeOptions = {}): Promise<McpRuntime> {
+    checkNodeVersion(process.versions.node, 'McpRuntime.open');
     checkOptions(runtimeOptionsSchema, options, {
       fn: 'McpRuntime.open',
       consequence: 'Nothing was started, opened or journaled; fix the option and call again.',
@@ -169,6 +176,7 @@ export class McpRuntime {
     runtime.#core.emit({
       type: 'journal-recovered',
       location: journal.store.location,
+      journal: runtime.#journalStatus,
       records: recovered,
     });
     runtime.#core.markDirty('open');
@@ -469,7 +477,7 @@ export class McpRuntime {
 
   /** Current state of every configured server. */
   status(): RuntimeStatus {
-    return runtimeStatus(this.#core);
+    return runtimeStatus(this.#core, this.#journalStatus);
   }
 
   /**

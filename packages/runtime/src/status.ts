@@ -1,10 +1,19 @@
 import { wireTransportOf } from './connect.js';
 import type { RuntimeCore } from './core.js';
 import { listingStatus } from './listing-reuse.js';
-import type { DiscoveryStatus, RuntimeStatus, ServerAuthStatus, ServerStatus } from './options.js';
+import type {
+  DiscoveryStatus,
+  JournalStatus,
+  RuntimeStatus,
+  ServerAuthStatus,
+  ServerStatus,
+} from './options.js';
 
-/** The runtime's state for `McpRuntime.status()`: every configured server, in config order. */
-export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
+/**
+ * The runtime's state for `McpRuntime.status()`: every configured server, in config order, and
+ * the journal (`journal`, fixed at open).
+ */
+export function runtimeStatus(core: RuntimeCore, journal: JournalStatus): RuntimeStatus {
   const set = core.current;
   const servers: ServerStatus[] = [];
   for (const [name, cfg] of core.config.servers) {
@@ -54,5 +63,6 @@ export function runtimeStatus(core: RuntimeCore): RuntimeStatus {
     liveSets: core.liveSets.size,
     liveConnections: [...core.servers].filter((s) => !s.connection.closed).length,
     servers: Object.freeze(servers),
+    journal,
   });
 }

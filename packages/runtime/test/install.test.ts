@@ -1,9 +1,12 @@
 /**
  * The first install, as a user meets it (DESIGN §17.4): the three packages packed, installed OFFLINE
- * into fresh apps from the local pnpm store, then a plain-JS agent loop on Node 20, a strict
- * TypeScript check with `skipLibCheck: false`, and a journal without better-sqlite3. Prints the
- * install time of the runtime with and without the journal's driver. Slow: packing, three installs
- * and a full `tsc` are about a minute of CPU (more on a loaded machine).
+ * into fresh apps from the local pnpm store, then a plain-JS agent loop on this Node, a strict
+ * TypeScript check with `skipLibCheck: false`, and a journal without better-sqlite3: on Node 22.13+
+ * it opens on the built-in `node:sqlite` (DESIGN §18.1), before that it is `DEPENDENCY_MISSING`.
+ * Prints the install time of the runtime alone and with better-sqlite3, tagged with the Node
+ * version; with `npm_config_nodedir` set (CI: the running Node's headers) better-sqlite3 is built
+ * from source (pnpm's side-effects cache off), else a cached build may be reused. Slow: packing,
+ * three installs and a full `tsc` are about a minute of CPU, plus the native build when asked for.
  */
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,7 +14,17 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOfflineApp, packAll, run } from './support/offline-app.js';
 
-const SETUP_TIMEOUT_MS = 150_000;
+/** A source build of better-sqlite3 alone took 5.6 minutes on the loaded 2-CPU machine. */
+const SETUP_TIMEOUT_MS = 1_200_000;
+// pnpm on Node 22+ turns on Node's compile cache in the temp directory: not in this test's.
+process.env['NODE_DISABLE_COMPILE_CACHE'] = '1';
+/** Node 22.13 and later have `node:sqlite` without a flag: the journal needs no package there. */
+const HAS_NODE_SQLITE = (() => {
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  return major > 22 || (major === 22 && minor >= 13);
+})();
+/** With the running Node's headers given, better-sqlite3 is compiled, not taken from a cache. */
+const FROM_SOURCE = (process.env['npm_config_nodedir'] ?? '') !== '';
 /**
  * `skipLibCheck: false` checks every declaration file (zod's alone are 109): ~30 s of CPU, minutes
  * of wall time on a loaded 2-CPU machine.
@@ -44,13 +57,24 @@ beforeAll(async () => {
   });
   typeCheck = startTypeCheck(app);
   installMs.runtime = await createOfflineApp(bare, { tarballs, stepbind: ['runtime'] });
-  installMs.withJournal = await createOfflineApp(journalApp, {
-    tarballs,
-    stepbind: ['runtime'],
-    extra: ['better-sqlite3'],
-  });
+  // pnpm reads npm_config_* from its environment, which createOfflineApp passes on.
+  const cache = process.env['npm_config_side_effects_cache'];
+  if (FROM_SOURCE) process.env['npm_config_side_effects_cache'] = 'false';
+  try {
+    installMs.withJournal = await createOfflineApp(journalApp, {
+      tarballs,
+      stepbind: ['runtime'],
+      extra: ['better-sqlite3'],
+    });
+  } finally {
+    if (cache === undefined) delete process.env['npm_config_side_effects_cache'];
+    else process.env['npm_config_side_effects_cache'] = cache;
+  }
+  const build = FROM_SOURCE
+    ? 'better-sqlite3 compiled from source (side-effects cache off)'
+    : "better-sqlite3's native build reused from the store's side-effects cache if this machine built it before (set npm_config_nodedir to compile from source)";
   console.log(
-    `install of @stepbind/runtime into a fresh app, offline from the pnpm store: ${installMs.runtime} ms without a journal driver, ${installMs.withJournal} ms with better-sqlite3 (${packageCount(bare)} vs ${packageCount(journalApp)} packages; better-sqlite3's native build is reused from the store's side-effects cache when this machine built it before, otherwise it compiles from source)`,
+    `[Node ${process.versions.node}] install of @stepbind/runtime into a fresh app, offline from the pnpm store: ${installMs.runtime} ms alone (journal driver: ${HAS_NODE_SQLITE ? 'node:sqlite, built in' : 'none until better-sqlite3 is added'}), ${installMs.withJournal} ms with better-sqlite3 (${packageCount(bare)} vs ${packageCount(journalApp)} packages; ${build})`,
   );
 }, SETUP_TIMEOUT_MS);
 
@@ -66,7 +90,7 @@ function packageCount(path: string): number {
   ).length;
 }
 
-/** Runs a script file of `cwd` with this Node (20): stdout, stderr and the exit status. */
+/** Runs a script file of `cwd` with this Node: its stdout. */
 async function node(cwd: string, file: string, source: string): Promise<string> {
   writeFileSync(join(cwd, file), source);
   const { stdout } = await run(process.execPath, [file], { cwd });
@@ -146,7 +170,7 @@ describe('installing the packed packages into a fresh app', () => {
     expect(installMs.withJournal).toBeGreaterThan(0);
   });
 
-  it('runs a plain-JS agent loop on Node 20: open on a testkit stdio server, capture, call, release, close', async () => {
+  it('runs a plain-JS agent loop on this Node: open on a testkit stdio server, capture, call, release, close', async () => {
     const out = await node(
       app,
       'loop.mjs',
@@ -200,25 +224,35 @@ try {
     TSC_TIMEOUT_MS,
   );
 
-  it('fails a journal path without better-sqlite3 with DEPENDENCY_MISSING naming the package and the install command', async () => {
+  /** Opens a journal in `cwd` with `journal` options: the driver in use, or the error. */
+  async function openJournal(
+    cwd: string,
+    journal: Record<string, unknown>,
+  ): Promise<{
+    driver?: string;
+    code?: string;
+    detail?: Record<string, string>;
+    message?: string;
+  }> {
+    rmSync(join(cwd, 'journal.db'), { force: true });
     const out = await node(
-      app,
+      cwd,
       'journal.mjs',
       `import { McpRuntime } from '@stepbind/runtime';
 try {
-  const runtime = await McpRuntime.open({ mcpServers: {} }, { journal: { path: './journal.db' } });
+  const runtime = await McpRuntime.open({ mcpServers: {} }, { journal: ${JSON.stringify(journal)} });
+  const { driver } = runtime.status().journal;
   await runtime.close();
-  console.log(JSON.stringify({ opened: true }));
+  console.log(JSON.stringify({ driver }));
 } catch (error) {
   console.log(JSON.stringify({ code: error.code, detail: error.detail, message: error.message }));
 }
 `,
     );
-    const printed = JSON.parse(out) as {
-      code: string;
-      detail: Record<string, string>;
-      message: string;
-    };
+    return JSON.parse(out) as Awaited<ReturnType<typeof openJournal>>;
+  }
+
+  const missingBetterSqlite3 = (printed: Awaited<ReturnType<typeof openJournal>>): void => {
     expect(printed.code).toBe('DEPENDENCY_MISSING');
     expect(printed.detail).toMatchObject({
       package: 'better-sqlite3',
@@ -227,20 +261,43 @@ try {
     });
     expect(printed.message).toContain('npm install better-sqlite3@^12');
     expect(printed.message).toContain('journal.db');
-    expect(readdirSync(app)).not.toContain('journal.db');
-  }, 60_000);
+  };
 
-  it('opens the same journal once better-sqlite3 is installed beside the runtime', async () => {
-    const out = await node(
-      journalApp,
-      'journal.mjs',
-      `import { McpRuntime } from '@stepbind/runtime';
-const runtime = await McpRuntime.open({ mcpServers: {} }, { journal: { path: './journal.db' } });
-await runtime.close();
-console.log(JSON.stringify({ opened: true }));
-`,
-    );
-    expect(JSON.parse(out)).toEqual({ opened: true });
+  it.runIf(HAS_NODE_SQLITE)(
+    'opens a SQLite journal on node:sqlite with no better-sqlite3 installed (Node 22.13+)',
+    async () => {
+      expect(
+        readdirSync(join(app, 'node_modules', '.pnpm')).filter((n) =>
+          n.startsWith('better-sqlite3@'),
+        ),
+      ).toEqual([]);
+      expect(await openJournal(app, { path: './journal.db' })).toEqual({ driver: 'node:sqlite' });
+      expect(readdirSync(app)).toContain('journal.db');
+      // Asking for better-sqlite3 by name still names the package and the install command.
+      missingBetterSqlite3(
+        await openJournal(app, { path: './journal.db', driver: 'better-sqlite3' }),
+      );
+      expect(readdirSync(app)).not.toContain('journal.db');
+    },
+    60_000,
+  );
+
+  it.runIf(!HAS_NODE_SQLITE)(
+    'fails a journal path without better-sqlite3 with DEPENDENCY_MISSING naming the package and the install command (Node before 22.13)',
+    async () => {
+      missingBetterSqlite3(await openJournal(app, { path: './journal.db' }));
+      expect(readdirSync(app)).not.toContain('journal.db');
+    },
+    60_000,
+  );
+
+  it('opens the same journal on better-sqlite3 once it is installed beside the runtime', async () => {
+    expect(
+      await openJournal(journalApp, { path: './journal.db', driver: 'better-sqlite3' }),
+    ).toEqual({ driver: 'better-sqlite3' });
+    expect(await openJournal(journalApp, { path: './journal.db' })).toEqual({
+      driver: HAS_NODE_SQLITE ? 'node:sqlite' : 'better-sqlite3',
+    });
     expect(readdirSync(journalApp)).toContain('journal.db');
   }, 60_000);
 });

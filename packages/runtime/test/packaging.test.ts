@@ -7,6 +7,7 @@ import {
   KNOWN_LEAKS,
   unexportedReachableTypes,
 } from './support/public-types.js';
+import { SUPPORTED_NODE_RANGE, TESTED_NODE_VERSIONS } from '../src/node-version.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -124,7 +125,7 @@ describe('packaging', () => {
     const runtime = read('runtime');
     expect(runtime['dependencies']?.['ai']).toBeUndefined();
     expect(runtime['peerDependencies']).toEqual({
-      ai: '^6.0.0',
+      ai: '^6.0.0 || ^7.0.0',
       'better-sqlite3': '^12.0.0',
       pg: '^8.11.0',
     });
@@ -154,5 +155,21 @@ describe('packaging', () => {
       }
     }
     expect(pinned).toEqual([]);
+  });
+
+  it('states one supported Node range: engines of the root and every package, the check, the README', () => {
+    const engines = ['.', 'packages/binding', 'packages/runtime', 'packages/testkit'].map((dir) => {
+      const pkg = JSON.parse(readFileSync(`${root}${dir}/package.json`, 'utf8')) as {
+        engines?: { node?: string };
+      };
+      return [dir, pkg.engines?.node];
+    });
+    expect(engines).toEqual(engines.map(([dir]) => [dir, SUPPORTED_NODE_RANGE]));
+    const readme = readFileSync(`${root}README.md`, 'utf8');
+    const section = readme.slice(readme.indexOf('### Supported Node versions'));
+    expect(section).toContain(`\`engines.node\` of every package is \`${SUPPORTED_NODE_RANGE}\``);
+    expect(section).toContain(
+      `CI runs the whole suite on\nNode ${TESTED_NODE_VERSIONS.slice(0, -1).join(', ')} and ${TESTED_NODE_VERSIONS.at(-1)}.`,
+    );
   });
 });

@@ -1,7 +1,9 @@
 /**
- * `@stepbind/runtime/ai-sdk`: the tools of one stepbind step as a Vercel AI SDK (`ai` 6) tool set,
- * ready for `generateText` / `streamText`. `ai` is an optional peer dependency; only this subpath
- * imports it.
+ * `@stepbind/runtime/ai-sdk`: the tools of one stepbind step as a Vercel AI SDK tool set, ready
+ * for `generateText` / `streamText`. Works with `ai` 6 and `ai` 7 (peer `^6.0.0 || ^7.0.0`); AI SDK
+ * 7 needs Node 22+ and is tested on Node 22 and 24, AI SDK 6 on 20, 22 and 24. `ai` is an optional
+ * peer dependency; only this subpath imports it. The outputs use the part types both versions
+ * accept (`image-data`, `file-data`: deprecated in 7, not removed).
  *
  * @example
  * ```ts
@@ -119,12 +121,23 @@ export function stepToAiSdkTools(step: McpBinding, options: AiSdkToolsOptions = 
   return tools;
 }
 
+/**
+ * The `CallError` a tool throws to the AI SDK. AI SDK 6 shows the model `error.message`, AI SDK 7
+ * `String(error)` (`CallError: ...`); with `toString` returning the message, both show the same
+ * text.
+ */
+class ModelShownCallError extends CallError {
+  override toString(): string {
+    return this.message;
+  }
+}
+
 function forModel(error: unknown, modelName: string): StepbindError {
   const text = toToolResult(error).content[0].text;
   if (error instanceof StepbindError) {
-    return new CallError(error.code, text, { detail: error.detail, cause: error });
+    return new ModelShownCallError(error.code, text, { detail: error.detail, cause: error });
   }
-  return new CallError('TOOL_DENIED', text, { detail: { modelName }, cause: error });
+  return new ModelShownCallError('TOOL_DENIED', text, { detail: { modelName }, cause: error });
 }
 
 /**

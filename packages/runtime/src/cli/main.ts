@@ -1,6 +1,14 @@
 #!/usr/bin/env node
-import { killAllServerGroups } from '../transports/stdio.js';
-import { runCli } from './run.js';
+import { unsupportedNodeMessage } from '../node-version.js';
+
+// First the Node version, before anything that may need a newer Node is loaded: one plain line.
+const unsupported = unsupportedNodeMessage(process.versions.node);
+if (unsupported !== undefined) {
+  process.stderr.write(`stepbind: UNSUPPORTED_NODE: ${unsupported}\n`);
+  process.exit(1);
+}
+const { killAllServerGroups } = await import('../transports/stdio.js');
+const { runCli } = await import('./run.js');
 
 // The first Ctrl-C cancels discovery; every server's process group is then ended by its close()
 // (SIGTERM, then SIGKILL) before the exit. A second one does not wait: SIGKILL to every group now.

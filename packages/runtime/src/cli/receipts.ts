@@ -5,7 +5,8 @@ import {
   type ReceiptBody,
   type StoredReceipt,
 } from '@stepbind/binding/internal';
-import { openSqliteJournal } from '../journal/sqlite.js';
+import { openSqliteJournal, SqliteJournalStore } from '../journal/sqlite.js';
+import type { JournalDriverOption } from '../journal/sqlite-driver.js';
 import { loadConfigFile } from './config-file.js';
 import { fleetStoreOf, STORE_OPTIONS } from './fleet.js';
 import { commandLineOf, formatTable, usageError, type CommandSpec } from './grammar.js';
@@ -20,7 +21,15 @@ const JOURNAL_OPTIONS = [
   },
   ...STORE_OPTIONS,
   { name: 'json', description: 'print the result as JSON (shape below)' },
+  {
+    name: 'driver',
+    value: 'DRIVER',
+    description:
+      "the SQLite library: auto (node:sqlite where this Node has it), node:sqlite or better-sqlite3 (default: CONFIG's, else auto)",
+  },
 ] as const;
+
+const DRIVERS: readonly JournalDriverOption[] = ['auto', 'node:sqlite', 'better-sqlite3'];
 
 const WHERE = `The journal is --journal FILE, --store URL, or the "journal" (else the "store") of CONFIG.`;
 
@@ -55,7 +64,8 @@ Exit code 0, or 2 for usage or journal errors.`,
     ],
     notes: `${WHERE}
 --json: { "ok", "count", "records", "anchor": { "seq", "digest" }, "head": { "seq", "digest" },
-          "storedHead", "findings": [{ "reason", "message", ... }] }
+          "storedHead", "findings": [{ "reason", "message", ... }], and for a SQLite file "driver",
+          "sqliteVersion" }
 Exit code 0 only for an intact chain; 1 when it is broken; 2 for usage or journal errors.`,
   },
 ];
@@ -91,8 +101,16 @@ export async function verifyReceipts(
   path: string | JournalStore, // or an open store (closed here)
   json: boolean,
   expectHead?: ChainAnchor,
+  driver?: JournalDriverOption,
 ): Promise<ReceiptsReport> {
-  const store = typeof path === 'string' ? openSqliteJournal({ path, readOnly: true }) : path;
+  const store = typeof path === 'string' ? openReading(path, driver) : path;
+  // Which SQLite library read the file: the same file reads the same on either.
+  const library =
+    store instanceof SqliteJournalStore
+      ? { driver: store.driver, sqliteVersion: store.sqliteVersion }
+      : undefined;
+  const using =
+    library === undefined ? '' : `driver: ${library.driver} (SQLite ${library.sqliteVersion})\n`;
   try {
     const verdict = verifyJournal({
       anchor: await store.anchor(),
@@ -101,7 +119,12 @@ export async function verifyReceipts(
       records: await store.listRecords(),
       expectHead,
     });
-    if (json) return { code: verdict.ok ? 0 : 1, stdout: `${JSON.stringify(verdict)}\n` };
+    if (json) {
+      return {
+        code: verdict.ok ? 0 : 1,
+        stdout: `${JSON.stringify({ ...verdict, ...library })}\n`,
+      };
+    }
     const from =
       verdict.anchor.seq === 0
         ? 'from the start'
@@ -115,13 +138,13 @@ export async function verifyReceipts(
     if (verdict.ok) {
       return {
         code: 0,
-        stdout: `✔ ${store.location}: ${plural(verdict.count, 'receipt')} verified ${from}, ${plural(verdict.records, 'record')} agree with them${unchecked}${expectHead === undefined ? '' : `; the expected head ${expectHead.seq} is in the chain`}\n${head}`,
+        stdout: `✔ ${store.location}: ${plural(verdict.count, 'receipt')} verified ${from}, ${plural(verdict.records, 'record')} agree with them${unchecked}${expectHead === undefined ? '' : `; the expected head ${expectHead.seq} is in the chain`}\n${head}${using}`,
       };
     }
     const lines = verdict.findings.map((f) => `  ${f.reason}: ${f.message}`);
     return {
       code: 1,
-      stdout: `✘ ${store.location}: ${plural(verdict.findings.length, 'finding')} (${plural(verdict.count, 'receipt')} verified ${from}):\n${lines.join('\n')}\n${head}`,
+      stdout: `✘ ${store.location}: ${plural(verdict.findings.length, 'finding')} (${plural(verdict.count, 'receipt')} verified ${from}):\n${lines.join('\n')}\n${head}${using}`,
     };
   } finally {
     await store.close();
@@ -136,9 +159,9 @@ export async function verifyReceipts(
  */
 export async function listReceipts(
   path: string | JournalStore, // or an open store (closed here)
-  options: { readonly json: boolean; readonly key?: string },
+  options: { readonly json: boolean; readonly key?: string; readonly driver?: JournalDriverOption },
 ): Promise<ReceiptsReport> {
-  const store = typeof path === 'string' ? openSqliteJournal({ path, readOnly: true }) : path;
+  const store = typeof path === 'string' ? openReading(path, options.driver) : path;
   try {
     const receipts = await store.readReceipts(
       options.key === undefined ? {} : { key: options.key },
@@ -177,6 +200,11 @@ export async function listReceipts(
   }
 }
 
+/** Opens the SQLite journal `path` for reading only, on `driver` (the configuration's, or `auto`). */
+function openReading(path: string, driver: JournalDriverOption | undefined): SqliteJournalStore {
+  return openSqliteJournal({ path, readOnly: true, ...(driver === undefined ? {} : { driver }) });
+}
+
 function parse(r: StoredReceipt): ReceiptBody | undefined {
   try {
     return JSON.parse(r.text) as ReceiptBody;
@@ -208,6 +236,14 @@ export async function runReceiptsCommand(argv: readonly string[], io: CliIo): Pr
   if (expect !== undefined && expectHead === undefined) {
     return usageError(spec, '--expect-head needs SEQ:DIGEST (as printed after "head:")', io);
   }
+  const driverFlag = parsed.values.get('driver');
+  if (driverFlag !== undefined && !(DRIVERS as readonly string[]).includes(driverFlag)) {
+    return usageError(
+      spec,
+      `--driver needs one of ${DRIVERS.join(', ')} (not "${driverFlag}")`,
+      io,
+    );
+  }
   let journal = parsed.values.get('journal');
   const wantsStore = parsed.values.has('store');
   if (journal !== undefined && wantsStore) {
@@ -217,8 +253,11 @@ export async function runReceiptsCommand(argv: readonly string[], io: CliIo): Pr
   let scrub: ((text: string) => string) | undefined;
   try {
     let store: JournalStore | string;
+    let driver = driverFlag as JournalDriverOption | undefined;
     if (journal === undefined && !wantsStore && parsed.config !== undefined) {
-      journal = (await loadConfigFile(parsed.config)).journal?.path;
+      const configured = (await loadConfigFile(parsed.config)).journal;
+      journal = configured?.path;
+      driver ??= configured?.driver;
     }
     if (journal !== undefined) {
       store = journal;
@@ -241,8 +280,12 @@ export async function runReceiptsCommand(argv: readonly string[], io: CliIo): Pr
     }
     const report =
       spec.name === 'receipts verify'
-        ? await verifyReceipts(store, json, expectHead)
-        : await listReceipts(store, { json, ...(key === undefined ? {} : { key }) });
+        ? await verifyReceipts(store, json, expectHead, driver)
+        : await listReceipts(store, {
+            json,
+            ...(key === undefined ? {} : { key }),
+            ...(driver === undefined ? {} : { driver }),
+          });
     io.stdout(report.stdout);
     return report.code;
   } catch (error) {

@@ -34,6 +34,7 @@ export function openJournal(
             ...(options.busyTimeoutMs === undefined
               ? {}
               : { busyTimeoutMs: options.busyTimeoutMs }),
+            ...(options.driver === undefined ? {} : { driver: options.driver }),
             ...(clock === undefined ? {} : { clock }),
           });
   openOwners.add(owner);

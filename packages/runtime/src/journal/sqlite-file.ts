@@ -7,7 +7,7 @@ import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, rmSync } 
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { ErrorCode, JournalError } from '@stepbind/binding/internal';
-import { openSqliteDatabase, type SqliteDatabase } from './sqlite-driver.js';
+import { openSqliteDatabase, type JournalDriver, type SqliteDatabase } from './sqlite-driver.js';
 
 /** `PRAGMA application_id` of a stepbind journal ("sbJ1"). */
 export const JOURNAL_APPLICATION_ID = 0x73624a31;
@@ -153,13 +153,21 @@ export function migrate(db: SqliteDatabase): void {
  *
  * @throws JournalError (`JOURNAL_UNAVAILABLE`, reason `read-only`) when neither works.
  */
-export function openForReading(path: string): { db: SqliteDatabase; release: () => void } {
+export function openForReading(
+  path: string,
+  driver: JournalDriver,
+): { db: SqliteDatabase; release: () => void } {
   let db: SqliteDatabase | undefined;
   try {
-    db = openSqliteDatabase(path, `the SQLite journal ${path}`, {
-      readonly: true,
-      fileMustExist: true,
-    });
+    db = openSqliteDatabase(
+      path,
+      `the SQLite journal ${path}`,
+      {
+        readonly: true,
+        fileMustExist: true,
+      },
+      driver,
+    );
     // The first read opens the WAL index; a read-only location fails here, not at open.
     db.prepare('SELECT count(*) FROM sqlite_master').get();
     return { db, release: () => {} };
@@ -174,10 +182,15 @@ export function openForReading(path: string): { db: SqliteDatabase; release: () 
     const copy = join(dir, basename(path));
     copyFileSync(path, copy);
     if (existsSync(`${path}-wal`)) copyFileSync(`${path}-wal`, `${copy}-wal`);
-    const copied = openSqliteDatabase(copy, `the SQLite journal ${path}`, {
-      readonly: true,
-      fileMustExist: true,
-    });
+    const copied = openSqliteDatabase(
+      copy,
+      `the SQLite journal ${path}`,
+      {
+        readonly: true,
+        fileMustExist: true,
+      },
+      driver,
+    );
     return { db: copied, release: () => rmSync(dir, { recursive: true, force: true }) };
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
@@ -221,7 +234,7 @@ function advice(reason: Reason): string {
   }
 }
 
-/** Maps a better-sqlite3 failure to a typed JournalError naming the file. */
+/** Maps a SQLite failure (better-sqlite3's shape, which the node:sqlite adapter keeps) to a typed JournalError naming the file. */
 export function mapSqliteError(error: unknown, path: string, what: string): JournalError {
   const code = (error as { code?: unknown }).code;
   const sqlite = typeof code === 'string' ? code : '';

@@ -1,5 +1,6 @@
 /**
- * The durable {@link JournalStore}: one SQLite file (better-sqlite3) in WAL mode. See DESIGN §13
+ * The durable {@link JournalStore}: one SQLite file in WAL mode, on `node:sqlite` or better-sqlite3
+ * (see `sqlite-driver.ts`). See DESIGN §13
  * for the durability policy: the `SENT` record that precedes every send is committed with
  * `synchronous=FULL` (an fsync of the WAL, which also covers the `INTENT` before it); other writes
  * use `synchronous=NORMAL`, which survives a crash of the process (the commit is in the WAL when it
@@ -34,7 +35,14 @@ import {
 import { systemClock, type RuntimeClock } from '../clock.js';
 import { sqliteJournalOptionsSchema } from '../options-schema.js';
 import { isBusy, retryBusy, type JournalOperation } from './sqlite-busy.js';
-import { openSqliteDatabase, type SqliteDatabase, type SqliteStatement } from './sqlite-driver.js';
+import {
+  openSqliteDatabase,
+  resolveJournalDriver,
+  type JournalDriver,
+  type JournalDriverOption,
+  type SqliteDatabase,
+  type SqliteStatement,
+} from './sqlite-driver.js';
 import {
   checkIdentity,
   journalError,
@@ -65,6 +73,14 @@ export interface SqliteJournalOptions {
    * @default 5000
    */
   readonly busyTimeoutMs?: number;
+  /**
+   * The SQLite library: `node:sqlite` (built into Node 22.13 and later, no native module to
+   * install), `better-sqlite3` (the optional package), or `auto`: `node:sqlite` where the running
+   * Node has it, else `better-sqlite3`. Both write the same file, so a journal moves between them.
+   * `node:sqlite` on a Node without it fails `DEPENDENCY_MISSING` (nothing created).
+   * @default 'auto'
+   */
+  readonly driver?: JournalDriverOption;
   /** The timers of the busy wait (the runtime's `clock`). @default the system clock */
   readonly clock?: RuntimeClock;
   /** Open for reading only (the `stepbind receipts` commands): nothing is migrated or written. */
@@ -122,6 +138,10 @@ export class SqliteJournalStore implements JournalStore {
   readonly location: string;
   /** The durability policy in force (see {@link SqliteJournalOptions.synchronous}). */
   readonly synchronous: 'full' | 'normal';
+  /** The SQLite library this store runs on (see {@link SqliteJournalOptions.driver}). */
+  readonly driver: JournalDriver;
+  /** The version of the SQLite library in use (`sqlite_version()`), such as `3.54.1`. */
+  readonly sqliteVersion: string;
   /** Writes made with an fsync (`synchronous=FULL`) since open, for benchmarks. */
   durableWrites = 0;
   /** Committed write transactions since open, for benchmarks. */
@@ -167,6 +187,8 @@ export class SqliteJournalStore implements JournalStore {
     this.#readOnly = options.readOnly === true;
     this.#busyTimeoutMs = options.busyTimeoutMs ?? 5000;
     this.#clock = options.clock ?? systemClock;
+    // A driver this Node lacks fails before anything touches the disk.
+    this.driver = resolveJournalDriver(options.driver, `the SQLite journal ${path}`);
     const existed = existsSync(path);
     if (!existsSync(dirname(path))) {
       throw journalError(
@@ -184,11 +206,11 @@ export class SqliteJournalStore implements JournalStore {
     let db: SqliteDatabase | undefined;
     try {
       if (this.#readOnly) {
-        const reading = openForReading(path);
+        const reading = openForReading(path, this.driver);
         db = reading.db;
         this.#release = reading.release;
       } else {
-        db = openSqliteDatabase(path, `the SQLite journal ${path}`);
+        db = openSqliteDatabase(path, `the SQLite journal ${path}`, {}, this.driver);
       }
       // Opening is synchronous: here SQLite itself waits for a lock (see busyTimeoutMs).
       db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`);
@@ -229,6 +251,7 @@ export class SqliteJournalStore implements JournalStore {
     // From here on a lock is waited for by retryBusy, off SQLite's sleeping busy handler.
     db.pragma('busy_timeout = 0');
     this.#db = db;
+    this.sqliteVersion = db.prepare<[], { v: string }>('SELECT sqlite_version() AS v').get()!.v;
     const hasHead = (db.pragma('user_version', { simple: true }) as number) >= 2;
     this.#stmt = {
       get: db.prepare<[string], RecordRow>('SELECT * FROM records WHERE key = ?'),

@@ -123,6 +123,17 @@ function toolOutputs(options: LanguageModelV3CallOptions): Map<string, unknown> 
   return out;
 }
 
+describe('the AI SDK under test', () => {
+  it('is the major version the project names (7 in ai-sdk-7, through its alias; else 6)', async () => {
+    // A computed specifier, so the type check needs no JSON module; the alias still applies.
+    const specifier = 'ai/package.json';
+    const { default: pkg } = (await import(specifier, { with: { type: 'json' } })) as {
+      default: { version: string };
+    };
+    expect(pkg.version.split('.')[0]).toBe(process.env['STEPBIND_TEST_AI_SDK'] ?? '6');
+  });
+});
+
 describe('stepToAiSdkTools with a real generateText loop over a real stdio server', () => {
   it('runs calls through stepbind and shows the model a STALE_CATALOG error for a call across a catalog change', async () => {
     const { runtime, log, calls } = await openOps();
@@ -236,9 +247,17 @@ describe('stepToAiSdkTools with a real generateText loop over a real stdio serve
     controller.abort(new Error('user cancelled'));
     const tools = stepToAiSdkTools(step, { prepare: approveAll });
     const execute = tools['ops__report']?.execute;
-    await expect(
-      execute?.({}, { toolCallId: 'x', messages: [], abortSignal: controller.signal }),
-    ).rejects.toSatisfy((e: unknown) => isStepbindError(e) && e.code === 'ABORTED');
+    // `context` is required by AI SDK 7 and unknown to 6: a variable, not a literal, fits both.
+    const callOptions = {
+      toolCallId: 'x',
+      messages: [],
+      abortSignal: controller.signal,
+      context: {},
+    };
+    await expect(execute?.({}, callOptions)).rejects.toSatisfy(
+      // `String(e)` is what AI SDK 7 shows the model, `e.message` what AI SDK 6 shows: the same.
+      (e: unknown) => isStepbindError(e) && e.code === 'ABORTED' && String(e) === e.message,
+    );
     expect(await calls()).toEqual(['report']);
   });
 });

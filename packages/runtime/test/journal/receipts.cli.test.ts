@@ -2,29 +2,34 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { ReceiptBody } from '@stepbind/binding';
-import { openSqliteJournal } from '@stepbind/runtime';
+import { openSqliteJournal as openStore, type SqliteJournalOptions } from '@stepbind/runtime';
 import { runCli } from '../../src/cli/run.js';
-import { describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { tempDir } from '@stepbind/testkit';
 import { receipt } from '../support/journal.js';
+import { describeEachDriver } from './drivers.js';
 
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+async function runReceipts(args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
   const code = await runCli(args, { stdout: (t) => (out += t), stderr: (t) => (err += t) });
   return { code, out, err };
 }
 
-/** A closed journal file holding `n` receipts (keys k1..kn); returns the stored texts. */
-async function journalWith(path: string, n: number): Promise<string[]> {
-  const store = openSqliteJournal({ path });
-  for (let i = 1; i <= n; i++) await store.appendReceipt(receipt(i));
-  const texts = (await store.readReceipts()).map((r) => r.text);
-  await store.close();
-  return texts;
-}
+describeEachDriver('stepbind receipts', (driver) => {
+  // Every journal of this suite is written and read on the suite's driver.
+  const openSqliteJournal = (options: SqliteJournalOptions) => openStore({ driver, ...options });
+  const cli = (args: string[]) => runReceipts([...args, '--driver', driver]);
 
-describe('stepbind receipts', () => {
+  /** A closed journal file holding `n` receipts (keys k1..kn); returns the stored texts. */
+  async function journalWith(path: string, n: number): Promise<string[]> {
+    const store = openSqliteJournal({ path });
+    for (let i = 1; i <= n; i++) await store.appendReceipt(receipt(i));
+    const texts = (await store.readReceipts()).map((r) => r.text);
+    await store.close();
+    return texts;
+  }
+
   it('verify exits 0 for an intact chain and says how many receipts it checked', async () => {
     using dir = tempDir('receipts');
     const path = join(dir.path, 'journal.db');
@@ -34,6 +39,32 @@ describe('stepbind receipts', () => {
     expect(out).toMatch(/5 receipts verified from the start/);
     const json = await cli(['receipts', 'verify', '--journal', path, '--json']);
     expect(JSON.parse(json.out)).toMatchObject({ ok: true, count: 5, head: { seq: 5 } });
+  });
+
+  it('verify names the SQLite driver it read the file with and its version, in text and JSON', async () => {
+    using dir = tempDir('receipts');
+    const path = join(dir.path, 'journal.db');
+    await journalWith(path, 1);
+    const { out } = await cli(['receipts', 'verify', '--journal', path]);
+    expect(out).toMatch(new RegExp(`^driver: ${driver} \\(SQLite 3\\.\\d+\\.\\d+\\)$`, 'm'));
+    const json = await cli(['receipts', 'verify', '--journal', path, '--json']);
+    expect(JSON.parse(json.out)).toMatchObject({
+      driver,
+      sqliteVersion: expect.stringMatching(/^3\./),
+    });
+  });
+
+  it('refuses an unknown --driver as a usage error', async () => {
+    const bad = await runReceipts([
+      'receipts',
+      'verify',
+      '--journal',
+      'x.db',
+      '--driver',
+      'sqlite4',
+    ]);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('--driver needs one of auto, node:sqlite, better-sqlite3');
   });
 
   it('verify exits 1 when one byte of one receipt is flipped in the file', async () => {

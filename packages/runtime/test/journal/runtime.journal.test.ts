@@ -19,6 +19,7 @@ import {
   type RuntimeEvent,
 } from '@stepbind/runtime';
 import { loadConfigFile } from '../../src/cli/config-file.js';
+import { resolveJournalDriver } from '../../src/journal/sqlite-driver.js';
 import {
   readAuditTrail,
   stdioServerParams,
@@ -364,6 +365,24 @@ describe('McpRuntime with the SQLite journal, over real stdio', () => {
       ['recovery', 'claimed', 'NOT_SENT', 'not-sent'],
       ['recovery', 'sent', 'OUTCOME_UNKNOWN', 'sent'],
     ]);
+  });
+
+  it('shows the journal in status() and journal-recovered: a SQLite file on the auto driver with its version, or memory', async () => {
+    using dir = tempDir('journal');
+    const path = join(dir.path, 'journal.db');
+    const { runtime, events } = await open(path);
+    const auto = resolveJournalDriver('auto', 'test');
+    const shown = runtime.status().journal;
+    expect(shown).toEqual({
+      kind: 'sqlite',
+      location: path,
+      driver: auto,
+      sqliteVersion: expect.stringMatching(/^3\.\d+\.\d+$/),
+    });
+    expect(events.find((e) => e.type === 'journal-recovered')).toMatchObject({ journal: shown });
+    const memory = await McpRuntime.open({ mcpServers: {} });
+    runtimes.push(memory);
+    expect(memory.status().journal).toEqual({ kind: 'memory', location: 'memory' });
   });
 
   it("leaves a live holder's keys alone at open: only their expiry frees them", async () => {

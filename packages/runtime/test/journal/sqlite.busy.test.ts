@@ -7,7 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { toToolResult, verifyChain } from '@stepbind/binding';
 import {
   McpRuntime,
-  openSqliteJournal,
+  openSqliteJournal as openStore,
+  type JournalDriver,
+  type SqliteJournalOptions,
   type RuntimeClock,
   type RuntimeEvent,
 } from '@stepbind/runtime';
@@ -19,11 +21,12 @@ import {
   type ServerFixture,
   tempDir,
 } from '@stepbind/testkit';
-import { describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { WRITE } from '../support/fixtures.js';
 import { failure } from '../support/errors.js';
 import { receipt, record } from '../support/journal.js';
 import { trackRuntimes } from '../support/runtimes.js';
+import { describeEachDriver } from './drivers.js';
 
 const HOLDER = fileURLToPath(new URL('./busy/lock-holder.mjs', import.meta.url));
 
@@ -34,8 +37,8 @@ interface LockHolder extends AsyncDisposable {
   release(): Promise<void>;
 }
 
-async function holdLock(path: string): Promise<LockHolder> {
-  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, [HOLDER, path], {
+async function holdLockOn(driver: JournalDriver, path: string): Promise<LockHolder> {
+  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, [HOLDER, path, driver], {
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   pids.add(child.pid ?? -1);
@@ -106,7 +109,8 @@ const FIXTURE: ServerFixture = {
   ],
 };
 
-async function open(
+async function openOn(
+  driver: JournalDriver,
   path: string,
   busyTimeoutMs?: number,
 ): Promise<{ runtime: McpRuntime; events: RuntimeEvent[]; sends: () => Promise<AuditEntry[]> }> {
@@ -118,7 +122,7 @@ async function open(
     {
       approval: 'none',
       onEvent: (e) => events.push(e),
-      journal: { path, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) },
+      journal: { path, driver, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) },
     },
   );
   runtimes.push(runtime);
@@ -127,7 +131,12 @@ async function open(
   return { runtime, events, sends };
 }
 
-describe('the SQLite journal while another process holds its write lock', () => {
+describeEachDriver('the SQLite journal while another process holds its write lock', (driver) => {
+  // The holder, the runtime and the stores of this suite all run on the suite's driver.
+  const holdLock = (path: string) => holdLockOn(driver, path);
+  const open = (path: string, busyTimeoutMs?: number) => openOn(driver, path, busyTimeoutMs);
+  const openSqliteJournal = (options: SqliteJournalOptions) => openStore({ driver, ...options });
+
   it('keeps the event loop running while a keyed run waits for the lock, and runs it once when released', async () => {
     using dir = tempDir('busy');
     const path = join(dir.path, 'journal.db');

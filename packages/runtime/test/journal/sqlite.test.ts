@@ -5,22 +5,14 @@ import { JournalError, verifyChain, verifyJournal, type StepbindError } from '@s
 import {
   JOURNAL_APPLICATION_ID,
   JOURNAL_SCHEMA_VERSION,
-  openSqliteJournal,
+  openSqliteJournal as openStore,
+  type SqliteJournalOptions,
 } from '@stepbind/runtime';
-import { describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { tempDir } from '@stepbind/testkit';
 import { canMount, smallDisk } from '../support/disk.js';
 import { receipt, record } from '../support/journal.js';
-
-function openError(path: string, options: { readOnly?: boolean } = {}): JournalError {
-  try {
-    openSqliteJournal({ path, ...options });
-  } catch (error) {
-    expect(error).toBeInstanceOf(JournalError);
-    return error as JournalError;
-  }
-  throw new Error(`expected opening ${path} to fail`);
-}
+import { describeEachDriver } from './drivers.js';
 
 async function rejection(promise: Promise<unknown>): Promise<StepbindError> {
   const error: unknown = await promise.then(
@@ -33,7 +25,28 @@ async function rejection(promise: Promise<unknown>): Promise<StepbindError> {
   return error as StepbindError;
 }
 
-describe('SQLite journal store', () => {
+describeEachDriver('SQLite journal store', (driver) => {
+  // Every test of this suite opens its journals on the suite's driver.
+  const openSqliteJournal = (options: SqliteJournalOptions) => openStore({ driver, ...options });
+
+  function openError(path: string, options: { readOnly?: boolean } = {}): JournalError {
+    try {
+      openSqliteJournal({ path, ...options });
+    } catch (error) {
+      expect(error).toBeInstanceOf(JournalError);
+      return error as JournalError;
+    }
+    throw new Error(`expected opening ${path} to fail`);
+  }
+
+  it('opens on the driver asked for and names it with the SQLite version', async () => {
+    using dir = tempDir('journal');
+    const store = openSqliteJournal({ path: join(dir.path, 'journal.db') });
+    expect(store.driver).toBe(driver);
+    expect(store.sqliteVersion).toMatch(/^3\.\d+\.\d+$/);
+    await store.close();
+  });
+
   it('creates a WAL journal tagged with its application id and schema version, and reopens it unchanged', async () => {
     using dir = tempDir('journal');
     const path = join(dir.path, 'journal.db');
