@@ -20,6 +20,7 @@ import {
 } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { privateNode } from './private-node.js';
 
 interface Mutant {
   readonly name: string;
@@ -33,6 +34,12 @@ interface Mutant {
   readonly diagnostic: string;
   /** The vitest project the test runs in. @default 'default' (the 2025 era) */
   readonly project?: 'default' | 'modern-era';
+  /**
+   * The Node line the named test runs on, when the machine's cannot run it (a private install,
+   * see `private-node.ts`; the copy's native addons are not loaded by such a test).
+   * @default the Node running this script
+   */
+  readonly node?: 22;
 }
 
 const MUTANTS: readonly Mutant[] = [
@@ -1029,8 +1036,9 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: 'SQLITE_5',
   },
   {
-    // Needs Node 22.13+ (node:sqlite); on Node 20 the named test is skipped (INVALID).
+    // node:sqlite exists from Node 22.13 on: the named test runs on the private Node 22.
     name: 'the node:sqlite adapter leaves a transaction open after its function throws',
+    node: 22,
     file: 'packages/runtime/src/journal/node-sqlite.ts',
     find: '        if (this.inTransaction) {\n          if (nested) {',
     replace: '        if (false as boolean) {\n          if (nested) {',
@@ -1173,11 +1181,12 @@ function run(
   dir: string,
   command: string,
   args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
 ): Promise<{ code: number; output: string }> {
   return new Promise((resolvePromise) => {
     const child = spawn(command, args, {
       cwd: dir,
-      env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1', TMPDIR: childTmpFor(dir) },
+      env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1', TMPDIR: childTmpFor(dir), ...env },
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -1199,17 +1208,23 @@ const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/
 const tsc = (dir: string) =>
   run(dir, process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-b']);
 const vitest = (dir: string, m: Mutant) =>
-  run(dir, process.execPath, [
-    join(root, 'node_modules/vitest/vitest.mjs'),
-    'run',
-    m.testFile,
-    // One project: a file the modern-era project also runs would count the test twice.
-    '--project',
-    m.project ?? 'default',
-    '-t',
-    // vitest reads -t as a regular expression; the name must match literally.
-    escapeRegExp(m.testName),
-  ]);
+  run(
+    dir,
+    m.node === undefined ? process.execPath : privateNode(m.node, 'a mutant needs it').node,
+    [
+      join(root, 'node_modules/vitest/vitest.mjs'),
+      'run',
+      m.testFile,
+      // One project: a file the modern-era project also runs would count the test twice.
+      '--project',
+      m.project ?? 'default',
+      '-t',
+      // vitest reads -t as a regular expression; the name must match literally.
+      escapeRegExp(m.testName),
+    ],
+    // On another Node only that Node's drivers exist (this tree's better-sqlite3 is built for ours).
+    m.node === undefined ? {} : { STEPBIND_REQUIRE_JOURNAL_DRIVERS: '' },
+  );
 
 /** The parts of vitest's JSON report read here. */
 interface JsonReport {

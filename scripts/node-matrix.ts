@@ -148,6 +148,9 @@ function runOn(major: PrivateMajor): { line: string; ok: boolean } {
         'run',
         '--project',
         'default',
+        // The adapter suites again against AI SDK 7, which needs Node 22.
+        '--project',
+        'ai-sdk-7',
         '--reporter=default',
         '--reporter=json',
         `--outputFile=${report}`,

@@ -4,8 +4,9 @@
  * TypeScript check with `skipLibCheck: false`, and a journal without better-sqlite3: on Node 22.13+
  * it opens on the built-in `node:sqlite` (DESIGN §18.1), before that it is `DEPENDENCY_MISSING`.
  * Prints the install time of the runtime alone and with better-sqlite3, tagged with the Node
- * version; with `npm_config_nodedir` set (CI: the running Node's headers) better-sqlite3 is built
- * from source (pnpm's side-effects cache off), else a cached build may be reused. Slow: packing,
+ * version; with `STEPBIND_INSTALL_FROM_SOURCE=1` better-sqlite3 is built from source (pnpm's
+ * side-effects cache off; minutes), else the store's cached build for this Node is reused (CI: the
+ * one its own install of the tree just made). Slow: packing,
  * three installs and a full `tsc` are about a minute of CPU, plus the native build when asked for.
  */
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -23,8 +24,8 @@ const HAS_NODE_SQLITE = (() => {
   const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
   return major > 22 || (major === 22 && minor >= 13);
 })();
-/** With the running Node's headers given, better-sqlite3 is compiled, not taken from a cache. */
-const FROM_SOURCE = (process.env['npm_config_nodedir'] ?? '') !== '';
+/** Asked for: better-sqlite3 compiled for this install, not taken from the store's cache. */
+const FROM_SOURCE = process.env['STEPBIND_INSTALL_FROM_SOURCE'] === '1';
 /**
  * `skipLibCheck: false` checks every declaration file (zod's alone are 109): ~30 s of CPU, minutes
  * of wall time on a loaded 2-CPU machine.
@@ -72,7 +73,7 @@ beforeAll(async () => {
   }
   const build = FROM_SOURCE
     ? 'better-sqlite3 compiled from source (side-effects cache off)'
-    : "better-sqlite3's native build reused from the store's side-effects cache if this machine built it before (set npm_config_nodedir to compile from source)";
+    : "better-sqlite3's native build reused from the store's side-effects cache if this machine built it before (set STEPBIND_INSTALL_FROM_SOURCE=1 to compile from source)";
   console.log(
     `[Node ${process.versions.node}] install of @stepbind/runtime into a fresh app, offline from the pnpm store: ${installMs.runtime} ms alone (journal driver: ${HAS_NODE_SQLITE ? 'node:sqlite, built in' : 'none until better-sqlite3 is added'}), ${installMs.withJournal} ms with better-sqlite3 (${packageCount(bare)} vs ${packageCount(journalApp)} packages; ${build})`,
   );
