@@ -42,6 +42,9 @@ export default function setup(): () => void {
   const previous = process.env['TMPDIR'];
   process.env['TMPDIR'] = runDir;
   process.env[RUN_DIR_ENV] = runDir;
+  // Tools the tests spawn (pnpm, tsx) turn on Node 22+'s module compile cache, a folder in TMPDIR
+  // that outlives them: it is theirs, not a test's leftover, and no test needs it.
+  process.env['NODE_DISABLE_COMPILE_CACHE'] ??= '1';
   return () => {
     delete process.env[RUN_DIR_ENV];
     if (previous === undefined) delete process.env['TMPDIR'];
