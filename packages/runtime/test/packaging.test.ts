@@ -168,8 +168,10 @@ describe('packaging', () => {
     const readme = readFileSync(`${root}README.md`, 'utf8');
     const section = readme.slice(readme.indexOf('### Supported Node versions'));
     expect(section).toContain(`\`engines.node\` of every package is \`${SUPPORTED_NODE_RANGE}\``);
-    expect(section).toContain(
-      `CI runs the whole suite on\nNode ${TESTED_NODE_VERSIONS.slice(0, -1).join(', ')} and ${TESTED_NODE_VERSIONS.at(-1)}.`,
+    // The whole suite on the first tested version, the Node-sensitive suites on the others.
+    const [first, ...others] = TESTED_NODE_VERSIONS;
+    expect(section.replace(/\s+/g, ' ')).toContain(
+      `CI runs the whole suite on Node ${first} and, on Node ${others.join(' and ')} (`,
     );
   });
 });
