@@ -26,7 +26,7 @@ import { context, record } from '../support/journal.js';
 import { trackRuntimes } from '../support/runtimes.js';
 import { AVAILABLE_DRIVERS, REQUIRED_DRIVERS } from './drivers.js';
 
-const HOLDER = fileURLToPath(new URL('./busy/driver-holder.mjs', import.meta.url));
+const HOLDER = fileURLToPath(new URL('./busy/lock-holder.mjs', import.meta.url));
 const { runtimes, pids, auditFiles } = trackRuntimes();
 const FIXTURE: ServerFixture = {
   generations: [{ pages: [{ tools: [fixtureTool('send', WRITE)] }] }],
