@@ -178,7 +178,7 @@ function runOn(major: PrivateMajor): { line: string; ok: boolean } {
     const line =
       counts === undefined
         ? `node ${version} (subset): no report (vitest exit ${tests.status})`
-        : `node ${version} (subset, ${counts.testResults.length} files): ${counts.numPassedTests} passed, ${counts.numFailedTests} failed, ${counts.numPendingTests + counts.numTodoTests} skipped; install ${install.took} (native build included), build ${build.took}, tests ${tests.took}`;
+        : `node ${version} (subset, ${counts.testResults.length} files): ${counts.numPassedTests} passed, ${counts.numFailedTests} failed, ${counts.numPendingTests + counts.numTodoTests} skipped; install ${install.took} (better-sqlite3 compiled, or reused from pnpm's cache for this Node), build ${build.took}, tests ${tests.took}`;
     console.log(line);
     return { line, ok };
   } finally {
