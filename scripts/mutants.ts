@@ -1247,18 +1247,29 @@ async function batchedBaseline(dir: string, mutants: readonly Mutant[]): Promise
   for (const project of projects) {
     const group = mutants.filter((m) => (m.project ?? 'default') === project);
     const reportFile = join(dir, `baseline-${project}.json`);
-    const result = await run(dir, process.execPath, [
-      join(root, 'node_modules/vitest/vitest.mjs'),
-      'run',
-      ...new Set(group.map((m) => m.testFile)),
-      '--project',
-      project,
-      '-t',
-      [...new Set(group.map((m) => escapeRegExp(m.testName)))].join('|'),
-      '--reporter=json',
-      `--outputFile=${reportFile}`,
-    ]);
-    if (result.code !== 0 || !existsSync(reportFile)) continue;
+    const result = await run(
+      dir,
+      process.execPath,
+      [
+        join(root, 'node_modules/vitest/vitest.mjs'),
+        'run',
+        ...new Set(group.map((m) => m.testFile)),
+        '--project',
+        project,
+        '-t',
+        [...new Set(group.map((m) => escapeRegExp(m.testName)))].join('|'),
+        '--reporter=json',
+        `--outputFile=${reportFile}`,
+      ],
+      // With CI set, vitest.config.ts names its own JSON report file, which wins over --outputFile.
+      { CI: '' },
+    );
+    if (result.code !== 0 || !existsSync(reportFile)) {
+      console.log(
+        `baseline run of project ${project} vouched for none (exit ${result.code}${existsSync(reportFile) ? '' : ', no report'})`,
+      );
+      continue;
+    }
     const report = JSON.parse(readFileSync(reportFile, 'utf8')) as JsonReport;
     for (const m of group) {
       const file = report.testResults.find((r) => r.name === join(dir, m.testFile));
