@@ -5,6 +5,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import {
+  chmodSync,
   cpSync,
   existsSync,
   lstatSync,
@@ -1171,6 +1172,9 @@ function childTmpFor(dir: string): string {
   let tmp = childTmp.get(dir);
   if (tmp === undefined) {
     tmp = newTempDir('stepbind-m-');
+    // Passable (not listable) by others: a test's own PostgreSQL cluster runs as the postgres user
+    // in a directory below (test/support/postgres.ts), as under the test run's private TMPDIR.
+    chmodSync(tmp, 0o711);
     childTmp.set(dir, tmp);
   }
   return tmp;
