@@ -78,6 +78,7 @@ function firstLine(error: unknown): string {
   return text.split('\n', 1)[0] ?? text;
 }
 
-function capitalise(text: string): string {
+/** `text` with its first letter in upper case (a feature name starting a message). */
+export function capitalise(text: string): string {
   return text.charAt(0).toUpperCase() + text.slice(1);
 }

@@ -9,6 +9,7 @@ import { ErrorCode, RuntimeError } from '@stepbind/binding/internal';
 import {
   requireOptional,
   dependencyMissing,
+  capitalise,
   OPTIONAL_DEPENDENCIES,
 } from '../optional-dependency.js';
 import { loadNodeSqlite, NodeSqliteDatabase } from './node-sqlite.js';
@@ -56,7 +57,7 @@ function nodeSqliteMissing(feature: string): RuntimeError {
   const install = `npm install better-sqlite3@${OPTIONAL_DEPENDENCIES['better-sqlite3']}`;
   return new RuntimeError(
     ErrorCode.DEPENDENCY_MISSING,
-    `${feature.charAt(0).toUpperCase()}${feature.slice(1)} asks for the driver "node:sqlite", which this Node (${process.version}) does not have: it needs Node 22.13 or later. Run a newer Node, or set the journal's driver to "better-sqlite3" (or "auto") and run \`${install}\`; nothing was opened.`,
+    `${capitalise(feature)} asks for the driver "node:sqlite", which this Node (${process.version}) does not have: it needs Node 22.13 or later. Run a newer Node, or set the journal's driver to "better-sqlite3" (or "auto") and run \`${install}\`; nothing was opened.`,
     {
       detail: { package: 'node:sqlite', feature, install, reason: 'not-available' },
     },
