@@ -71,7 +71,7 @@ export {
 export type { ModelNameEntry, ModelNameTable, QualifiedToolName } from './names.js';
 export { NEAR_DISTANCE, editDistance, nearestName, toolNameMatches } from './nearest.js';
 export { bindingViewOf, modelToolOf } from './tools/view.js';
-export type { BindingView, BoundServer, BoundTool } from './tools/view.js';
+export type { BindingView, BoundServer, BoundTool, ProvisionalServer } from './tools/view.js';
 export { CatalogRegistry, sameIdentity } from './registry.js';
 export type {
   CatalogRegistryOptions,

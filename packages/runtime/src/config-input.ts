@@ -47,6 +47,10 @@ export interface CommonServerEntry {
   readonly retryReads?: boolean;
   /** The application vouches for this server's tool annotations. @default false */
   readonly trustAnnotations?: boolean;
+  /** `lazy`: with a cached catalog, spawned only when a step calls one of its tools. @default "eager" */
+  readonly start?: 'eager' | 'lazy';
+  /** A `lazy` server idle this long (ms) is stopped; 0 keeps it. @default 300000 */
+  readonly idleTimeoutMs?: number;
 }
 
 /** A server started as a child process speaking MCP over stdio. */

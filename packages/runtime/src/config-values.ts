@@ -97,7 +97,24 @@ export interface CommonServerConfig {
    * @default false
    */
   readonly trustAnnotations: boolean;
+  /**
+   * When the server is started (DESIGN §19.3). `eager`: at open and at every refresh that needs
+   * it, in parallel with the others (bounded by `concurrency`). `lazy`: a server whose catalog
+   * is in the catalog cache is not spawned until a step calls one of its tools (or `hardRefresh`
+   * asks), and stops again after `idleTimeoutMs` without calls; without a cached catalog it
+   * starts as `eager` does. @default "eager"
+   */
+  readonly start: 'eager' | 'lazy';
+  /**
+   * A `lazy` server that ran no call for this long is stopped (its process or session closed)
+   * and shown from its catalog again until the next call; 0 keeps it running. Ignored for
+   * `eager` servers. @default 300000 (5 minutes, {@link DEFAULT_IDLE_TIMEOUT_MS})
+   */
+  readonly idleTimeoutMs: number;
 }
+
+/** Default of `idleTimeoutMs`: a lazy server idle for 5 minutes is stopped. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
 
 /**
  * Default of `maxMessageBytes`: 10 MiB, the stdio buffer limit of the MCP SDK's own client, so a server

@@ -2,6 +2,7 @@ import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { DEFAULT_DISCOVERY_LIMITS } from '@stepbind/binding/internal';
 import {
   ConfigProblems,
+  DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_MAX_MESSAGE_BYTES,
   expectBool,
   expectInt,
@@ -35,6 +36,7 @@ import {
 
 export {
   assertNoUrlCredentials,
+  DEFAULT_IDLE_TIMEOUT_MS,
   DEFAULT_MAX_MESSAGE_BYTES,
   serverConfigPath,
 } from './config-values.js';
@@ -146,6 +148,8 @@ const COMMON_KEYS = [
   'maxMessageBytes',
   'retryReads',
   'trustAnnotations',
+  'start',
+  'idleTimeoutMs',
 ] as const;
 /** Every key a server entry of `kind` may have, its transport's first. */
 function serverKeysOf(kind: TransportKind): readonly string[] {
@@ -451,8 +455,24 @@ function parseCommon(
           : expectBool(obj['trustAnnotations'], `${path}.trustAnnotations`),
       false,
     ),
+    start: p.read(
+      () =>
+        obj['start'] === undefined
+          ? 'eager'
+          : expectOneOf(obj['start'], `${path}.start`, START_MODES),
+      'eager',
+    ),
+    idleTimeoutMs: p.read(
+      () =>
+        obj['idleTimeoutMs'] === undefined
+          ? DEFAULT_IDLE_TIMEOUT_MS
+          : expectInt(obj['idleTimeoutMs'], `${path}.idleTimeoutMs`, 0, 2_147_483_647),
+      DEFAULT_IDLE_TIMEOUT_MS,
+    ),
   };
 }
+
+const START_MODES = ['eager', 'lazy'] as const;
 
 /** `roots`: absolute paths or `file://` URIs; in a file, a relative path resolves against it. */
 function parseRoots(

@@ -6,12 +6,17 @@ import {
   type LeftOutServer,
   type StepbindError,
 } from '@stepbind/binding/internal';
-import type { RuntimeConfig } from './config.js';
+import type { RuntimeConfig, ServerConfig } from './config.js';
 import type { ManagedServer } from './server/managed-server.js';
+import type { ProvisionalServer } from './server/provisional.js';
 
-/** One server of a ConnectionSet: bound, still starting (optional servers only) or failed. */
+/**
+ * One server of a ConnectionSet: bound, shown from its cached catalog until its live one is
+ * published (DESIGN §19.2), still starting (optional servers only) or failed.
+ */
 export type Entry =
   | { kind: 'ready'; readonly server: ManagedServer }
+  | { kind: 'provisional'; readonly provisional: ProvisionalServer }
   | { kind: 'starting'; readonly promise: Promise<void> }
   | { kind: 'failed'; readonly error: StepbindError };
 
@@ -55,6 +60,14 @@ export class ConnectionSet {
     return out;
   }
 
+  /** Its provisional servers (shown from the catalog cache). */
+  provisionals(): ProvisionalServer[] {
+    const out: ProvisionalServer[] = [];
+    for (const entry of this.entries.values())
+      if (entry.kind === 'provisional') out.push(entry.provisional);
+    return out;
+  }
+
   /** The starts of its optional servers still under way. */
   starting(): Promise<void>[] {
     const out: Promise<void>[] = [];
@@ -70,6 +83,38 @@ export class ConnectionSet {
   }
 }
 
+/**
+ * A live server as a binding sees it now: its slot at the current revision and its connection
+ * (DESIGN §2). `undefined` before its first catalog is installed.
+ */
+export function boundServerOf(server: ManagedServer, approval: ApprovalMode): BoundServer | undefined {
+  const slot = server.slot;
+  if (slot === undefined) return undefined;
+  return Object.freeze({
+    name: server.name,
+    slot,
+    catalog: slot.catalog,
+    revision: slot.revision,
+    caller: server.caller,
+    ...callSettingsOf(server.config, approval),
+  });
+}
+
+/** The per-server call settings of a bound server, from its configuration. */
+function callSettingsOf(
+  config: ServerConfig,
+  approval: ApprovalMode,
+): Omit<BoundServer, 'name' | 'slot' | 'catalog' | 'revision' | 'caller' | 'provisional'> {
+  return {
+    callTimeoutMs: config.callTimeoutMs,
+    approval: config.approval ?? approval,
+    ...(config.autoApprove.length === 0 ? {} : { autoApprove: new Set(config.autoApprove) }),
+    callLimits: config.limits,
+    retryReads: config.retryReads,
+    trustAnnotations: config.trustAnnotations,
+  };
+}
+
 function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
   const servers: BoundServer[] = [];
   const leftOut: LeftOutServer[] = [];
@@ -77,27 +122,32 @@ function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
     const required = set.config.servers.get(name)?.required ?? false;
     if (entry.kind === 'ready') {
       const server = entry.server;
-      const slot = server.slot;
-      if (slot === undefined) continue;
       if (server.connection.closed) {
-        leftOut.push({ name, required, reason: 'closed' });
+        if (server.slot !== undefined) leftOut.push({ name, required, reason: 'closed' });
+        continue;
+      }
+      const bound = boundServerOf(server, approval);
+      if (bound !== undefined) servers.push(bound);
+    } else if (entry.kind === 'provisional') {
+      const p = entry.provisional;
+      if (p.failure !== undefined) {
+        leftOut.push({
+          name,
+          required,
+          reason: 'failed',
+          error: { code: p.failure.code, message: p.failure.message },
+        });
         continue;
       }
       servers.push(
         Object.freeze({
           name,
-          slot,
-          catalog: slot.catalog,
-          revision: slot.revision,
-          caller: server.connection,
-          callTimeoutMs: server.config.callTimeoutMs,
-          approval: server.config.approval ?? approval,
-          ...(server.config.autoApprove.length === 0
-            ? {}
-            : { autoApprove: new Set(server.config.autoApprove) }),
-          callLimits: server.config.limits,
-          retryReads: server.config.retryReads,
-          trustAnnotations: server.config.trustAnnotations,
+          slot: p.slot,
+          catalog: p.cached,
+          revision: p.slot.revision,
+          caller: p.caller,
+          provisional: p,
+          ...callSettingsOf(p.config, approval),
         }),
       );
     } else if (entry.kind === 'starting') {

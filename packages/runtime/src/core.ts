@@ -1,17 +1,29 @@
 import { Mutex } from 'async-mutex';
-import { CatalogRegistry, SchemaValidatorCache } from '@stepbind/binding/internal';
+import PQueue from 'p-queue';
+import {
+  CatalogRegistry,
+  SchemaValidatorCache,
+  type BoundServer,
+} from '@stepbind/binding/internal';
 import { discoverCatalog } from './discover-catalog.js';
 import { systemClock, type RuntimeClock } from './clock.js';
 import type { RuntimeConfig, ServerConfig } from './config.js';
-import type { ConnectionSet } from './connection-set.js';
+import { boundServerOf, type ConnectionSet } from './connection-set.js';
 import { DiscoveryStates } from './discovery-states.js';
 import { listingContextOf, recordListing } from './era/listing-cache.js';
 import { createEmitter, type Emit } from './events.js';
 import type { FleetStore } from './fleet/attach.js';
 import type { McpRuntimeOptions, ServerConnector } from './options.js';
-import { publishCatalogs, type Publication, type PublishOptions } from './publish.js';
+import {
+  publishCatalogs,
+  type CatalogCacheAccess,
+  type Publication,
+  type PublishOptions,
+} from './publish.js';
+import { startProvisional, stopIdleServer } from './refresh.js';
 import type { Discovered, DiscoveryRequest, ServerHost } from './server/host.js';
 import type { ManagedServer } from './server/managed-server.js';
+import type { ProvisionalHost, ProvisionalServer } from './server/provisional.js';
 import { ServerAuthorizers } from './server/authorizers.js';
 
 /**
@@ -20,7 +32,7 @@ import { ServerAuthorizers } from './server/authorizers.js';
  * every {@link ManagedServer} (which owns its own state). Internal: the facade in `runtime.ts`
  * owns one and hands it to the refresh and status functions.
  */
-export class RuntimeCore implements ServerHost {
+export class RuntimeCore implements ServerHost, ProvisionalHost {
   readonly registry: CatalogRegistry;
   readonly validatorCache = new SchemaValidatorCache();
   /** The one-permit semaphore of `refreshIfDirty`. */
@@ -43,6 +55,15 @@ export class RuntimeCore implements ServerHost {
   readonly fleet: FleetStore | undefined;
   /** The authorizer (and redactor) of every HTTP server with `auth`, kept across reconnects. */
   readonly auth: ServerAuthorizers;
+  /** The persistent catalog cache (DESIGN §19.1), when the options or configuration name one. */
+  cache: CatalogCacheAccess | undefined;
+  /**
+   * Servers whose live start failed since their catalog was last published: the next refresh
+   * starts them for real instead of showing their cached catalog again (DESIGN §19.2).
+   */
+  readonly liveFailed = new Set<string>();
+  /** Bounds the live starts of provisional servers (the configuration's `concurrency`). */
+  readonly startQueue: PQueue;
   config: RuntimeConfig;
   current: ConnectionSet | undefined;
   rebuilding = false;
@@ -71,6 +92,29 @@ export class RuntimeCore implements ServerHost {
     this.emit = createEmitter(options.onEvent);
     this.discovery = new DiscoveryStates(this.emit);
     this.registry = new CatalogRegistry({ policyEpoch: options.policyEpoch ?? 0 });
+    this.startQueue = new PQueue({ concurrency: config.concurrency });
+  }
+
+  /** {@inheritDoc ProvisionalHost.startLive} */
+  startLive(server: ProvisionalServer): Promise<ManagedServer> {
+    const start = startProvisional(this, server);
+    this.track(start.then(
+      () => undefined,
+      () => undefined,
+    ));
+    return start;
+  }
+
+  /** {@inheritDoc ProvisionalHost.boundOf} */
+  boundOf(server: ManagedServer): BoundServer {
+    const bound = boundServerOf(server, this.options.approval ?? 'unproven-writes');
+    if (bound === undefined) throw new Error(`stepbind: server ${server.name} has no catalog`);
+    return bound;
+  }
+
+  /** {@inheritDoc ServerHost.idleStop} */
+  idleStop(server: ManagedServer): void {
+    stopIdleServer(this, server);
   }
 
   /** Records that the next capture must rebuild the ConnectionSet first. */

@@ -33,6 +33,35 @@ export type RuntimeEvent =
       readonly error: StepbindError;
     }
   | { readonly type: 'set-published'; readonly setId: number; readonly reasons: readonly string[] }
+  | {
+      /**
+       * A server is shown from its cached catalog (DESIGN §19.2) until its live one is published;
+       * `start` says whether it is starting now (`eager`) or on its first call (`lazy`).
+       */
+      readonly type: 'server-provisional';
+      readonly server: string;
+      readonly generation: number;
+      readonly tools: number;
+      readonly start: 'eager' | 'lazy';
+    }
+  | {
+      /**
+       * A provisional server's live catalog was published: `unchanged` when it equals the cached
+       * one; otherwise how many cached tools changed or vanished (their provisional calls are
+       * refused `STALE_CATALOG`) and how many are new.
+       */
+      readonly type: 'provisional-confirmed';
+      readonly server: string;
+      readonly unchanged: boolean;
+      readonly changedTools: number;
+      readonly addedTools: number;
+    }
+  | {
+      /** A lazy server ran no call for `idleTimeoutMs` and was stopped (DESIGN §19.3). */
+      readonly type: 'server-idle-stopped';
+      readonly server: string;
+      readonly idleTimeoutMs: number;
+    }
   | { readonly type: 'refresh-failed'; readonly error: StepbindError }
   | { readonly type: 'list-changed'; readonly server: string }
   | {

@@ -164,9 +164,22 @@ export interface ServerStatus {
   /**
    * `reconnecting`: its HTTP session was lost and a new one is being opened (`error` says why);
    * `failed` is also used once the background reconnects gave up; `closing` from the runtime's
-   * `close()` until it resolved, `closed` after (or when its connection closed).
+   * `close()` until it resolved, `closed` after (or when its connection closed); `provisional`
+   * while steps are shown its cached catalog (DESIGN §19.2), see {@link ServerStatus.provisional}.
    */
-  readonly state: 'ready' | 'starting' | 'reconnecting' | 'failed' | 'closing' | 'closed';
+  readonly state:
+    | 'ready'
+    | 'provisional'
+    | 'starting'
+    | 'reconnecting'
+    | 'failed'
+    | 'closing'
+    | 'closed';
+  /**
+   * Set while the server is shown from the catalog cache: its live start is under way
+   * (`starting`) or waits for the first call of a lazy server (`not-started`).
+   */
+  readonly provisional?: { readonly live: 'starting' | 'not-started' };
   readonly generation?: number;
   readonly revision?: number;
   readonly catalogState?: string;

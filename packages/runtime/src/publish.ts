@@ -6,6 +6,7 @@ import {
   type CatalogSnapshot,
   type StepbindError,
 } from '@stepbind/binding/internal';
+import type { ServerConfig } from './config.js';
 import type { DiscoveryStates } from './discovery-states.js';
 import { reportUnenforced, type Emit } from './events.js';
 import { abortedError, closedError } from './failures.js';
@@ -18,11 +19,26 @@ export interface PublishContext {
   readonly fleet: FleetStore | undefined;
   readonly discovery: DiscoveryStates;
   readonly emit: Emit;
+  /** The persistent catalog cache (DESIGN §19.1): every published catalog is recorded there. */
+  readonly cache: CatalogCacheAccess | undefined;
+}
+
+/**
+ * The runtime's use of the persistent catalog cache (DESIGN §19.1), keyed by a server's name and
+ * configuration (its identity, audience, principal and tool filter).
+ */
+export interface CatalogCacheAccess {
+  /** The cached catalog of `name` under `config`, restored and verified, if any. */
+  lookup(name: string, config: ServerConfig): CatalogSnapshot | undefined;
+  /** Records a published catalog (written to disk in the background). */
+  record(name: string, config: ServerConfig, catalog: CatalogSnapshot): void;
 }
 
 /** The server a catalog is published for (a `ManagedServer`): its slot, and how it installs one. */
 export interface PublicationTarget {
   readonly name: string;
+  /** The configuration in force (a refresh's {@link Publication.config} overrides it). */
+  readonly config: ServerConfig;
   /** The slot of the catalog in force; `undefined` before the first publication. */
   readonly slot: CatalogSlot | undefined;
   /**
@@ -43,6 +59,8 @@ export interface Publication {
   readonly expectedGeneration: number;
   /** Why a catalog in force is replaced (`catalog-swapped`); a server's first catalog has none. */
   readonly cause: 'refresh' | 'hard-refresh' | 'reconnect';
+  /** The configuration the candidate was discovered under. @default the server's */
+  readonly config?: ServerConfig;
 }
 
 /** Options of {@link publishCatalogs}. */
@@ -120,6 +138,7 @@ export async function publishCatalogs(
   }
   for (const { item, catalog, revision } of swapped) {
     const server = item.server.name;
+    core.cache?.record(server, item.config ?? item.server.config, catalog);
     core.discovery.published(server, catalog);
     reportUnenforced(core.emit, server, catalog);
     if (revision !== undefined) {

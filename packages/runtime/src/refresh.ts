@@ -14,6 +14,7 @@ import type { ListingFreshness } from './era/listing-cache.js';
 import { abortedError, closedError, toStepbindError } from './failures.js';
 import { publishCatalogs, type Publication } from './publish.js';
 import { ManagedServer, type Reconnected } from './server/managed-server.js';
+import { ProvisionalServer } from './server/provisional.js';
 import { identityKeyOf } from './transports/index.js';
 
 /**
@@ -87,6 +88,8 @@ interface Found {
   readonly failures: { server: string; error: StepbindError }[];
   /** Optional servers that were not reusable: started in the background of the published set. */
   readonly background: { name: string; task: ServerTask }[];
+  /** New provisional servers (DESIGN §19.2); the eager ones start once the set is published. */
+  readonly provisional: ProvisionalServer[];
 }
 
 /** Opens once the rebuild settled; `published` says whether its set was published. */
@@ -111,7 +114,7 @@ async function rebuild(
   closeSignal.addEventListener('abort', abort, { once: true });
   if (signal?.aborted === true || core.closed) abort();
   const set = new ConnectionSet(++core.setCounter, core.config);
-  const found: Found = { candidates: [], failures: [], background: [] };
+  const found: Found = { candidates: [], failures: [], background: [], provisional: [] };
   const gate = backgroundGate();
   const { candidates } = found;
   try {
@@ -123,6 +126,17 @@ async function rebuild(
     deferStarts(core, set, found.background, gate);
     await publishSet(core, set, candidates, reasons, controller.signal);
     gate.published = true;
+    for (const p of found.provisional) {
+      core.emit({
+        type: 'server-provisional',
+        server: p.name,
+        generation: p.cached.generation,
+        tools: p.cached.tools.length,
+        start: p.config.start,
+      });
+      // Its failure is reported by the start itself (event, entry); nobody waits on it here.
+      if (p.config.start === 'eager') p.start().catch(() => undefined);
+    }
   } catch (error) {
     controller.abort(error);
     // Background starts of an unpublished set are never begun.
@@ -164,6 +178,24 @@ async function discoverServers(
     [...set.config.servers].map(async ([name, cfg]) => {
       const key = identityKeyOf(cfg);
       const prior = old?.entries.get(name);
+      // A provisional server of the same identity is carried over, still waiting for (or not
+      // yet asked for) its live catalog; a server with a cached catalog becomes one.
+      const provisional =
+        core.forceRestart.has(name) || core.liveFailed.has(name)
+          ? undefined
+          : prior?.kind === 'provisional' &&
+              prior.provisional.identityKey === key &&
+              prior.provisional.failure === undefined
+            ? prior.provisional
+            : prior?.kind === 'ready' && prior.server.identityKey === key
+              ? undefined
+              : newProvisional(core, name, cfg, key);
+      if (provisional !== undefined) {
+        set.entries.set(name, { kind: 'provisional', provisional });
+        if (provisional !== (prior?.kind === 'provisional' ? prior.provisional : undefined))
+          found.provisional.push(provisional);
+        return;
+      }
       const reusable =
         prior?.kind === 'ready' &&
         prior.server.identityKey === key &&
@@ -191,6 +223,176 @@ async function discoverServers(
         core.emit({ type: 'server-failed', server: name, required: cfg.required, error: mapped });
       }
     }),
+  );
+}
+
+/** A provisional server for `name` if the catalog cache has its catalog (DESIGN §19.2). */
+function newProvisional(
+  core: RuntimeCore,
+  name: string,
+  cfg: ServerConfig,
+  key: string,
+): ProvisionalServer | undefined {
+  const cached = core.cache?.lookup(name, cfg);
+  return cached === undefined ? undefined : new ProvisionalServer(core, name, cfg, key, cached);
+}
+
+/**
+ * The live start of a provisional server (DESIGN §19.2), bounded by the runtime's start queue:
+ * a new connection, discovered and validated, then published through the one publication path
+ * under the refresh mutex (so a refresh in progress has carried the provisional entry into its
+ * set first), replacing the provisional entry of the current set.
+ *
+ * @throws the start's or the publication's failure, after the entry shows it (`server-failed`);
+ *   RuntimeError `SERVER_NOT_READY` when a refresh replaced the entry meanwhile.
+ */
+export async function startProvisional(
+  core: RuntimeCore,
+  p: ProvisionalServer,
+): Promise<ManagedServer> {
+  try {
+    if (core.closed) throw closedError();
+    const candidate = await core.startQueue.add(() =>
+      startServer(core, p.name, p.config, p.identityKey, core.closeSignal),
+    );
+    return await adoptLive(core, p, candidate);
+  } catch (error) {
+    const mapped = toStepbindError(error);
+    p.fail(mapped);
+    if (!core.closed) {
+      core.liveFailed.add(p.name);
+      core.invalidateViews();
+      core.emit({ type: 'server-failed', server: p.name, required: p.config.required, error: mapped });
+      // A required server that is down fails the next capture, as it does without a cache.
+      if (p.config.required) core.markDirty(`start:${p.name}`);
+    }
+    throw mapped;
+  }
+}
+
+/** Publishes a provisional server's live catalog and puts the server in its entry's place. */
+async function adoptLive(
+  core: RuntimeCore,
+  p: ProvisionalServer,
+  candidate: Candidate,
+): Promise<ManagedServer> {
+  const { server, snapshot } = candidate;
+  let joined = false;
+  let release: (() => void) | undefined;
+  try {
+    release = await acquireMutex(core.refreshMutex, core.closeSignal);
+    const set = core.current;
+    const entry = set?.entries.get(p.name);
+    if (core.closed) throw closedError();
+    if (set === undefined || entry?.kind !== 'provisional' || entry.provisional !== p) {
+      throw new RuntimeError(
+        ErrorCode.SERVER_NOT_READY,
+        `Server "${p.name}" was reconfigured before its live catalog was published; nothing was sent. Call again from the next step.`,
+        { detail: { server: p.name, delivery: 'not-sent' } },
+      );
+    }
+    if (snapshot === undefined) throw new Error(`live start of "${p.name}" has no snapshot`);
+    await publishCatalogs(
+      core,
+      [
+        {
+          server,
+          snapshot,
+          listingKey: candidate.listingKey,
+          expectedGeneration: candidate.expectedGeneration,
+          cause: 'refresh',
+          config: p.config,
+        },
+      ],
+      {
+        commit: () => {
+          server.joinSet({
+            config: p.config,
+            listingKey: candidate.listingKey,
+            freshness: candidate.freshness,
+          });
+          joined = true;
+          set.entries.set(p.name, { kind: 'ready', server });
+          set.watch(server);
+          set.invalidate();
+        },
+      },
+    );
+  } catch (error) {
+    if (!joined) await core.closeServer(server);
+    throw error;
+  } finally {
+    release?.();
+  }
+  core.liveFailed.delete(p.name);
+  const catalog = server.catalog;
+  let changed = 0;
+  for (const tool of p.cached.tools) {
+    if (catalog.toolsByName.get(tool.name)?.descriptorDigest !== tool.descriptorDigest) changed++;
+  }
+  const added = catalog.tools.filter((t) => !p.cached.toolsByName.has(t.name)).length;
+  core.emit({
+    type: 'server-ready',
+    server: p.name,
+    generation: catalog.generation,
+    tools: catalog.tools.length,
+  });
+  core.emit({
+    type: 'provisional-confirmed',
+    server: p.name,
+    unchanged: catalog.pageRoot === p.cached.pageRoot,
+    changedTools: changed,
+    addedTools: added,
+  });
+  return server;
+}
+
+/**
+ * A lazy server idle for its `idleTimeoutMs` (DESIGN §19.3): under the refresh mutex, if it is
+ * still the current set's and runs no call, its entry becomes provisional again (its catalog as
+ * the cached one) and the server closes once no older set holds it.
+ */
+export function stopIdleServer(core: RuntimeCore, server: ManagedServer): void {
+  core.track(
+    (async () => {
+      let release: () => void;
+      try {
+        release = await acquireMutex(core.refreshMutex, core.closeSignal);
+      } catch {
+        return; // the runtime closed
+      }
+      try {
+        const set = core.current;
+        const entry = set?.entries.get(server.name);
+        if (
+          core.closed ||
+          set === undefined ||
+          entry?.kind !== 'ready' ||
+          entry.server !== server ||
+          server.callsInFlight > 0 ||
+          server.slot === undefined ||
+          server.connection.closed
+        )
+          return;
+        const p = new ProvisionalServer(
+          core,
+          server.name,
+          server.config,
+          server.identityKey,
+          server.catalog,
+        );
+        set.entries.set(server.name, { kind: 'provisional', provisional: p });
+        set.invalidate();
+        core.emit({
+          type: 'server-idle-stopped',
+          server: server.name,
+          idleTimeoutMs: server.config.idleTimeoutMs,
+        });
+        if (server.leaveSet()) await core.closeServer(server);
+      } finally {
+        release();
+      }
+    })(),
   );
 }
 

@@ -436,6 +436,10 @@ export class McpRuntime {
    * (the application asked for the server's word); a refresh that honours the TTLs is `markDirty`
    * then `refreshIfDirty` (DESIGN §10.1).
    *
+   * A server shown from the catalog cache (DESIGN §19.2) is started (a lazy one too) and listed
+   * live; it resolves once its live catalog is published, true when that differs from the cached
+   * one.
+   *
    * @returns true when the catalog changed.
    * @throws CatalogError from discovery or publication (nothing changes); RuntimeError
    *   `SERVER_NOT_READY` when the server has no live connection, `SERVER_START_FAILED` when a lost
@@ -447,6 +451,12 @@ export class McpRuntime {
   ): Promise<boolean> {
     this.#ensureOpen();
     const entry = this.#core.current?.entries.get(server);
+    if (entry?.kind === 'provisional') {
+      // A provisional server (DESIGN §19.2) is started (a lazy one too) and listed live.
+      const p = entry.provisional;
+      const live = await p.live(options.signal);
+      return live.catalog.pageRoot !== p.cached.pageRoot;
+    }
     if (
       entry?.kind !== 'ready' ||
       (entry.server.connection.closed && entry.server.connection.lost === undefined)

@@ -45,6 +45,22 @@ export function runtimeStatus(core: RuntimeCore, journal: JournalStatus): Runtim
         ...(listing === undefined ? {} : { listing }),
         ...discovery,
       });
+    } else if (entry.kind === 'provisional') {
+      const p = entry.provisional;
+      const failure = p.failure;
+      servers.push({
+        name,
+        required: cfg.required,
+        state: failure === undefined ? 'provisional' : 'failed',
+        generation: p.cached.generation,
+        catalogState: p.cached.state,
+        tools: p.cached.tools.length,
+        provisional: { live: p.started ? 'starting' : 'not-started' },
+        ...(failure === undefined
+          ? {}
+          : { error: { code: failure.code, message: failure.message } }),
+        ...discovery,
+      });
     } else {
       servers.push({
         name,

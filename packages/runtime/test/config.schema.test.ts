@@ -94,6 +94,8 @@ describe('stepbind.schema.json and mcp.json', () => {
       maxMessageBytes: true,
       retryReads: true,
       trustAnnotations: true,
+      start: true,
+      idleTimeoutMs: true,
     } as const;
     const stdioKeys: Record<Exclude<keyof StdioServerEntry, 'url'>, true> = {
       ...common,

@@ -21,6 +21,11 @@ export type BindingServerStatus =
       readonly revision: number;
       readonly sourceRevision: string | undefined;
       readonly toolCount: number;
+      /**
+       * True while this step shows the server's cached catalog (DESIGN §19.2): a call waits for
+       * the live catalog and runs only if its tool is unchanged there.
+       */
+      readonly provisional: boolean;
     }
   | ({ readonly bound: false } & LeftOutServer);
 
@@ -94,6 +99,7 @@ export class McpBinding {
           revision: s.revision,
           sourceRevision: s.catalog.sourceRevision,
           toolCount: s.catalog.tools.length,
+          provisional: s.provisional !== undefined,
         }),
       ),
       ...view.leftOut.map((s): BindingServerStatus => Object.freeze({ ...s, bound: false })),

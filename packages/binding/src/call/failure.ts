@@ -128,6 +128,42 @@ export function abortedBeforeSend(call: FailingCall, reason: unknown, closing: b
   );
 }
 
+/**
+ * `STALE_CATALOG`, nothing sent: the step showed a provisional (cached) catalog and the live one
+ * `changed` the tool's descriptor or no longer has it (`vanished`), DESIGN §19.2.
+ */
+export function provisionalStaleError(
+  call: FailingCall,
+  reason: 'changed' | 'vanished',
+  cachedDigest: string,
+  liveDigest: string | undefined,
+): CallError {
+  return new CallError(
+    ErrorCode.STALE_CATALOG,
+    `This step showed the cached tools of server "${call.server}"; its live catalog ${reason === 'changed' ? 'changed' : 'no longer has'} "${call.modelName}"${reason === 'changed' ? ' since they were cached' : ''}, so it was not run and nothing was sent. Call again with the tools of the next step.`,
+    {
+      detail: call.detail({
+        provisional: true,
+        reason,
+        cachedDigest,
+        ...(liveDigest === undefined ? {} : { liveDigest }),
+      }),
+    },
+  );
+}
+
+/**
+ * `TIMEOUT`, nothing sent: a provisional server did not publish its live catalog within the
+ * call's timeout (DESIGN §19.2).
+ */
+export function provisionalTimeoutError(call: FailingCall, timeoutMs: number): CallError {
+  return new CallError(
+    ErrorCode.TIMEOUT,
+    `Server "${call.server}" did not confirm its tools within ${timeoutMs} ms (this step showed its cached catalog); "${call.modelName}" was not run and nothing was sent. Retry, or give the call a longer timeoutMs.`,
+    { detail: call.detail({ provisional: true, timeoutMs }) },
+  );
+}
+
 /** `INVALID_OPTIONS`, nothing sent: an idempotency key on a binding without an open journal. */
 export function noJournalError(call: FailingCall, key: string): CallError {
   return new CallError(

@@ -10,7 +10,7 @@ import type { CallJournal } from '../journal/journal.js';
 import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/store.js';
 import type { Release } from '../lock.js';
 import type { ToolDescriptor } from '../snapshot/snapshot.js';
-import type { BoundTool } from '../tools/view.js';
+import type { BoundServer, BoundTool } from '../tools/view.js';
 import {
   admissionVerdict,
   approvalRequiredError,
@@ -24,6 +24,8 @@ import {
   connectionClosedError,
   failureOf,
   noJournalError,
+  provisionalStaleError,
+  provisionalTimeoutError,
   staleCatalogError,
   withRounds,
   type CallPhase,
@@ -45,6 +47,13 @@ type StoreBound = { readonly signal?: AbortSignal };
  */
 interface CallRun {
   readonly options: RunOptions;
+  /**
+   * The tool as it runs: the captured one, or, for a provisional server (DESIGN §19.2), the same
+   * descriptor (equal digest) on the live server once its live catalog confirmed it.
+   */
+  bound: BoundTool;
+  /** The revision the run checks under the lock: the captured one, or the live slot's. */
+  revision: number;
   readonly key: string | undefined;
   /** The journal counting this run (`start()` was called), if it records this run at all. */
   readonly journal: CallJournal | undefined;
@@ -193,6 +202,8 @@ export class PreparedCall {
     const t0 = performance.now();
     return {
       options,
+      bound: this.#bound,
+      revision: this.revision,
       key,
       journal,
       timeoutMs: options.timeoutMs ?? this.#bound.server.callTimeoutMs,
@@ -281,12 +292,49 @@ export class PreparedCall {
   async #lockRevision(run: CallRun): Promise<void> {
     const { signal } = run.options;
     this.#checkAborted(signal);
-    const slot = this.#bound.server.slot;
+    const provisional = this.#bound.server.provisional;
+    if (provisional !== undefined) await this.#confirmLive(run, provisional);
+    const slot = run.bound.server.slot;
     run.release = await slot.lock.acquireRead(signal === undefined ? {} : { signal });
     run.tLock = performance.now();
-    if (slot.revision !== this.revision) {
-      throw staleCatalogError(this.#call, this.revision, slot.revision);
+    if (slot.revision !== run.revision) {
+      throw staleCatalogError(this.#call, run.revision, slot.revision);
     }
+  }
+
+  /**
+   * A provisional server (DESIGN §19.2): waits, bounded by the call's timeout and signal, for its
+   * live catalog, and moves the run onto the live server only when that catalog has this tool
+   * with the descriptor digest the model saw. The `prepare` hook has not run; nothing is sent.
+   *
+   * @throws CallError `STALE_CATALOG` (changed or vanished), `TIMEOUT`, `ABORTED`, or the
+   *   server's start failure; all `delivery: 'not-sent'`.
+   */
+  async #confirmLive(
+    run: CallRun,
+    provisional: NonNullable<BoundServer['provisional']>,
+  ): Promise<void> {
+    const { signal } = run.options;
+    const deadline = callDeadline(signal, run.timeoutMs).signal;
+    let live: BoundServer;
+    try {
+      live = await provisional.live(deadline);
+    } catch (error) {
+      if (signal?.aborted === true) throw this.#abortedBeforeSend(signal.reason);
+      if (deadline?.aborted === true) throw provisionalTimeoutError(this.#call, run.timeoutMs);
+      throw error;
+    }
+    const descriptor = live.catalog.toolsByName.get(this.tool);
+    if (descriptor === undefined || descriptor.descriptorDigest !== this.descriptor.descriptorDigest) {
+      throw provisionalStaleError(
+        this.#call,
+        descriptor === undefined ? 'vanished' : 'changed',
+        this.descriptor.descriptorDigest,
+        descriptor?.descriptorDigest,
+      );
+    }
+    run.bound = { modelName: this.modelName, server: live, descriptor };
+    run.revision = live.revision;
   }
 
   /**
@@ -298,7 +346,7 @@ export class PreparedCall {
    *   nothing is sent.
    */
   #admit(run: CallRun, args: Readonly<Record<string, unknown>>): Admitted {
-    const admission = this.#admission();
+    const admission = this.#admission(run);
     const { approvalRequired } = admissionVerdict(admission);
     if (approvalRequired && run.options.prepare === undefined) {
       throw approvalRequiredError(admission, false);
@@ -330,7 +378,7 @@ export class PreparedCall {
         tool: this.tool,
         modelName: this.modelName,
         effectClass: this.descriptor.effectClass,
-        catalogState: this.#bound.server.catalog.state,
+        catalogState: run.bound.server.catalog.state,
         approvalRequired,
         approve: () => {
           approved = true;
@@ -359,7 +407,7 @@ export class PreparedCall {
   #admitAtPointOfUse(run: CallRun, admitted: Admitted): ToolCaller {
     this.#checkAborted(run.options.signal);
     run.tPrepared = performance.now();
-    const caller = this.#bound.server.caller;
+    const caller = run.bound.server.caller;
     if (caller.closed) {
       if (caller.fault !== undefined) throw caller.fault;
       throw connectionClosedError(this.#call);
@@ -411,7 +459,7 @@ export class PreparedCall {
    */
   async #finish(run: CallRun, result: ToolCallResult): Promise<CallOutcome> {
     const receipt = receiptOf(
-      this.#capture,
+      run.bound === this.#bound ? this.#capture : { ...this.#capture, bound: run.bound },
       {
         key: run.key,
         argsDigest: run.argsDigest,
@@ -496,9 +544,9 @@ export class PreparedCall {
     });
   }
 
-  #admission(): AdmissionSubject {
+  #admission(run: CallRun): AdmissionSubject {
     return {
-      bound: this.#bound,
+      bound: run.bound,
       policy: this.#policy,
       policyEpoch: this.#policyEpoch,
       detail: (extra) => this.#detail(extra),

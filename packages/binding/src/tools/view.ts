@@ -61,6 +61,28 @@ export interface BoundServer {
    * @default false
    */
   readonly trustAnnotations?: boolean;
+  /**
+   * Set while this server's catalog is provisional (restored from the catalog cache, DESIGN
+   * §19.2): `catalog` is the cached one and `caller` sends nothing. A call first waits for the
+   * live catalog through it and runs only if that catalog has the same descriptor digest for its
+   * tool. @default none (the catalog is live)
+   */
+  readonly provisional?: ProvisionalServer;
+}
+
+/**
+ * The live side of a provisional server (DESIGN §19.2): the runtime starts it (a lazy server on
+ * its first call) and publishes its live catalog.
+ */
+export interface ProvisionalServer {
+  /**
+   * Resolves with the server as it is bound now that its live catalog is published (its slot,
+   * revision and client), starting it first if it is lazy.
+   *
+   * @throws the server's start or discovery failure (a `StepbindError`; nothing was sent), or
+   *   `signal`'s reason once it fires.
+   */
+  live(signal: AbortSignal | undefined): Promise<BoundServer>;
 }
 
 /** A model-facing tool and where it runs. */

@@ -7,6 +7,7 @@ import type { ListingFreshness } from '../era/listing-cache.js';
 import type { Emit } from '../events.js';
 import type { McpRuntimeOptions, ServerConnector } from '../options.js';
 import type { Publication, PublishOptions } from '../publish.js';
+import type { ManagedServer } from './managed-server.js';
 
 /** One discovery of one connection, as a {@link ManagedServer} asks its host for it. */
 export interface DiscoveryRequest {
@@ -66,4 +67,9 @@ export interface ServerHost {
   authPrincipal(name: string, config: ServerConfig): string;
   /** True when `server` is the one the current ConnectionSet serves under its name. */
   inService(server: { readonly name: string }): boolean;
+  /**
+   * A lazy server ran no call for its `idleTimeoutMs` (DESIGN §19.3): the runtime stops it and
+   * shows its catalog provisionally until the next call.
+   */
+  idleStop(server: ManagedServer): void;
 }

@@ -7,6 +7,7 @@ import {
   RuntimeError,
   type CatalogSnapshot,
   type ServerIdentity,
+  type ToolCaller,
 } from '@stepbind/binding/internal';
 import type { ServerConfig } from '../config.js';
 import type { Connection } from '../connection.js';
@@ -16,6 +17,7 @@ import type { ServerStatus } from '../options.js';
 import type { PublicationTarget } from '../publish.js';
 import { identityOf } from '../transports/index.js';
 import type { Discovered, ServerHost } from './host.js';
+import { IdleWatch } from './idle.js';
 import { ListChangedDebouncer } from './list-changed.js';
 import { lossMessage, ReconnectLoop } from './reconnect-loop.js';
 
@@ -67,6 +69,8 @@ export class ManagedServer implements PublicationTarget {
   readonly #listMutex = new Mutex();
   readonly #debouncer: ListChangedDebouncer;
   readonly #reconnect: ReconnectLoop;
+  /** A lazy server's call count and idle timer (DESIGN §19.3); none for eager servers. */
+  readonly #idle: IdleWatch | undefined;
   #config: ServerConfig;
   #connection: Connection;
   #identity: ServerIdentity;
@@ -122,6 +126,27 @@ export class ManagedServer implements PublicationTarget {
         }),
       track: (work) => host.track(work),
     });
+    this.#idle =
+      config.start === 'lazy' && config.idleTimeoutMs > 0
+        ? new IdleWatch({
+            clock: host.clock,
+            idleMs: config.idleTimeoutMs,
+            onIdle: () => host.idleStop(this),
+          })
+        : undefined;
+  }
+
+  /**
+   * The client a binding captures: the connection, counted for the idle stop when the server is
+   * lazy (DESIGN §19.3).
+   */
+  get caller(): ToolCaller {
+    return this.#idle === undefined ? this.#connection : this.#idle.callerOf(this.#connection);
+  }
+
+  /** Calls in flight through {@link caller} (lazy servers only; 0 otherwise). */
+  get callsInFlight(): number {
+    return this.#idle?.inFlight ?? 0;
   }
 
   /** The configuration in force; a refresh that reuses the connection carries the new one over. */
@@ -226,6 +251,7 @@ export class ManagedServer implements PublicationTarget {
     this.#refs++;
     this.#config = membership.config;
     if (membership.reconnected !== undefined) this.#adopt(membership.reconnected);
+    this.#idle?.arm();
   }
 
   /** A set holding this server drained. @returns true when no set holds it any more (close it). */
@@ -478,6 +504,7 @@ export class ManagedServer implements PublicationTarget {
     this.#closing ??= (async () => {
       this.#debouncer.stop();
       this.#reconnect.stop();
+      this.#idle?.stop();
       this.#unwatch();
       await this.#connection.close();
     })();
