@@ -74,7 +74,7 @@ const MUTANTS: readonly Mutant[] = [
   {
     name: 'skip the revision compare',
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'if (slot.revision !== this.revision) {',
+    find: 'if (slot.revision !== run.revision) {',
     replace: 'if (false as boolean) {',
     testFile: 'packages/runtime/test/runtime.memory.test.ts',
     testName:
