@@ -6,7 +6,7 @@
  *
  * Usage: `pnpm bench [--strict] [suite...]` with suites among capture, call, hard-refresh,
  * enumerate, snapshot, journal, fleet (default: all; fleet needs PostgreSQL, see bench/fleet.ts).
- * enumerate, snapshot, journal, era (default: all).
+ * enumerate, snapshot, journal, era, startup (default: all).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -19,6 +19,7 @@ import { runEraBench } from './era.js';
 import { runHardRefreshBench } from './hard-refresh.js';
 import { runJournalBench } from './journal.js';
 import { runFleetBench } from './fleet.js';
+import { runStartupBench } from './startup.js';
 import { childCount, formatTable, liveChildren, row, type BenchRow } from './support.js';
 
 /** The rows of bench/snapshot (owned by its own module), when that module offers its runner. */
@@ -56,6 +57,7 @@ const SUITES: Readonly<Record<string, () => Promise<readonly BenchRow[]>>> = {
   journal: () => runJournalBench(),
   fleet: () => runFleetBench(),
   era: () => runEraBench(),
+  startup: () => runStartupBench(),
 };
 
 const args = process.argv.slice(2);

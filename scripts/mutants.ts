@@ -1048,6 +1048,26 @@ const MUTANTS: readonly Mutant[] = [
       'the SQLite seam (node:sqlite) rolls a transaction back when its function throws, and rethrows the error',
     diagnostic: '"n": 1',
   },
+  {
+    name: 'run a provisional call whose tool changed since it was cached',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: 'if (liveDigest !== this.descriptor.descriptorDigest) {',
+    replace: 'if (descriptor === undefined) {',
+    testFile: 'packages/runtime/test/provisional.stdio.test.ts',
+    testName:
+      'shows the cached tools at once, refuses a changed and a vanished tool unsent, and runs an unchanged one on the live connection',
+    diagnostic: 'expected a rejection',
+  },
+  {
+    name: 'a lazy server never stops when idle',
+    file: 'packages/runtime/src/server/idle.ts',
+    find: 'if (!this.#stopped && this.#inFlight === 0) this.#options.onIdle();',
+    replace: 'if (false as boolean) this.#options.onIdle();',
+    testFile: 'packages/runtime/test/provisional.stdio.test.ts',
+    testName:
+      'is not spawned until a step calls one of its tools, and stops again after idleTimeoutMs',
+    diagnostic: '"server-idle-stopped" event',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

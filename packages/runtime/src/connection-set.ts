@@ -87,7 +87,10 @@ export class ConnectionSet {
  * A live server as a binding sees it now: its slot at the current revision and its connection
  * (DESIGN §2). `undefined` before its first catalog is installed.
  */
-export function boundServerOf(server: ManagedServer, approval: ApprovalMode): BoundServer | undefined {
+export function boundServerOf(
+  server: ManagedServer,
+  approval: ApprovalMode,
+): BoundServer | undefined {
   const slot = server.slot;
   if (slot === undefined) return undefined;
   return Object.freeze({

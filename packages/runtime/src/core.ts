@@ -98,10 +98,12 @@ export class RuntimeCore implements ServerHost, ProvisionalHost {
   /** {@inheritDoc ProvisionalHost.startLive} */
   startLive(server: ProvisionalServer): Promise<ManagedServer> {
     const start = startProvisional(this, server);
-    this.track(start.then(
-      () => undefined,
-      () => undefined,
-    ));
+    this.track(
+      start.then(
+        () => undefined,
+        () => undefined,
+      ),
+    );
     return start;
   }
 

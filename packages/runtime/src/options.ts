@@ -168,13 +168,7 @@ export interface ServerStatus {
    * while steps are shown its cached catalog (DESIGN §19.2), see {@link ServerStatus.provisional}.
    */
   readonly state:
-    | 'ready'
-    | 'provisional'
-    | 'starting'
-    | 'reconnecting'
-    | 'failed'
-    | 'closing'
-    | 'closed';
+    'ready' | 'provisional' | 'starting' | 'reconnecting' | 'failed' | 'closing' | 'closed';
   /**
    * Set while the server is shown from the catalog cache: its live start is under way
    * (`starting`) or waits for the first call of a lazy server (`not-started`).

@@ -262,7 +262,12 @@ export async function startProvisional(
     if (!core.closed) {
       core.liveFailed.add(p.name);
       core.invalidateViews();
-      core.emit({ type: 'server-failed', server: p.name, required: p.config.required, error: mapped });
+      core.emit({
+        type: 'server-failed',
+        server: p.name,
+        required: p.config.required,
+        error: mapped,
+      });
       // A required server that is down fails the next capture, as it does without a cache.
       if (p.config.required) core.markDirty(`start:${p.name}`);
     }

@@ -109,7 +109,11 @@ describe('warm start from the catalog cache (real stdio)', () => {
 
     const changed = await failure(step.prepareCall('s__change').run({ value: 'x' }));
     expect(changed.code).toBe('STALE_CATALOG');
-    expect(changed.detail).toMatchObject({ delivery: 'not-sent', provisional: true, reason: 'changed' });
+    expect(changed.detail).toMatchObject({
+      delivery: 'not-sent',
+      provisional: true,
+      reason: 'changed',
+    });
     const vanished = await failure(step.prepareCall('s__vanish').run({}));
     expect(vanished.code).toBe('STALE_CATALOG');
     expect(vanished.detail).toMatchObject({ delivery: 'not-sent', reason: 'vanished' });

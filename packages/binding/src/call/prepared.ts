@@ -325,14 +325,17 @@ export class PreparedCall {
       throw error;
     }
     const descriptor = live.catalog.toolsByName.get(this.tool);
-    if (descriptor === undefined || descriptor.descriptorDigest !== this.descriptor.descriptorDigest) {
+    const liveDigest = descriptor?.descriptorDigest;
+    if (liveDigest !== this.descriptor.descriptorDigest) {
       throw provisionalStaleError(
         this.#call,
         descriptor === undefined ? 'vanished' : 'changed',
         this.descriptor.descriptorDigest,
-        descriptor?.descriptorDigest,
+        liveDigest,
       );
     }
+    if (descriptor === undefined)
+      throw new Error('stepbind: unreachable: a matching digest without a tool');
     run.bound = { modelName: this.modelName, server: live, descriptor };
     run.revision = live.revision;
   }
