@@ -1,4 +1,5 @@
 import { Mutex } from 'async-mutex';
+import type { CatalogCache } from './cache/catalog-cache.js';
 import PQueue from 'p-queue';
 import {
   CatalogRegistry,
@@ -57,6 +58,8 @@ export class RuntimeCore implements ServerHost, ProvisionalHost {
   readonly auth: ServerAuthorizers;
   /** The persistent catalog cache (DESIGN §19.1), when the options or configuration name one. */
   cache: CatalogCacheAccess | undefined;
+  /** Its file, closed (flushed) by the runtime's `close()`. */
+  cacheFile: CatalogCache | undefined;
   /**
    * Servers whose live start failed since their catalog was last published: the next refresh
    * starts them for real instead of showing their cached catalog again (DESIGN §19.2).

@@ -19,6 +19,9 @@ import { RuntimeCore } from './core.js';
 import { abortedError, closedError, toStepbindError } from './failures.js';
 import type { FleetStore } from './fleet/attach.js';
 import { attachFleetFor } from './fleet/hooks.js';
+import { CatalogCache } from './cache/catalog-cache.js';
+import { catalogCacheAccess } from './cache/access.js';
+import { resolveCachePath } from './cache/option.js';
 import { closeJournal, openJournal } from './journal/open.js';
 import { journalStatus } from './journal/status.js';
 import { journalView, type JournalView } from './journal/view.js';
@@ -171,6 +174,18 @@ export class McpRuntime {
       throw error;
     }
     const runtime = new McpRuntime(parsed, options, journal, fleet);
+    // The catalog cache (DESIGN §19.1): its content never fails the open (events say why).
+    const cachePath = resolveCachePath(options.cache, parsed.cache);
+    if (cachePath !== undefined) {
+      try {
+        const file = await CatalogCache.open(cachePath, { emit: runtime.#core.emit });
+        runtime.#core.cacheFile = file;
+        runtime.#core.cache = catalogCacheAccess(file, runtime.#core);
+      } catch (error) {
+        await runtime.close();
+        throw error;
+      }
+    }
     // The runtime follows the fleet epoch: raised now if the fleet's is higher, and on each change.
     fleet?.bind(runtime);
     runtime.#core.emit({
@@ -405,8 +420,11 @@ export class McpRuntime {
     // Every catalog this step saw stays readable (not RETIRED) until the step is released.
     const registry = this.#core.registry;
     const holds = view.servers.map((s) =>
-      // A catalog retired by acceptIdentityChange still serves until the next refresh; nothing to hold.
-      registry.lifecycleOf(s.catalog) === 'RETIRED' ? () => undefined : registry.acquire(s.catalog),
+      // A catalog retired by acceptIdentityChange still serves until the next refresh, and a
+      // provisional (cached) one is not the registry's: nothing to hold.
+      s.provisional !== undefined || registry.lifecycleOf(s.catalog) === 'RETIRED'
+        ? () => undefined
+        : registry.acquire(s.catalog),
     );
     const stepId = options.stepId ?? `step-${++this.#stepCounter}`;
     return createBinding(view, {
@@ -536,6 +554,7 @@ export class McpRuntime {
     await Promise.allSettled([...core.background]);
     await Promise.all([...core.servers].map((s) => core.closeServer(s)));
     try {
+      await core.cacheFile?.close();
       await closeJournal(this.#journal);
       await core.auth.close();
       await core.fleet?.close();

@@ -44,8 +44,14 @@ afterEach(async () => {
 });
 
 /** One server `s` playing the fixture at `fixture.json` (rewritten between runs; same identity). */
-async function writeFixture(tools: Record<string, unknown>[]): Promise<void> {
-  const fixture: ServerFixture = { generations: [{ pages: [{ tools }] }] };
+async function writeFixture(tools: Record<string, unknown>[], listDelayMs?: number): Promise<void> {
+  const fixture: ServerFixture = {
+    generations: [{ pages: [{ tools }] }],
+    // A slow listing keeps the live catalog away while a step runs on the cached one.
+    ...(listDelayMs === undefined
+      ? {}
+      : { triggers: [{ on: { method: 'tools/list' }, delayMs: listDelayMs }] }),
+  };
   await writeFile(join(dir, 'fixture.json'), JSON.stringify(fixture));
 }
 
@@ -57,14 +63,12 @@ interface Opened {
 async function open(
   extra: Record<string, unknown> = {},
   options: McpRuntimeOptions = {},
-  scripted: { pageDelayMs?: number } = {},
 ): Promise<Opened> {
   const log = eventLog();
   const params = stdioServerParams({
     scenario: 'fixture',
     fixturePath: join(dir, 'fixture.json'),
     auditPath: join(dir, 'audit.jsonl'),
-    ...scripted,
   });
   const runtime = await McpRuntime.open(
     { mcpServers: { s: { ...params, ...extra } } },
@@ -95,8 +99,11 @@ describe('warm start from the catalog cache (real stdio)', () => {
   it('shows the cached tools at once, refuses a changed and a vanished tool unsent, and runs an unchanged one on the live connection', async () => {
     await warmUp([tool('keep'), tool('change'), tool('vanish')]);
     // Between runs the server changed: one description edited, one tool gone, one added.
-    await writeFixture([tool('keep'), tool('change', 'changes other things now'), tool('added')]);
-    const { runtime, log } = await open({}, {}, { pageDelayMs: 300 });
+    await writeFixture(
+      [tool('keep'), tool('change', 'changes other things now'), tool('added')],
+      300,
+    );
+    const { runtime, log } = await open();
     expect(runtime.status().servers[0]).toMatchObject({ state: 'provisional' });
     const step = await runtime.captureBinding();
     expect(step.servers[0]).toMatchObject({ name: 's', bound: true, provisional: true });
@@ -161,7 +168,8 @@ describe('warm start from the catalog cache (real stdio)', () => {
 
   it('bounds the wait for the live catalog by the call timeout: TIMEOUT, nothing sent', async () => {
     await warmUp([tool('slow')]);
-    const { runtime } = await open({}, {}, { pageDelayMs: 5_000 });
+    await writeFixture([tool('slow')], 5_000);
+    const { runtime } = await open();
     await using step = await runtime.captureBinding();
     const error = await failure(step.prepareCall('s__slow').run({}, { timeoutMs: 100 }));
     expect(error.code).toBe('TIMEOUT');
@@ -171,7 +179,8 @@ describe('warm start from the catalog cache (real stdio)', () => {
 
   it('a cancelled wait is ABORTED, nothing sent', async () => {
     await warmUp([tool('slow')]);
-    const { runtime } = await open({}, {}, { pageDelayMs: 5_000 });
+    await writeFixture([tool('slow')], 5_000);
+    const { runtime } = await open();
     await using step = await runtime.captureBinding();
     const controller = new AbortController();
     const run = step.prepareCall('s__slow').run({}, { signal: controller.signal });

@@ -12,6 +12,7 @@ import {
   type CatalogSnapshot,
   type ProvisionalServer as ProvisionalTarget,
   type StepbindError,
+  untilAborted,
 } from '@stepbind/binding/internal';
 import type { ServerConfig } from '../config.js';
 import type { ManagedServer } from './managed-server.js';
@@ -98,25 +99,10 @@ export class ProvisionalServer implements ProvisionalTarget {
 
   /** {@inheritDoc ProvisionalTarget.live} */
   async live(signal: AbortSignal | undefined): Promise<BoundServer> {
-    signal?.throwIfAborted();
-    const start = this.start();
-    const server =
-      signal === undefined
-        ? await start
-        : await new Promise<ManagedServer>((resolve, reject) => {
-            const abort = (): void => reject(signal.reason);
-            signal.addEventListener('abort', abort, { once: true });
-            start.then(
-              (s) => {
-                signal.removeEventListener('abort', abort);
-                resolve(s);
-              },
-              (error: unknown) => {
-                signal.removeEventListener('abort', abort);
-                reject(error);
-              },
-            );
-          });
+    // The caller tells an abort from a failed start by its signal; the reason is kept as the cause.
+    const server = await untilAborted(this.start(), signal, (reason) =>
+      reason instanceof Error ? reason : new Error(String(reason)),
+    );
     return this.#host.boundOf(server);
   }
 }
