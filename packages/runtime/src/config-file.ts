@@ -38,7 +38,7 @@ const SYNTAX_ERRORS_IN_MESSAGE = 3;
  * Reads and validates a configuration file of at most {@link MAX_CONFIG_BYTES} (read with a bound,
  * so `/dev/zero` or a huge file fails fast). The file is JSONC: `//` and `/* *\/` comments and
  * trailing commas are accepted, as VS Code accepts them in `mcp.json`. Relative paths in it
- * (`journal.path`, a stdio `cwd`, `roots`) resolve against the file's directory, and
+ * (`journal.path`, `cache.path`, a stdio `cwd`, `roots`) resolve against the file's directory, and
  * `${workspaceFolder}` is the folder holding `.vscode` for `.vscode/mcp.json`, else the file's
  * directory (see `parseConfig`'s `file` option).
  *

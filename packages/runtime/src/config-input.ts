@@ -5,7 +5,7 @@
  * the three in step.
  */
 import type { ApprovalMode } from '@stepbind/binding/internal';
-import type { JournalConfig } from './config.js';
+import type { CatalogCacheConfig, JournalConfig } from './config.js';
 import type { ProtocolPin, ServerLimits } from './config-values.js';
 import type { FleetStoreTarget } from './fleet/target.js';
 import type { ToolFilterConfig } from './tool-filter.js';
@@ -95,6 +95,11 @@ export interface StepbindConfigCommon {
   readonly journal?: JournalConfig;
   /** The shared PostgreSQL fleet store: a `postgres://` URL or `{ url, schema, ...timeouts }`. */
   readonly store?: string | FleetStoreTarget;
+  /**
+   * The persistent catalog cache file (DESIGN §19.1), relative to the file's directory; `false`
+   * turns it off, also the CLI's default one. @default none (the CLI: the user's cache directory)
+   */
+  readonly cache?: CatalogCacheConfig | false;
 }
 
 /**

@@ -73,6 +73,16 @@ export interface JournalConfig {
   readonly driver?: 'auto' | 'node:sqlite' | 'better-sqlite3';
 }
 
+/** The persistent catalog cache (DESIGN §19.1), the `cache` key of a configuration file. */
+export interface CatalogCacheConfig {
+  /**
+   * The JSON file (created with its folder on the first write). In a configuration file, a
+   * relative path resolves against the file's directory; in a configuration passed as an object,
+   * against the working directory.
+   */
+  readonly path: string;
+}
+
 /** A validated `mcpServers` configuration, with defaults applied. */
 export interface RuntimeConfig {
   /** Servers by configured name, in file order. */
@@ -85,6 +95,8 @@ export interface RuntimeConfig {
   readonly journal?: JournalConfig;
   /** The shared PostgreSQL fleet store (`store`: a URL or `{ url, schema }`, DESIGN §15). */
   readonly store?: FleetStoreTarget;
+  /** The persistent catalog cache; `false` turns it off (also the CLI's default one); absent: none. */
+  readonly cache?: CatalogCacheConfig | false;
 }
 
 /** Options of {@link parseConfig}. */
@@ -92,7 +104,7 @@ export interface ParseConfigOptions {
   /** Where `${env:NAME}` / `${NAME}` references are resolved. @default process.env */
   readonly env?: EnvironmentSource;
   /**
-   * The file the configuration was read from. Relative paths in it (`journal.path`, a stdio
+   * The file the configuration was read from. Relative paths in it (`journal.path`, `cache.path`, a stdio
    * `cwd`, `roots`) then resolve against its directory, and `${workspaceFolder}` is its workspace
    * folder ({@link workspaceFolderOf}). Absent: relative paths stay as written (the working
    * directory's), relative `roots` and `${workspaceFolder}` are refused.
@@ -126,6 +138,7 @@ const TOP_KEYS = [
   'concurrency',
   'journal',
   'store',
+  'cache',
 ] as const;
 const COMMON_KEYS = [
   'type',
@@ -226,6 +239,7 @@ export function parseConfig(input: unknown, options: ParseConfigOptions = {}): R
   }
   const journal =
     root['journal'] === undefined ? undefined : parseJournal(root['journal'], p, base);
+  const cache = root['cache'] === undefined ? undefined : parseCache(root['cache'], p, base);
   const key = root['servers'] !== undefined ? 'servers' : 'mcpServers';
   const serversObj = p.read(() => expectObject(root[key], `$.${key}`), {});
   const servers = new Map<string, ServerConfig>();
@@ -261,6 +275,27 @@ export function parseConfig(input: unknown, options: ParseConfigOptions = {}): R
     disabled: Object.freeze(disabled),
     ...(journal === undefined ? {} : { journal }),
     ...(store === undefined ? {} : { store }),
+    ...(cache === undefined ? {} : { cache }),
+  });
+}
+
+/** The `cache` key: `false`, or `{ path }` (relative to `base`, the file's directory, when given). */
+function parseCache(
+  value: unknown,
+  p: ConfigProblems,
+  base: string | undefined,
+): CatalogCacheConfig | false | undefined {
+  if (value === false) return false;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    p.add('$.cache', 'expected false or an object { "path": FILE }');
+    return undefined;
+  }
+  const obj = value as Record<string, unknown>;
+  p.checkKeys(obj, '$.cache', ['path']);
+  const path = p.read(() => expectString(obj['path'], '$.cache.path'), undefined);
+  if (path === undefined) return undefined;
+  return Object.freeze({
+    path: base === undefined || isAbsolute(path) ? path : resolve(base, path),
   });
 }
 

@@ -122,7 +122,48 @@ export type RuntimeEvent =
       /** The journal could not record the outcome of a call that was reported anyway. */
       readonly type: 'journal-error';
       readonly error: StepbindError;
+    }
+  | {
+      /**
+       * The catalog cache file (DESIGN §19.1), or one entry of it (`server` set), was not used: the
+       * runtime starts without it (or without that entry) and the file is rewritten on the next
+       * record. `message` says why and names no value of the file.
+       */
+      readonly type: 'catalog-cache-ignored';
+      readonly path: string;
+      readonly reason: CatalogCacheIgnoredReason;
+      readonly server?: string;
+      readonly message: string;
+    }
+  | {
+      /**
+       * The catalog cache file could not be written (its folder is not writable, its lock stayed
+       * held...): the entries stay in memory and the next write tries again.
+       */
+      readonly type: 'catalog-cache-write-failed';
+      readonly path: string;
+      /** The file system's error code (`EACCES`, `ENOSPC`...), or `lock-timeout`. */
+      readonly reason: string;
+      readonly message: string;
     };
+
+/**
+ * Why a catalog cache file or entry was ignored: the whole file when `unreadable` (it cannot be
+ * opened or read), `too-large` (over the size cap), `corrupt` (not complete JSON, or no valid
+ * version or entry list), `foreign` (another format), `newer-version` (a newer stepbind wrote it);
+ * one entry when `malformed-entry` (its shape), `restore-failed` (its catalog no longer validates
+ * under the current options) or `digest-mismatch` (its page root or a tool's digest differs from the
+ * stored one: the file was edited).
+ */
+export type CatalogCacheIgnoredReason =
+  | 'unreadable'
+  | 'too-large'
+  | 'corrupt'
+  | 'foreign'
+  | 'newer-version'
+  | 'malformed-entry'
+  | 'restore-failed'
+  | 'digest-mismatch';
 
 /** Delivers one {@link RuntimeEvent}; never throws. */
 export type Emit = (event: RuntimeEvent) => void;

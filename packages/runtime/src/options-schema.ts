@@ -154,6 +154,16 @@ export const validationOptionsSchema = z.strictObject({
   compile: z.enum(['lazy', 'eager']).describe('"lazy" or "eager"').optional(),
 });
 
+/** The `cache` option: `{ path }` or `false`. */
+export const cacheOptionSchema = z
+  .union([
+    z.strictObject({
+      path: z.string().min(1).describe('the cache file path (a non-empty string)'),
+    }),
+    z.literal(false),
+  ])
+  .describe('{ path } (the catalog cache file) or false (no cache)');
+
 /** `McpRuntimeOptions`: every option of `McpRuntime.open`. */
 export const runtimeOptionsSchema = z.strictObject({
   policyEpoch: z.number().int().min(0).describe('an integer from 0 up').optional(),
@@ -183,6 +193,7 @@ export const runtimeOptionsSchema = z.strictObject({
       'an absolute http(s) URL without a fragment or port 0, such as http://127.0.0.1:33418/callback',
     )
     .optional(),
+  cache: cacheOptionSchema.optional(),
   signal: abortSignal.optional(),
 });
 

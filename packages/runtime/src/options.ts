@@ -7,6 +7,7 @@ import {
 import type { AuthorizeHook, AuthStatus, TokenStore } from './auth/types.js';
 import type { RuntimeClock } from './clock.js';
 import type { ClientHandlers } from './client-capabilities.js';
+import type { CatalogCacheOption } from './cache/option.js';
 import type { ServerConfig } from './config.js';
 import type { RuntimeEvent } from './events.js';
 import type { Connection, ProtocolEra } from './connection.js';
@@ -140,6 +141,13 @@ export interface McpRuntimeOptions {
    * to it). @default 'http://127.0.0.1:33418/callback' (`DEFAULT_REDIRECT_URI`)
    */
   readonly redirectUri?: string;
+  /**
+   * The persistent catalog cache (DESIGN §19.1): `{ path }` keeps published catalogs in that JSON
+   * file (keyed by server, connection identity, audience, principal and tool filter; never a
+   * secret) for the next process to start from; `false` turns a configured one off. The path in
+   * use is `status().cache.path`. @default the configuration's `cache`, else none
+   */
+  readonly cache?: CatalogCacheOption;
   /** Cancels `open`. */
   readonly signal?: AbortSignal;
 }
@@ -248,4 +256,9 @@ export interface RuntimeStatus {
   readonly servers: readonly ServerStatus[];
   /** The execution journal in use: where it lives and, for SQLite, on which library. */
   readonly journal: JournalStatus;
+  /**
+   * The catalog cache in use (the `cache` option, else the configuration's): its absolute path.
+   * Absent when the runtime has none.
+   */
+  readonly cache?: { readonly path: string };
 }

@@ -1,3 +1,4 @@
+import { resolveCachePath } from './cache/option.js';
 import { wireTransportOf } from './connect.js';
 import type { RuntimeCore } from './core.js';
 import { listingStatus } from './listing-reuse.js';
@@ -64,5 +65,12 @@ export function runtimeStatus(core: RuntimeCore, journal: JournalStatus): Runtim
     liveConnections: [...core.servers].filter((s) => !s.connection.closed).length,
     servers: Object.freeze(servers),
     journal,
+    ...cacheStatus(core),
   });
+}
+
+/** `cache: { path }` when the runtime has a catalog cache (the option, else the configuration's). */
+function cacheStatus(core: RuntimeCore): { cache?: { readonly path: string } } {
+  const path = resolveCachePath(core.options.cache, core.config.cache);
+  return path === undefined ? {} : { cache: Object.freeze({ path }) };
 }

@@ -72,6 +72,7 @@ describe('stepbind.schema.json and mcp.json', () => {
       concurrency: true,
       journal: true,
       store: true,
+      cache: true,
       mcpServers: true,
       servers: true,
     };
