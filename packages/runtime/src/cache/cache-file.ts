@@ -81,12 +81,14 @@ export type CacheFileRead =
       readonly why: string;
       readonly signature?: FileSignature;
     }
-  | { readonly kind: 'directory' };
+  | { readonly kind: 'directory' }
+  /** A component of the path's folder is a file: no file can ever be there. */
+  | { readonly kind: 'not-a-folder' };
 
 /**
  * Reads and checks the file at `path` with a bound of `maxBytes` (its size is read first, so a
- * huge file costs a `stat`). Never throws: a missing file is `missing`, a directory `directory`,
- * everything else that keeps it from being used is `ignored` with the reason.
+ * huge file costs a `stat`). Never throws: a missing file is `missing`, a directory `directory`, a
+ * path below a file `not-a-folder`, everything else that keeps it from being used is `ignored` with the reason.
  */
 export async function readCacheFile(path: string, maxBytes: number): Promise<CacheFileRead> {
   let handle;
@@ -96,6 +98,7 @@ export async function readCacheFile(path: string, maxBytes: number): Promise<Cac
     const code = errnoOf(error);
     if (code === 'ENOENT') return { kind: 'missing' };
     if (code === 'EISDIR') return { kind: 'directory' };
+    if (code === 'ENOTDIR') return { kind: 'not-a-folder' };
     return { kind: 'ignored', reason: 'unreadable', why: `it cannot be opened (${code})` };
   }
   let text: string;

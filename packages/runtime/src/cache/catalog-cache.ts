@@ -135,7 +135,8 @@ export class CatalogCache {
    * cap, not complete JSON, another format, a newer version) is an empty cache and a
    * `catalog-cache-ignored` event, as is each malformed entry (left out).
    *
-   * @throws ConfigError `INVALID_CONFIG` only when `path` cannot name a file: empty, or a directory.
+   * @throws ConfigError `INVALID_CONFIG` only when `path` cannot name a file: empty, a directory, or
+   *   below a file.
    */
   static async open(path: string, options: CatalogCacheOptions): Promise<CatalogCache> {
     if (typeof path !== 'string' || path === '') {
@@ -153,6 +154,12 @@ export class CatalogCache {
           ErrorCode.INVALID_CONFIG,
           `The catalog cache path ${cache.path} is a directory; give a file path (for example ${join(cache.path, 'catalogs.json')}) or "cache": false.`,
           { detail: { path: '$.cache.path', file: cache.path, reason: 'directory' } },
+        );
+      case 'not-a-folder':
+        throw new ConfigError(
+          ErrorCode.INVALID_CONFIG,
+          `The catalog cache path ${cache.path} is below a file, not a folder; give a file path in a folder, or "cache": false.`,
+          { detail: { path: '$.cache.path', file: cache.path, reason: 'not-a-folder' } },
         );
       case 'missing':
         break;
@@ -203,16 +210,20 @@ export class CatalogCache {
   /**
    * Stores `snapshot` under `key` in memory now; the file is written after `writeDelayMs`.
    *
-   * @throws ConfigError `INVALID_OPTIONS` when the snapshot's identity is not the key's (its name,
-   *   and its transport digest as `identityOf` derives it from the identity key and principal).
+   * @throws ConfigError `INVALID_OPTIONS` when the snapshot is not the key's: its name, audience, or
+   *   transport digest (as `identityOf` derives it from the identity key and principal) differs.
    */
   record(key: CatalogCacheKey, snapshot: CatalogSnapshot): void {
     if (this.#closing !== undefined) return;
     const transport = transportDigestOf(key);
-    if (snapshot.identity.name !== key.server || snapshot.identity.transportDigest !== transport) {
+    if (
+      snapshot.identity.name !== key.server ||
+      snapshot.identity.transportDigest !== transport ||
+      snapshot.audience !== key.audience
+    ) {
       throw new ConfigError(
         ErrorCode.INVALID_OPTIONS,
-        `CatalogCache.record: the catalog of server "${snapshot.identity.name}" is not the one of the key (server "${key.server}" and its connection identity); nothing was stored.`,
+        `CatalogCache.record: the catalog of server "${snapshot.identity.name}" is not the one of the key (server "${key.server}", its connection identity and audience); nothing was stored.`,
         { detail: { server: key.server, option: 'key' } },
       );
     }
