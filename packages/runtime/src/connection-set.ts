@@ -3,6 +3,7 @@ import {
   type ApprovalMode,
   type BindingView,
   type BoundServer,
+  type CatalogRegistry,
   type LeftOutServer,
   type StepbindError,
 } from '@stepbind/binding/internal';
@@ -165,4 +166,17 @@ function buildView(set: ConnectionSet, approval: ApprovalMode): BindingView {
     }
   }
   return bindingViewOf(servers, leftOut);
+}
+
+/**
+ * Holds every catalog a step saw, so it stays readable (not RETIRED) until the step is released.
+ * A catalog retired by `acceptIdentityChange` still serves until the next refresh, and a
+ * provisional (cached) one is not the registry's: neither is held. @returns the releases.
+ */
+export function holdCatalogs(registry: CatalogRegistry, view: BindingView): (() => void)[] {
+  return view.servers.map((s) =>
+    s.provisional !== undefined || registry.lifecycleOf(s.catalog) === 'RETIRED'
+      ? () => undefined
+      : registry.acquire(s.catalog),
+  );
 }

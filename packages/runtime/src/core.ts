@@ -21,7 +21,6 @@ import {
   type Publication,
   type PublishOptions,
 } from './publish.js';
-import { startProvisional, stopIdleServer } from './refresh.js';
 import type { Discovered, DiscoveryRequest, ServerHost } from './server/host.js';
 import type { ManagedServer } from './server/managed-server.js';
 import type { ProvisionalHost, ProvisionalServer } from './server/provisional.js';
@@ -67,6 +66,14 @@ export class RuntimeCore implements ServerHost, ProvisionalHost {
   readonly liveFailed = new Set<string>();
   /** Bounds the live starts of provisional servers (the configuration's `concurrency`). */
   readonly startQueue: PQueue;
+  /**
+   * How a provisional server starts and an idle lazy server stops (`provisional-start.ts`),
+   * installed by the runtime that owns this core.
+   */
+  readonly lifecycle: {
+    startLive?: (server: ProvisionalServer) => Promise<ManagedServer>;
+    stopIdle?: (server: ManagedServer) => void;
+  } = {};
   config: RuntimeConfig;
   current: ConnectionSet | undefined;
   rebuilding = false;
@@ -100,7 +107,9 @@ export class RuntimeCore implements ServerHost, ProvisionalHost {
 
   /** {@inheritDoc ProvisionalHost.startLive} */
   startLive(server: ProvisionalServer): Promise<ManagedServer> {
-    const start = startProvisional(this, server);
+    const startLive = this.lifecycle.startLive;
+    if (startLive === undefined) throw new Error('stepbind: the runtime installed no live start');
+    const start = startLive(server);
     this.track(
       start.then(
         () => undefined,
@@ -119,7 +128,7 @@ export class RuntimeCore implements ServerHost, ProvisionalHost {
 
   /** {@inheritDoc ServerHost.idleStop} */
   idleStop(server: ManagedServer): void {
-    stopIdleServer(this, server);
+    this.lifecycle.stopIdle?.(server);
   }
 
   /** Records that the next capture must rebuild the ConnectionSet first. */
@@ -220,4 +229,23 @@ export class RuntimeCore implements ServerHost, ProvisionalHost {
     this.background.add(work);
     void work.finally(() => this.background.delete(work));
   }
+}
+
+/** The read-only side of the runtime's {@link CatalogRegistry} that `McpRuntime.registry` hands out. */
+export type RegistryView = Pick<
+  CatalogRegistry,
+  'current' | 'lifecycleOf' | 'lastIssuedGeneration' | 'identityOf' | 'policyEpoch'
+>;
+
+/** A frozen read-only view of `registry` (its methods only read). */
+export function registryView(registry: CatalogRegistry): RegistryView {
+  return Object.freeze({
+    current: registry.current.bind(registry),
+    lifecycleOf: registry.lifecycleOf.bind(registry),
+    lastIssuedGeneration: registry.lastIssuedGeneration.bind(registry),
+    identityOf: registry.identityOf.bind(registry),
+    get policyEpoch() {
+      return registry.policyEpoch;
+    },
+  });
 }

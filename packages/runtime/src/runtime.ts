@@ -5,7 +5,6 @@ import {
   ErrorCode,
   RuntimeError,
   type CallJournal,
-  type CatalogRegistry,
   type JournalRecord,
   type McpBinding,
   type ResolveInput,
@@ -14,14 +13,13 @@ import type { ClientHandlers } from './client-capabilities.js';
 import { parseConfig, type RuntimeConfig } from './config.js';
 import { loadConfigFile } from './config-file.js';
 import type { StepbindConfig } from './config-input.js';
-import type { ConnectionSet } from './connection-set.js';
-import { RuntimeCore } from './core.js';
+import { holdCatalogs, type ConnectionSet } from './connection-set.js';
+import { registryView, RuntimeCore, type RegistryView } from './core.js';
 import { abortedError, closedError, toStepbindError } from './failures.js';
 import type { FleetStore } from './fleet/attach.js';
 import { attachFleetFor } from './fleet/hooks.js';
-import { CatalogCache } from './cache/catalog-cache.js';
-import { catalogCacheAccess } from './cache/access.js';
-import { resolveCachePath } from './cache/option.js';
+import { openCatalogCache } from './cache/access.js';
+import { startProvisional, stopIdleServer } from './provisional-start.js';
 import { closeJournal, openJournal } from './journal/open.js';
 import { journalStatus } from './journal/status.js';
 import { journalView, type JournalView } from './journal/view.js';
@@ -58,11 +56,7 @@ import { checkNodeVersion } from './node-version.js';
 export type { RuntimeEvent } from './events.js';
 export type { RuntimeClock } from './clock.js';
 
-/** The read-only side of the runtime's {@link CatalogRegistry} that {@link McpRuntime.registry} hands out. */
-export type RegistryView = Pick<
-  CatalogRegistry,
-  'current' | 'lifecycleOf' | 'lastIssuedGeneration' | 'identityOf' | 'policyEpoch'
->;
+export type { RegistryView } from './core.js';
 
 /**
  * The MCP tool runtime: connects to configured servers, publishes immutable ConnectionSets of
@@ -107,6 +101,8 @@ export class McpRuntime {
         });
       });
     const core = new RuntimeCore(config, options, connect, fleet, authorizers);
+    core.lifecycle.startLive = (server) => startProvisional(core, server);
+    core.lifecycle.stopIdle = (server) => stopIdleServer(core, server);
     this.#core = core;
     this.#journal = journal;
     this.#journalView = journalView(journal);
@@ -174,17 +170,11 @@ export class McpRuntime {
       throw error;
     }
     const runtime = new McpRuntime(parsed, options, journal, fleet);
-    // The catalog cache (DESIGN §19.1): its content never fails the open (events say why).
-    const cachePath = resolveCachePath(options.cache, parsed.cache);
-    if (cachePath !== undefined) {
-      try {
-        const file = await CatalogCache.open(cachePath, { emit: runtime.#core.emit });
-        runtime.#core.cacheFile = file;
-        runtime.#core.cache = catalogCacheAccess(file, runtime.#core);
-      } catch (error) {
-        await runtime.close();
-        throw error;
-      }
+    try {
+      await openCatalogCache(runtime.#core, options.cache, parsed.cache);
+    } catch (error) {
+      await runtime.close();
+      throw error;
     }
     // The runtime follows the fleet epoch: raised now if the fleet's is higher, and on each change.
     fleet?.bind(runtime);
@@ -418,14 +408,7 @@ export class McpRuntime {
     const bound = set;
     bound.bindings++;
     // Every catalog this step saw stays readable (not RETIRED) until the step is released.
-    const registry = this.#core.registry;
-    const holds = view.servers.map((s) =>
-      // A catalog retired by acceptIdentityChange still serves until the next refresh, and a
-      // provisional (cached) one is not the registry's: nothing to hold.
-      s.provisional !== undefined || registry.lifecycleOf(s.catalog) === 'RETIRED'
-        ? () => undefined
-        : registry.acquire(s.catalog),
-    );
+    const holds = holdCatalogs(this.#core.registry, view);
     const stepId = options.stepId ?? `step-${++this.#stepCounter}`;
     return createBinding(view, {
       stepId,
@@ -591,19 +574,6 @@ export class McpRuntime {
     }
     if (signal?.aborted === true) throw abortedError(signal.reason);
   }
-}
-
-/** A frozen read-only view of `registry` (its methods only read). */
-function registryView(registry: CatalogRegistry): RegistryView {
-  return Object.freeze({
-    current: registry.current.bind(registry),
-    lifecycleOf: registry.lifecycleOf.bind(registry),
-    lastIssuedGeneration: registry.lastIssuedGeneration.bind(registry),
-    identityOf: registry.identityOf.bind(registry),
-    get policyEpoch() {
-      return registry.policyEpoch;
-    },
-  });
 }
 
 function isRuntimeConfig(value: unknown): value is RuntimeConfig {

@@ -7,7 +7,27 @@
 import type { ServerConfig } from '../config.js';
 import type { RuntimeCore } from '../core.js';
 import type { CatalogCacheAccess } from '../publish.js';
-import { catalogCacheKeyOf, type CatalogCache } from './catalog-cache.js';
+import { CatalogCache, catalogCacheKeyOf } from './catalog-cache.js';
+import { resolveCachePath, type CatalogCacheOption } from './option.js';
+
+/**
+ * Opens the cache file the `cache` option (else the configuration's `cache`) names, if any, and
+ * installs it on `core`. Its content never fails the open (a `catalog-cache-ignored` event says
+ * why it was not used).
+ *
+ * @throws ConfigError `INVALID_CONFIG` for a path that cannot name a file.
+ */
+export async function openCatalogCache(
+  core: RuntimeCore,
+  option: CatalogCacheOption | undefined,
+  configured: RuntimeCore['config']['cache'],
+): Promise<void> {
+  const path = resolveCachePath(option, configured);
+  if (path === undefined) return;
+  const file = await CatalogCache.open(path, { emit: core.emit });
+  core.cacheFile = file;
+  core.cache = catalogCacheAccess(file, core);
+}
 
 /** The {@link CatalogCacheAccess} of `file` for `core`. */
 export function catalogCacheAccess(file: CatalogCache, core: RuntimeCore): CatalogCacheAccess {

@@ -7,7 +7,6 @@ import type { ListingFreshness } from '../era/listing-cache.js';
 import type { Emit } from '../events.js';
 import type { McpRuntimeOptions, ServerConnector } from '../options.js';
 import type { Publication, PublishOptions } from '../publish.js';
-import type { ManagedServer } from './managed-server.js';
 
 /** One discovery of one connection, as a {@link ManagedServer} asks its host for it. */
 export interface DiscoveryRequest {
@@ -71,5 +70,5 @@ export interface ServerHost {
    * A lazy server ran no call for its `idleTimeoutMs` (DESIGN §19.3): the runtime stops it and
    * shows its catalog provisionally until the next call.
    */
-  idleStop(server: ManagedServer): void;
+  idleStop(server: { readonly name: string }): void;
 }
