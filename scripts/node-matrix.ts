@@ -33,6 +33,9 @@ export const SUBSET: readonly string[] = [
   'packages/runtime/test/transports.stdio.test.ts',
   'packages/runtime/test/runtime.stdio.test.ts',
   'packages/runtime/test/delivery.stdio.test.ts',
+  // Warm starts and lazy servers: process spawn and idle stop, the cache file's atomic writes.
+  'packages/runtime/test/provisional.stdio.test.ts',
+  'packages/runtime/test/cache/catalog-cache.test.ts',
   'packages/runtime/test/third-party.test.ts',
   'packages/testkit/test/hostile.process.test.ts',
   'packages/testkit/test/hostile.stdio.test.ts',
