@@ -52,7 +52,9 @@ describe('the cache option and configuration key', () => {
 
   it('refuses a bad cache option with INVALID_OPTIONS naming it, before anything starts', async () => {
     for (const cache of [{ pth: 'x' }, true, { path: '' }, 'file.json']) {
-      const error: unknown = await McpRuntime.open(EMPTY, { cache } as never).catch((e) => e);
+      const error: unknown = await McpRuntime.open(EMPTY, { cache } as never).catch(
+        (e: unknown) => e,
+      );
       expect(isStepbindError(error, 'INVALID_OPTIONS'), JSON.stringify(cache)).toBe(true);
       expect((error as Error).message).toContain('options.cache');
     }
