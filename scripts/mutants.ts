@@ -1048,6 +1048,24 @@ const MUTANTS: readonly Mutant[] = [
       'the SQLite seam (node:sqlite) rolls a transaction back when its function throws, and rethrows the error',
     diagnostic: '"n": 1',
   },
+  {
+    name: 'serve a cached catalog across principals',
+    file: 'packages/runtime/src/cache/catalog-cache.ts',
+    find: '      principal: key.principal,\n',
+    replace: "      principal: '',\n",
+    testFile: 'packages/runtime/test/cache/catalog-cache.test.ts',
+    testName: 'never serves a catalog across principals, audiences, tool filters or env values',
+    diagnostic: 'to be undefined',
+  },
+  {
+    name: 'serve a cached catalog whose tools were edited on disk',
+    file: 'packages/runtime/src/cache/catalog-cache.ts',
+    find: 'if (mismatch !== undefined) {',
+    replace: 'if (mismatch !== undefined && (false as boolean)) {',
+    testFile: 'packages/runtime/test/cache/catalog-cache.test.ts',
+    testName: 'drops an entry whose tools were edited on disk (digest-mismatch), from the file too',
+    diagnostic: 'to be undefined',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
