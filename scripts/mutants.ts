@@ -1068,6 +1068,24 @@ const MUTANTS: readonly Mutant[] = [
       'is not spawned until a step calls one of its tools, and stops again after idleTimeoutMs',
     diagnostic: '"server-idle-stopped" event',
   },
+  {
+    name: 'serve a cached catalog across principals',
+    file: 'packages/runtime/src/cache/catalog-cache.ts',
+    find: '      principal: key.principal,\n',
+    replace: "      principal: '',\n",
+    testFile: 'packages/runtime/test/cache/catalog-cache.test.ts',
+    testName: 'never serves a catalog across principals, audiences, tool filters or env values',
+    diagnostic: 'to be undefined',
+  },
+  {
+    name: 'serve a cached catalog whose tools were edited on disk',
+    file: 'packages/runtime/src/cache/catalog-cache.ts',
+    find: 'if (mismatch !== undefined) {',
+    replace: 'if (mismatch !== undefined && (false as boolean)) {',
+    testFile: 'packages/runtime/test/cache/catalog-cache.test.ts',
+    testName: 'drops an entry whose tools were edited on disk (digest-mismatch), from the file too',
+    diagnostic: 'to be undefined',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -113,6 +113,7 @@ export { discoverTools, enumerateTools } from './discover-tools.js';
 export type { DiscoverToolsOptions, EnumerateToolsOptions } from './discover-tools.js';
 export { parseConfig, SERVER_NAME_PATTERN, workspaceFolderOf } from './config.js';
 export type {
+  CatalogCacheConfig,
   ConfigProblem,
   HttpServerConfig,
   JournalConfig,
@@ -134,6 +135,8 @@ export type {
   StepbindConfigCommon,
 } from './config-input.js';
 export type { ToolFilterConfig } from './tool-filter.js';
+export type { CatalogCacheOption } from './cache/option.js';
+export type { CatalogCacheIgnoredReason } from './events.js';
 export type { Connection, ProtocolEra } from './connection.js';
 export { createRedactor, redactHeaders, redactUrl } from './redact.js';
 export type { LearningRedactor, Redactor } from './redact.js';

@@ -285,7 +285,7 @@ export class CatalogCache {
     const pending = new Map(this.#pending);
     try {
       await ensureCacheDirectory(this.path);
-      await withFileLock(`${this.path}.lock`, () => this.#mergeAndWrite(pending), {
+      await withFileLock(`${this.path}.lock`, () => this.#mergeAndWrite(), {
         maxWaitMs: this.#lockTimeoutMs,
       });
       for (const [id, change] of pending) {
@@ -303,7 +303,9 @@ export class CatalogCache {
   }
 
   /** Under the lock: re-read the file if another process changed it, merge, apply, write. */
-  async #mergeAndWrite(pending: ReadonlyMap<string, Pending>): Promise<void> {
+  async #mergeAndWrite(): Promise<void> {
+    // The live pending map: a change made while this write waited is kept, and written now too.
+    const pending = this.#pending;
     if (!sameSignature(await signatureAt(this.path), this.#signature)) {
       const found = await readCacheFile(this.path, this.#maxBytes);
       // The file is the truth for every key this process did not change.

@@ -1,5 +1,5 @@
 /**
- * `stepbind call CONFIG SERVER TOOL [--args JSON] [--key KEY] [--approve] [--json]`: checks its
+ * `stepbind call CONFIG SERVER TOOL [--args JSON] [--key KEY] [--approve] [--json] [--no-cache]`: checks its
  * arguments before anything starts, starts only SERVER, captures a step and runs one call through
  * the full admission path (revision check, policy, approval of write-class tools on unproven
  * catalogs, input schema, output schema) and the configured journal (`journal` or `store`: its
@@ -18,7 +18,8 @@ import {
 } from '@stepbind/binding/internal';
 import { McpRuntime } from '../runtime.js';
 import { loadConfigFile } from './config-file.js';
-import { commandLineOf, usageError, type CommandSpec } from './grammar.js';
+import { cliCacheOption } from '../cache/option.js';
+import { commandLineOf, NO_CACHE_OPTION, usageError, type CommandSpec } from './grammar.js';
 import { describeError } from './options.js';
 import type { CliIo } from './io.js';
 
@@ -48,6 +49,7 @@ export const CALL_COMMAND: CommandSpec = {
         'approve a call that needs approval (a tool of an unproven catalog, unless read-only and trusted)',
     },
     { name: 'json', description: 'print { ok, result, receipt } or { ok: false, error } as JSON' },
+    NO_CACHE_OPTION,
   ],
   notes: `--key needs a durable journal: "journal": { "path": ... } or a fleet "store" in the configuration.
 The arguments (--args, --key) are checked before any server starts.
@@ -170,6 +172,7 @@ export async function runCallCommand(args: readonly string[], io: CliIo): Promis
     return 1;
   };
   let runtime: McpRuntime;
+  const cache = cliCacheOption(parsed.flags.has('no-cache'), config);
   try {
     // Only the named server, and required: its failure to start is the command's failure.
     // The configured journal and store stay: the receipt is kept and a key is honoured.
@@ -179,7 +182,7 @@ export async function runCallCommand(args: readonly string[], io: CliIo): Promis
         servers: new Map([[server, { ...serverConfig, required: true }]]),
         concurrency: 1,
       },
-      { ...signal },
+      { ...signal, ...(cache === undefined ? {} : { cache }) },
     );
   } catch (error) {
     return fail(error);

@@ -11,7 +11,8 @@ import type { ProtocolEra } from '../connection.js';
 import type { ServerStatus } from '../options.js';
 import { McpRuntime } from '../runtime.js';
 import { loadConfigFile } from './config-file.js';
-import { commandLineOf, formatTable, type CommandSpec } from './grammar.js';
+import { cliCacheOption, type CatalogCacheOption } from '../cache/option.js';
+import { commandLineOf, formatTable, NO_CACHE_OPTION, type CommandSpec } from './grammar.js';
 import type { CliIo } from './io.js';
 import { printError } from './options.js';
 
@@ -40,6 +41,8 @@ export interface DiscoverCatalogsOptions {
   readonly signal?: AbortSignal;
   /** Called after every page of every server (for live progress). */
   readonly onPage?: (progress: DiscoveryProgress) => void;
+  /** The runtime's `cache` option (DESIGN §19.1). @default the configuration's `cache`, else none */
+  readonly cache?: CatalogCacheOption;
 }
 
 /**
@@ -48,13 +51,14 @@ export interface DiscoverCatalogsOptions {
  * every server is ready or failed, reads each published catalog from `runtime.registry` and the
  * protocol era from `status()`, and closes it on every path. Every server is started as optional
  * (a failure is reported, it does not stop the others), with an in-memory journal and no fleet
- * store (a report writes nothing). Never rejects for a server failure: each server gets a report.
+ * store (a report journals nothing); the catalog cache is `options.cache`, else the
+ * configuration's. Never rejects for a server failure: each server gets a report.
  */
 export async function discoverCatalogs(
   config: RuntimeConfig,
   options: DiscoverCatalogsOptions = {},
 ): Promise<readonly ServerCatalogReport[]> {
-  const { signal, onPage } = options;
+  const { signal, onPage, cache } = options;
   const failures = new Map<string, StepbindError>();
   const servers = new Map<string, ServerConfig>();
   for (const [name, server] of config.servers) servers.set(name, { ...server, required: false });
@@ -75,6 +79,7 @@ export async function discoverCatalogs(
         else if (event.type === 'discovery-page') onPage?.(event);
       },
       ...(signal === undefined ? {} : { signal }),
+      ...(cache === undefined ? {} : { cache }),
     });
     const binding = await runtime.captureBinding(signal === undefined ? {} : { signal });
     binding.release();
@@ -212,7 +217,10 @@ export const CATALOG_COMMAND: CommandSpec = {
   summary: 'Discover every tool of every configured server (nothing is journaled).',
   config: 'required',
   arguments: [],
-  options: [{ name: 'json', description: 'print the report as JSON (shape below)' }],
+  options: [
+    { name: 'json', description: 'print the report as JSON (shape below)' },
+    NO_CACHE_OPTION,
+  ],
   notes: `--json: { "servers": [{ "name", "ok": true, "era", "protocolVersion", "tools": [names], "pageSizes",
           "state", "generation", "pageRoot", "sourceRevision",
           "descriptors": [{ "name", "modelName", "descriptorDigest", "effectClass" }] }
@@ -243,8 +251,10 @@ export async function runCatalogCommand(args: readonly string[], io: CliIo): Pro
   }
   const pages = new Map<string, DiscoveryProgress>();
   const progress = io.progress;
+  const cache = cliCacheOption(parsed.flags.has('no-cache'), config);
   const reports = await discoverCatalogs(config, {
     ...(io.signal === undefined ? {} : { signal: io.signal }),
+    ...(cache === undefined ? {} : { cache }),
     ...(progress === undefined
       ? {}
       : {

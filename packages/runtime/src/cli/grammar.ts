@@ -69,6 +69,16 @@ const CONFIG_OPTION: CliOption = {
   description: 'the configuration file (the same as giving CONFIG)',
 };
 
+/**
+ * `--no-cache`: the commands that open a runtime keep the catalog cache (DESIGN §19.1) at the user's
+ * cache directory unless it is given (or the configuration's `cache` says otherwise).
+ */
+export const NO_CACHE_OPTION: CliOption = {
+  name: 'no-cache',
+  description:
+    'neither read nor write the catalog cache (default: $XDG_CACHE_HOME/stepbind/catalogs.json, or the configuration\'s "cache")',
+};
+
 const HELP_OPTION = '-h, --help';
 
 /** The options a spec accepts, `--config` included when it reads a configuration. */

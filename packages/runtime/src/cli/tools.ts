@@ -1,5 +1,5 @@
 /**
- * `stepbind tools CONFIG [--format openai|responses|anthropic|gemini] [--no-strict] [--json]`:
+ * `stepbind tools CONFIG [--format openai|responses|anthropic|gemini] [--no-strict] [--json] [--no-cache]`:
  * captures one step over the configured servers and prints the tools the model would see, as a
  * table per server (model name, effect class, description), as JSON (`--json`), or as one
  * provider's tool list (JSON on stdout; notes on stderr).
@@ -18,7 +18,14 @@ import type { ProtocolEra } from '../connection.js';
 import { McpRuntime } from '../runtime.js';
 import { eraText } from './catalog.js';
 import { loadConfigFile } from './config-file.js';
-import { commandLineOf, formatTable, usageError, type CommandSpec } from './grammar.js';
+import { cliCacheOption } from '../cache/option.js';
+import {
+  commandLineOf,
+  formatTable,
+  NO_CACHE_OPTION,
+  usageError,
+  type CommandSpec,
+} from './grammar.js';
 import { describeError } from './options.js';
 import type { CliIo } from './io.js';
 
@@ -42,6 +49,7 @@ export const TOOLS_COMMAND: CommandSpec = {
     },
     { name: 'no-strict', description: 'with --format openai|responses: never strict' },
     { name: 'json', description: 'print the step as JSON (shape below)' },
+    NO_CACHE_OPTION,
   ],
   notes: `openai: Chat Completions tools; responses: Responses API tools (both strict where the schema
 allows, unless --no-strict); anthropic: Messages API tools; gemini: function declarations.
@@ -184,7 +192,11 @@ export async function runToolsCommand(args: readonly string[], io: CliIo): Promi
   const signal = io.signal === undefined ? {} : { signal: io.signal };
   let runtime: McpRuntime;
   try {
-    runtime = await McpRuntime.open(config, signal);
+    const cache = cliCacheOption(parsed.flags.has('no-cache'), config);
+    runtime = await McpRuntime.open(config, {
+      ...signal,
+      ...(cache === undefined ? {} : { cache }),
+    });
   } catch (error) {
     io.stderr(`stepbind tools: ${describeError(error)}\n`);
     return 1;
