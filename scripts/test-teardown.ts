@@ -25,6 +25,7 @@ const RUN_PREFIX = `${REPO_PREFIX}test-run-`;
 function newRepoEntries(before: ReadonlySet<string>, after: readonly string[]): string[] {
   return after
     .filter((name) => name.startsWith(REPO_PREFIX) && !name.startsWith(RUN_PREFIX))
+    .filter((name) => !name.startsWith(`${REPO_PREFIX}test-cache-`))
     .filter((name) => !before.has(name))
     .sort();
 }
@@ -45,8 +46,16 @@ export default function setup(): () => void {
   // Tools the tests spawn (pnpm, tsx) turn on Node 22+'s module compile cache, a folder in TMPDIR
   // that outlives them: it is theirs, not a test's leftover, and no test needs it.
   process.env['NODE_DISABLE_COMPILE_CACHE'] ??= '1';
+  // The CLI keeps its catalog cache under the user's cache directory (DESIGN §19.1): for the run it
+  // is a folder of its own, so no test reads or writes the user's, and it goes with the run.
+  const previousCacheHome = process.env['XDG_CACHE_HOME'];
+  const cacheHome = mkdtempSync(join(systemTmp, `${REPO_PREFIX}test-cache-`));
+  process.env['XDG_CACHE_HOME'] = cacheHome;
   return () => {
     delete process.env[RUN_DIR_ENV];
+    if (previousCacheHome === undefined) delete process.env['XDG_CACHE_HOME'];
+    else process.env['XDG_CACHE_HOME'] = previousCacheHome;
+    rmSync(cacheHome, { recursive: true, force: true });
     if (previous === undefined) delete process.env['TMPDIR'];
     else process.env['TMPDIR'] = previous;
     let leftovers: string[];

@@ -81,9 +81,19 @@ export async function discoverCatalogs(
       ...(signal === undefined ? {} : { signal }),
       ...(cache === undefined ? {} : { cache }),
     });
+    // The report is of live listings: a server shown from the catalog cache is listed now (its
+    // failure is reported through its `server-failed` event), and the cache keeps the result.
+    const opened = runtime;
+    await Promise.all(
+      opened
+        .status()
+        .servers.filter((s) => s.state === 'provisional')
+        .map((s) =>
+          opened.hardRefresh(s.name, signal === undefined ? {} : { signal }).catch(() => false),
+        ),
+    );
     const binding = await runtime.captureBinding(signal === undefined ? {} : { signal });
     binding.release();
-    const opened = runtime;
     return opened.status().servers.map((status) => reportOf(opened, status, config, failures));
   } catch (error) {
     // Cancelled, or the runtime could not open: a server that failed keeps its error, the rest get
