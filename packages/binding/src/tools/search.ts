@@ -159,7 +159,7 @@ function indexOf(view: BindingView): ToolIndex {
     tokenize: searchWordsOf,
     processTerm: termOf,
     searchOptions: {
-      boost: { words: 3, title: 2, description: 1, parameters: 1.5 },
+      boost: { words: 3, title: 2, description: 1.5, parameters: 0.5 },
       prefix: (term) => term.length >= 3,
       fuzzy: (term) => (term.length >= 5 ? 0.2 : false),
       maxFuzzy: 2,
