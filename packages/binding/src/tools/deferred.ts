@@ -120,7 +120,7 @@ function searchParameters(limit: number): JsonSchemaObject {
     },
     required: ['query'],
     additionalProperties: false,
-  } as JsonSchemaObject;
+  };
 }
 
 function searchDescription(servers: readonly string[]): string {
@@ -252,7 +252,7 @@ export interface AnthropicDeferrableTool extends AnthropicTool {
 export interface AnthropicToolReferenceResult {
   readonly type: 'tool_result';
   readonly tool_use_id: string;
-  readonly content: readonly { readonly type: 'tool_reference'; readonly tool_name: string }[];
+  readonly content: { readonly type: 'tool_reference'; readonly tool_name: string }[];
 }
 
 /** A step's tools for Anthropic Messages with deferred loading. */
@@ -293,7 +293,7 @@ export function toAnthropicDeferredTools(
   return {
     ...d.plan,
     tools,
-    parseArguments: formatted.parseArguments,
+    parseArguments: (name, raw) => formatted.parseArguments(name, raw),
     search: (toolUse) => ({
       type: 'tool_result',
       tool_use_id: toolUse.id,
@@ -317,7 +317,7 @@ export interface OpenAIResponsesNamespace {
   readonly type: 'namespace';
   readonly name: string;
   readonly description: string;
-  readonly tools: readonly OpenAIResponsesNamespaceFunction[];
+  readonly tools: OpenAIResponsesNamespaceFunction[];
 }
 
 /** The client-executed tool search tool (`ToolSearchTool`). */
@@ -334,7 +334,7 @@ export interface OpenAIResponsesToolSearchOutput {
   readonly call_id: string | null;
   readonly execution: 'client';
   readonly status: 'completed';
-  readonly tools: readonly OpenAIResponsesNamespace[];
+  readonly tools: OpenAIResponsesNamespace[];
 }
 
 /** A step's tools for the OpenAI Responses API with client-executed tool search. */
@@ -398,7 +398,7 @@ export function toOpenAIResponsesDeferredTools(
       },
       ...grouped(d.plan.loaded, false),
     ],
-    parseArguments: formatted.parseArguments,
+    parseArguments: (name, raw) => formatted.parseArguments(name, raw),
     search: (call) => ({
       type: 'tool_search_output',
       call_id: call.call_id,
@@ -459,7 +459,7 @@ function portable<T>(
   return {
     ...d.plan,
     tools,
-    parseArguments: formatted.parseArguments,
+    parseArguments: (name, raw) => formatted.parseArguments(name, raw),
     search: (args) => {
       const hits = runSearch(step, args, d.limit, deferred);
       return {

@@ -15,7 +15,7 @@ let dir: string;
 let runtime: McpRuntime;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'stepbind-search-quality-'));
-  runtime = await McpRuntime.open({ mcpServers: await qualityServers(dir) } as never);
+  runtime = await McpRuntime.open({ mcpServers: await qualityServers(dir) });
 }, 60_000);
 afterAll(async () => {
   const pids = runtime.pids();

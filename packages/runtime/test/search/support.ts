@@ -21,16 +21,18 @@ export const synthetic = JSON.parse(readFileSync(here('./catalogs.json'), 'utf8'
 >;
 
 /** The labelled requests: what a user would type, and the model name a person would pick. */
-export const queries = JSON.parse(readFileSync(here('./queries.json'), 'utf8')) as readonly (
-  | readonly [string, string]
-)[];
+export const queries = JSON.parse(
+  readFileSync(here('./queries.json'), 'utf8'),
+) as readonly (readonly [string, string])[];
 
 const entry = (pkg: string): string =>
   here(`../../../../node_modules/@modelcontextprotocol/${pkg}/dist/index.js`);
 
 /** The `mcpServers` of the quality runtime; writes the fixture files into `dir`. */
-export async function qualityServers(dir: string): Promise<Record<string, object>> {
-  const servers: Record<string, object> = {
+export async function qualityServers(
+  dir: string,
+): Promise<Record<string, Readonly<Record<string, unknown>>>> {
+  const servers: Record<string, Readonly<Record<string, unknown>>> = {
     everything: { command: process.execPath, args: [entry('server-everything'), 'stdio'] },
     filesystem: { command: process.execPath, args: [entry('server-filesystem'), dir] },
     memory: {
@@ -68,7 +70,7 @@ export async function qualityServers(dir: string): Promise<Record<string, object
         ],
       }),
     );
-    servers[name] = stdioServerParams({ scenario: 'fixture', fixturePath });
+    servers[name] = { ...stdioServerParams({ scenario: 'fixture', fixturePath }) };
   }
   return servers;
 }
