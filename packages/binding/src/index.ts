@@ -88,11 +88,7 @@ export type {
   OpenAIResponsesTool,
   OpenAIToolsOptions,
 } from './tools/formats.js';
-export {
-  SEARCH_DEFAULT_LIMIT,
-  SEARCH_MAX_LIMIT,
-  SEARCH_MAX_QUERY_CHARS,
-} from './tools/search.js';
+export { SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT, SEARCH_MAX_QUERY_CHARS } from './tools/search.js';
 export type { ToolSearchHit, ToolSearchOptions } from './tools/search.js';
 export {
   SEARCH_TOOLS_NAME,

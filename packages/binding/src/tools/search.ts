@@ -98,7 +98,18 @@ interface ToolIndex {
   readonly search: MiniSearch<Indexed>;
   readonly entries: readonly BoundTool[];
   readonly tools: readonly ModelTool[];
+  /** In how many tools each indexed term occurs. */
+  readonly frequency: ReadonlyMap<string, number>;
 }
+
+/**
+ * A query term found in more than this share of the tools, and in more than
+ * {@link COMMON_TERM_MIN} tools, is left out of the search (unless every term is): its BM25 weight
+ * is low, but scoring it would visit a large part of the index (about 1 µs a tool).
+ */
+const COMMON_TERM_SHARE = 0.2;
+/** Below this many tools with a term, the term is always looked up. */
+const COMMON_TERM_MIN = 64;
 
 const indexes = new WeakMap<BindingView, ToolIndex>();
 
@@ -154,30 +165,59 @@ function documentOf(id: number, bound: BoundTool, tool: ModelTool): Indexed {
 function indexOf(view: BindingView): ToolIndex {
   const known = indexes.get(view);
   if (known !== undefined) return known;
+  // Terms of the document being added, to count document frequencies in the indexing pass itself.
+  let seen: Set<string> | undefined;
   const search = new MiniSearch<Indexed>({
     fields: ['words', 'title', 'description', 'parameters'],
     tokenize: searchWordsOf,
-    processTerm: termOf,
+    processTerm: (word) => {
+      const term = termOf(word);
+      if (term !== null) seen?.add(term);
+      return term;
+    },
     searchOptions: {
       boost: { words: 3, title: 2, description: 1.5, parameters: 0.5 },
-      prefix: (term) => term.length >= 3,
-      fuzzy: (term) => (term.length >= 5 ? 0.2 : false),
+      // Query terms arrive processed (see searchTools).
+      processTerm: (term) => term,
+      prefix: (term) => term.length >= 4,
       maxFuzzy: 2,
       combineWith: 'OR',
     },
   });
   const entries: BoundTool[] = [];
-  const documents: Indexed[] = [];
+  const frequency = new Map<string, number>();
   view.tools.forEach((tool, id) => {
     const bound = view.byModelName.get(tool.name);
     if (bound === undefined) throw new Error('stepbind: a step tool is missing from its view');
     entries.push(bound);
-    documents.push(documentOf(id, bound, tool));
+    seen = new Set();
+    search.add(documentOf(id, bound, tool));
+    for (const term of seen) frequency.set(term, (frequency.get(term) ?? 0) + 1);
   });
-  search.addAll(documents);
-  const index: ToolIndex = { search, entries, tools: view.tools };
+  seen = undefined;
+  const index: ToolIndex = { search, entries, tools: view.tools, frequency };
   indexes.set(view, index);
   return index;
+}
+
+/**
+ * The terms of a query worth looking up: processed like indexed words, deduplicated, at most
+ * {@link SEARCH_MAX_QUERY_TERMS}, without the ones most tools contain (unless all are).
+ */
+function queryTermsOf(query: string, index: ToolIndex): string[] {
+  const terms = new Set<string>();
+  for (const word of searchWordsOf(query)) {
+    if (terms.size >= SEARCH_MAX_QUERY_TERMS) break;
+    const term = termOf(word);
+    if (term !== null) terms.add(term);
+  }
+  const common = Math.max(COMMON_TERM_MIN, index.entries.length * COMMON_TERM_SHARE);
+  const kept = [...terms].filter((t) => (index.frequency.get(t) ?? 0) <= common);
+  if (kept.length > 0 || terms.size === 0) return kept;
+  const rarest = [...terms].sort(
+    (a, b) => (index.frequency.get(a) ?? 0) - (index.frequency.get(b) ?? 0),
+  )[0];
+  return rarest === undefined ? [] : [rarest];
 }
 
 const querySchema = z
@@ -212,16 +252,17 @@ export function searchTools(
   checkOptions(querySchema, query, { fn: 'McpBinding.search', root: 'query' });
   checkOptions(searchOptionsSchema, options, { fn: 'McpBinding.search' });
   const limit = options.limit ?? SEARCH_DEFAULT_LIMIT;
-  const terms = [...new Set(searchWordsOf(query))].slice(0, SEARCH_MAX_QUERY_TERMS);
-  if (terms.length === 0) return Object.freeze([]);
   const index = indexOf(view);
+  const terms = queryTermsOf(query, index);
+  if (terms.length === 0) return Object.freeze([]);
   const servers = options.servers === undefined ? undefined : new Set(options.servers);
-  const results = index.search.search(
-    terms.join(' '),
-    servers === undefined
+  const results = index.search.search(terms.join(' '), {
+    // A typo is a word no tool has: only those are matched fuzzily (fuzzy lookups are the slow ones).
+    fuzzy: (term) => (term.length >= 5 && !index.frequency.has(term) ? 0.2 : false),
+    ...(servers === undefined
       ? {}
-      : { filter: (r) => servers.has(index.entries[r.id as number]?.server.name ?? '') },
-  );
+      : { filter: (r) => servers.has(index.entries[r.id as number]?.server.name ?? '') }),
+  });
   const ranked = results
     .map((r) => ({ id: r.id as number, score: r.score }))
     .sort((a, b) => b.score - a.score || a.id - b.id)
