@@ -263,10 +263,14 @@ export function searchTools(
       ? {}
       : { filter: (r) => servers.has(index.entries[r.id as number]?.server.name ?? '') }),
   });
-  const ranked = results
-    .map((r) => ({ id: r.id as number, score: r.score }))
-    .sort((a, b) => b.score - a.score || a.id - b.id)
-    .slice(0, limit);
+  // minisearch sorts by score; only the results tied with the last one kept need reordering.
+  const cutoff = results[limit - 1]?.score ?? -Infinity;
+  const top: { id: number; score: number }[] = [];
+  for (const r of results) {
+    if (r.score < cutoff) break;
+    top.push({ id: r.id as number, score: r.score });
+  }
+  const ranked = top.sort((a, b) => b.score - a.score || a.id - b.id).slice(0, limit);
   return Object.freeze(
     ranked.map(({ id, score }) => {
       const entry = index.entries[id] as BoundTool;

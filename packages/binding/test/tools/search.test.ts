@@ -169,6 +169,18 @@ describe('search bounds', () => {
     expect(names).toEqual(['l9', 'l8', 'l7']);
   });
 
+  it('skips a query word most tools contain, unless it is the only one', () => {
+    const tools = Array.from({ length: 100 }, (_, i) =>
+      tool(`t${i}`, `Works in the workspace on item ${i}.`),
+    );
+    tools.push(tool('bill', 'Send an invoice from the workspace.'));
+    const step = stepOf({ s: tools });
+    expect(step.search('workspace invoice', { limit: 100 }).map((h) => h.name)).toEqual([
+      's__bill',
+    ]);
+    expect(step.search('workspace', { limit: 100 })).toHaveLength(100);
+  });
+
   it('looks up at most 32 distinct words of a long query', () => {
     const step = stepOf(CATALOG);
     const filler = Array.from({ length: 40 }, (_, i) => `w${i}`).join(' ');
