@@ -6,7 +6,7 @@
  *
  * Usage: `pnpm bench [--strict] [suite...]` with suites among capture, call, hard-refresh,
  * enumerate, snapshot, journal, fleet (default: all; fleet needs PostgreSQL, see bench/fleet.ts).
- * enumerate, snapshot, journal, era, startup (default: all).
+ * enumerate, snapshot, journal, era, startup, search (default: all).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -18,6 +18,7 @@ import { runEnumerateBench } from './enumerate.js';
 import { runEraBench } from './era.js';
 import { runHardRefreshBench } from './hard-refresh.js';
 import { runJournalBench } from './journal.js';
+import { runSearchBench } from './search.js';
 import { runFleetBench } from './fleet.js';
 import { runStartupBench } from './startup.js';
 import { childCount, formatTable, liveChildren, row, type BenchRow } from './support.js';
@@ -58,6 +59,7 @@ const SUITES: Readonly<Record<string, () => Promise<readonly BenchRow[]>>> = {
   fleet: () => runFleetBench(),
   era: () => runEraBench(),
   startup: () => runStartupBench(),
+  search: () => runSearchBench(),
 };
 
 const args = process.argv.slice(2);

@@ -1086,6 +1086,24 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'drops an entry whose tools were edited on disk (digest-mismatch), from the file too',
     diagnostic: 'to be undefined',
   },
+  {
+    name: 'the tool search index ignores descriptions',
+    file: 'packages/binding/src/tools/search.ts',
+    find: '    description: tool.description.slice(0, SEARCH_MAX_DESCRIPTION_CHARS),',
+    replace: "    description: '',",
+    testFile: 'packages/binding/test/tools/search.test.ts',
+    testName: 'finds a tool by a word only its description has',
+    diagnostic: 'calendar__find_free_time',
+  },
+  {
+    name: 'Anthropic deferred tools are sent without defer_loading',
+    file: 'packages/binding/src/tools/deferred.ts',
+    find: '    deferred.has(t.name) ? { ...t, defer_loading: true as const } : t,',
+    replace: '    t,',
+    testFile: 'packages/binding/test/tools/deferred.test.ts',
+    testName: 'sends every tool, the deferred ones with defer_loading, and a custom search tool',
+    diagnostic: 'files__write_file',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

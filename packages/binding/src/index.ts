@@ -88,6 +88,32 @@ export type {
   OpenAIResponsesTool,
   OpenAIToolsOptions,
 } from './tools/formats.js';
+export { SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT, SEARCH_MAX_QUERY_CHARS } from './tools/search.js';
+export type { ToolSearchHit, ToolSearchOptions } from './tools/search.js';
+export {
+  SEARCH_TOOLS_NAME,
+  estimateTokens,
+  toAnthropicDeferredTools,
+  toGeminiDeferredTools,
+  toOpenAIChatDeferredTools,
+  toOpenAIResponsesDeferredTools,
+} from './tools/deferred.js';
+export type {
+  AnthropicDeferrableTool,
+  AnthropicDeferredTools,
+  AnthropicToolReferenceResult,
+  DeferralPlan,
+  DeferredToolsOptions,
+  FoundTool,
+  OpenAIResponsesDeferredTools,
+  OpenAIResponsesNamespace,
+  OpenAIResponsesNamespaceFunction,
+  OpenAIResponsesToolSearch,
+  OpenAIResponsesToolSearchOutput,
+  PortableDeferredTools,
+  PortableSearchResult,
+  SearchableStep,
+} from './tools/deferred.js';
 export {
   toAnthropicToolResult,
   toGeminiFunctionResponse,

@@ -71,6 +71,16 @@ export {
 export type { ModelNameEntry, ModelNameTable, QualifiedToolName } from './names.js';
 export { NEAR_DISTANCE, editDistance, nearestName, toolNameMatches } from './nearest.js';
 export { bindingViewOf, modelToolOf } from './tools/view.js';
+export {
+  SEARCH_MAX_DESCRIPTION_CHARS,
+  SEARCH_MAX_NAME_CHARS,
+  SEARCH_MAX_PARAMETERS,
+  SEARCH_MAX_PARAMETER_DEPTH,
+  SEARCH_MAX_QUERY_TERMS,
+  parameterNamesOf,
+  searchTools,
+  searchWordsOf,
+} from './tools/search.js';
 export type { BindingView, BoundServer, BoundTool, ProvisionalServer } from './tools/view.js';
 export { CatalogRegistry, sameIdentity } from './registry.js';
 export type {

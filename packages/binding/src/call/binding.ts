@@ -6,6 +6,7 @@
 import { CallError, ErrorCode } from '../errors.js';
 import { toolNameMatches } from '../nearest.js';
 import type { CallJournal } from '../journal/journal.js';
+import { searchTools, type ToolSearchHit, type ToolSearchOptions } from '../tools/search.js';
 import type { BindingView, LeftOutServer, ModelTool } from '../tools/view.js';
 import { PreparedCall } from './prepared.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
@@ -145,6 +146,20 @@ export class McpBinding {
       );
     }
     return new PreparedCall(bound, this.stepId, this.policyEpoch, this.#policy, this.#state);
+  }
+
+  /**
+   * The step's tools that best match `query` (a user's or a model's words), best first, ties in
+   * {@link tools} order. Every hit is a tool of this step: `prepareCall(hit.name)` runs it with
+   * the same stale-call guarantee as any other. The index is built on the first search of a
+   * published catalog and shared by every step captured from it (DESIGN §19.4). Works after
+   * {@link release} too: searching sends nothing.
+   *
+   * @throws RuntimeError `INVALID_OPTIONS` when the query is empty or longer than 1,000
+   *   characters, or `limit` is not an integer from 1 to 100, or an option is unknown.
+   */
+  search(query: string, options: ToolSearchOptions = {}): readonly ToolSearchHit[] {
+    return searchTools(this.#view, query, options);
   }
 
   /** Ends the step. Idempotent. Calls already running finish; new ones are refused. */
