@@ -134,9 +134,8 @@ async function rebuild(
         tools: p.cached.tools.length,
         start: p.config.start,
       });
-      // Its failure is reported by the start itself (event, entry); nobody waits on it here.
-      if (p.config.start === 'eager') p.start().catch(() => undefined);
     }
+    startEagerLater(core, found.provisional);
   } catch (error) {
     controller.abort(error);
     // Background starts of an unpublished set are never begun.
@@ -224,6 +223,21 @@ async function discoverServers(
       }
     }),
   );
+}
+
+/**
+ * Starts the eager ones of a published set's new provisional servers on the next turn of the
+ * event loop, not in the publication's: `open()` and the first capture return with the cached
+ * catalogs before any process is spawned (spawning is synchronous work on this thread). A failure
+ * is reported by the start itself (event, entry); nobody waits on it here.
+ */
+function startEagerLater(core: RuntimeCore, provisional: readonly ProvisionalServer[]): void {
+  const eager = provisional.filter((p) => p.config.start === 'eager');
+  if (eager.length === 0) return;
+  setImmediate(() => {
+    if (core.closed) return;
+    for (const p of eager) p.start().catch(() => undefined);
+  });
 }
 
 /** A provisional server for `name` if the catalog cache has its catalog (DESIGN §19.2). */
