@@ -16,6 +16,7 @@ const MODERN_ERA_SUITES = [
   'packages/runtime/test/discovery-states.stdio.test.ts',
   'packages/runtime/test/runtime.stdio.test.ts',
   'packages/runtime/test/delivery.stdio.test.ts',
+  'packages/runtime/test/provisional.stdio.test.ts',
   'packages/runtime/test/journal/runtime.journal.test.ts',
   'packages/runtime/test/adapters/ai-sdk.test.ts',
   'packages/testkit/test/faults.stdio.test.ts',

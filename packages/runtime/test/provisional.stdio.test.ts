@@ -15,6 +15,7 @@ import {
   type ServerFixture,
 } from '@stepbind/testkit';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { expectTestEra } from './support/era.js';
 import { failure } from './support/errors.js';
 import { eventLog, nextEvent, type EventLog } from './support/events.js';
 import { expectGone, waitUntilGone } from './support/processes.js';
@@ -128,7 +129,8 @@ describe('warm start from the catalog cache (real stdio)', () => {
 
     // The audit trail of the live server: only the unchanged tool was ever called.
     expect((await calls()).map((e) => e.tool)).toEqual(['keep']);
-    // The next step is live, with the new catalog.
+    // The next step is live, with the new catalog, in the era the run is about.
+    expectTestEra(runtime);
     await using next = await runtime.captureBinding();
     expect(next.servers[0]).toMatchObject({ provisional: false });
     expect(next.tools.map((t) => t.name)).toEqual(['s__keep', 's__change', 's__added']);
