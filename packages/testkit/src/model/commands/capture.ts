@@ -35,6 +35,7 @@ export class Capture implements ModelCommand {
           .map((t) => t.name.slice(name.length + 2)),
         generation: status?.bound === true ? status.generation : -1,
         revision: status?.bound === true ? status.revision : -1,
+        provisional: status?.bound === true && status.provisional,
       };
     });
     agree(real, 'captured binding', actual, expected);

@@ -4,7 +4,8 @@ import { agree, type ModelCommand, type ModelSystem } from '../system.js';
 
 /**
  * `prepareCall(binding#B, tool#T)`: prepares the T-th tool binding B advertised. Needs binding B
- * and its tool T to exist; a released binding is a target (it must refuse with `BINDING_RELEASED`).
+ * and its tool T to exist (in the runtime now open); a released binding is a target (it must
+ * refuse with `BINDING_RELEASED`).
  */
 export class PrepareCall implements ModelCommand {
   constructor(
@@ -12,7 +13,7 @@ export class PrepareCall implements ModelCommand {
     readonly tool: number,
   ) {}
   check(model: Readonly<RuntimeOracle>): boolean {
-    return this.binding < model.bindingCount && this.tool < model.toolsOf(this.binding).length;
+    return model.isCurrent(this.binding) && this.tool < model.toolsOf(this.binding).length;
   }
   async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
     const pick = model.toolsOf(this.binding)[this.tool];

@@ -1,0 +1,62 @@
+import fc from 'fast-check';
+import { modelCommands, modelScript, propertyRun, runModel } from '@stepbind/testkit';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * Warm starts against the oracle (DESIGN §19.2–§19.3): the runtime restarts over the same servers
+ * and catalog cache, live starts are held so captures, calls and catalog changes come before and
+ * after the live listing, and every outcome is compared.
+ */
+const replay = (lines: readonly string[]): Promise<number> =>
+  runModel(modelScript(lines), { cache: true });
+
+describe('model-based: provisional catalogs and lazy servers agree with the oracle', () => {
+  it('on every command of 300 generated warm-start sequences (in-memory servers)', async () => {
+    const { seed, numRuns } = propertyRun('model-provisional', 300);
+    let comparisons = 0;
+    await fc.assert(
+      fc.asyncProperty(modelCommands({ maxCommands: 30, warm: true }), async (commands) => {
+        comparisons += await runModel(commands, { cache: true });
+      }),
+      { seed, numRuns },
+    );
+    console.log(
+      `[model-provisional] ${numRuns} runs, ${comparisons} runtime/oracle comparisons, 100% agreement`,
+    );
+    expect(comparisons).toBeGreaterThan(numRuns);
+  }, 120_000);
+});
+
+describe('model-based warm starts: regressions', () => {
+  it('a call to a provisional tool changed before the live listing is refused unsent; an unchanged one runs on the live process', async () => {
+    const comparisons = await replay([
+      'captureBinding',
+      'restartWarm(eager)',
+      'captureBinding',
+      'prepareCall(binding#1, tool#0)',
+      'prepareCall(binding#1, tool#1)',
+      'editNextCatalog(a, [["alpha"],["beta~1","gamma"]])',
+      'runCall(call#0)',
+      'runCall(call#1)',
+      'releaseLiveStart(a)',
+      'captureBinding',
+    ]);
+    expect(comparisons).toBeGreaterThanOrEqual(8);
+  });
+
+  it('a lazy server starts on its first call, not at open, and a failed start fails the call unsent', async () => {
+    const comparisons = await replay([
+      'restartWarm(lazy)',
+      'releaseLiveStart(b)',
+      'failNextStart(a)',
+      'captureBinding',
+      'prepareCall(binding#0, tool#0)',
+      'prepareCall(binding#0, tool#3)',
+      'runCall(call#1)',
+      'runCall(call#0)',
+      'releaseLiveStart(a)',
+      'captureBinding',
+    ]);
+    expect(comparisons).toBeGreaterThanOrEqual(8);
+  });
+});
