@@ -1,5 +1,11 @@
 import fc from 'fast-check';
-import { modelCommands, modelScript, propertyRun, runModel } from '@stepbind/testkit';
+import {
+  modelScript,
+  propertyRun,
+  runModel,
+  warmModelCommands,
+  type ModelSystem,
+} from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
 
 /**
@@ -14,16 +20,25 @@ describe('model-based: provisional catalogs and lazy servers agree with the orac
   it('on every command of 300 generated warm-start sequences (in-memory servers)', async () => {
     const { seed, numRuns } = propertyRun('model-provisional', 300);
     let comparisons = 0;
+    const outcomes = new Map<string, number>();
+    const onFinish = (real: ModelSystem): void => {
+      for (const [k, n] of real.provisionalOutcomes) outcomes.set(k, (outcomes.get(k) ?? 0) + n);
+    };
     await fc.assert(
-      fc.asyncProperty(modelCommands({ maxCommands: 30, warm: true }), async (commands) => {
-        comparisons += await runModel(commands, { cache: true });
+      fc.asyncProperty(warmModelCommands({ maxCommands: 30 }), async (commands) => {
+        comparisons += await runModel(commands, { cache: true, onFinish });
       }),
       { seed, numRuns },
     );
+    const covered = [...outcomes].sort().map(([k, n]) => `${k} ${n}`);
     console.log(
-      `[model-provisional] ${numRuns} runs, ${comparisons} runtime/oracle comparisons, 100% agreement`,
+      `[model-provisional] ${numRuns} runs, ${comparisons} runtime/oracle comparisons, 100% agreement; provisional calls: ${covered.join(', ')}`,
     );
     expect(comparisons).toBeGreaterThan(numRuns);
+    // The runs reached the states that matter: calls that waited for the live listing, both ways.
+    expect(outcomes.get('waited:OK')).toBeGreaterThan(0);
+    expect(outcomes.get('waited:STALE_CATALOG')).toBeGreaterThan(0);
+    expect(outcomes.get('direct:STALE_CATALOG')).toBeGreaterThan(0);
   }, 120_000);
 });
 

@@ -119,10 +119,14 @@ export class RuntimeOracle {
   readonly #provisional = new Map<string, ProvisionalModel>();
   /** Servers whose live start the test holds until `releaseLiveStart`. */
   readonly #gates = new Set<string>();
+  /** Servers whose live start failed, until a refresh starts them for real (§19.2). */
+  readonly #failedLive = new Set<string>();
   /** Calls waiting for a held live start, by call index. */
   readonly #pending = new Set<number>();
   /** The first binding of the runtime now open (older ones went with a closed runtime). */
   #firstBinding = 0;
+  /** The first call prepared in the runtime now open. */
+  #firstCall = 0;
 
   /** `servers`: each server's initial catalog (what a freshly started process serves). */
   constructor(servers: Readonly<Record<string, ServedPages>>) {
@@ -213,10 +217,25 @@ export class RuntimeOracle {
     return [...this.#pending].some((c) => this.#calls[c]?.binding.id === bindingIndex);
   }
 
-  /** True when call `callIndex` was prepared from a step of the runtime now open. */
-  isCurrentCall(callIndex: number): boolean {
+  /**
+   * The index of the `k`-th binding captured by the runtime now open (older ones went with a
+   * closed runtime), or `undefined` when there is none yet.
+   */
+  bindingAt(k: number): number | undefined {
+    const index = this.#firstBinding + k;
+    return index < this.#bindings.length ? index : undefined;
+  }
+
+  /** The index of the `k`-th call prepared in the runtime now open, if there is one. */
+  callAt(k: number): number | undefined {
+    const index = this.#firstCall + k;
+    return index < this.#calls.length ? index : undefined;
+  }
+
+  /** True when call `callIndex` was prepared from a step that showed its server provisionally. */
+  isProvisionalCall(callIndex: number): boolean {
     const call = this.#calls[callIndex];
-    return call !== undefined && this.isCurrent(call.binding.id);
+    return call?.binding.servers.get(call.server)?.provisional !== undefined;
   }
 
   /**
@@ -229,11 +248,6 @@ export class RuntimeOracle {
     const live = entry?.provisional?.live;
     if (entry?.provisional === undefined) return entry?.revision;
     return typeof live === 'object' ? live.revision : undefined;
-  }
-
-  /** True when binding `bindingIndex` belongs to the runtime now open. */
-  isCurrent(bindingIndex: number): boolean {
-    return bindingIndex >= this.#firstBinding && bindingIndex < this.#bindings.length;
   }
 
   markDirty(): void {
@@ -283,6 +297,8 @@ export class RuntimeOracle {
         ? 'SERVER_START_FAILED'
         : !samePages(p.cached.pages, p.live?.published ?? []);
     }
+    // A failed live start is the entry's state until a refresh starts the server again.
+    if (this.#failedLive.has(name)) return 'SERVER_START_FAILED';
     const session = this.#session(name);
     if (!session.alive) return 'SERVER_NOT_READY';
     return this.#hardRefresh(session);
@@ -396,7 +412,9 @@ export class RuntimeOracle {
   restartWarm(lazy: boolean): void {
     for (const b of this.#bindings) b.released = true;
     this.#firstBinding = this.#bindings.length;
+    this.#firstCall = this.#calls.length;
     this.#provisional.clear();
+    this.#failedLive.clear();
     for (const name of this.#initial.keys()) {
       // Generations are the new runtime's registry's own; a cached catalog keeps the one it had.
       this.#generation.set(name, 0);
@@ -482,6 +500,7 @@ export class RuntimeOracle {
     this.#provisional.delete(p.server);
     if (this.#failNextStart.delete(p.server)) {
       p.live = 'failed';
+      this.#failedLive.add(p.server);
       this.#dirty = true;
       return;
     }
@@ -491,6 +510,7 @@ export class RuntimeOracle {
   /** A new process of `name` serving its initial catalog, published as a first catalog. */
   #startSession(name: string): SessionModel {
     const pages = this.#initial.get(name) ?? [];
+    this.#failedLive.delete(name);
     const session: SessionModel = {
       id: ++this.#sessionCounter,
       server: name,

@@ -34,6 +34,8 @@ export interface ModelSystemOptions {
    * `restartWarm` can open a new runtime over the same servers and cache. @default false
    */
   readonly cache?: boolean;
+  /** Called with the real system after the commands ran, before it closes (for statistics). */
+  readonly onFinish?: (real: ModelSystem) => void;
 }
 
 /** A promise and the function that resolves it. */
@@ -136,6 +138,7 @@ export async function createModelSystem(
     },
     gates,
     pending: new Map(),
+    provisionalOutcomes: new Map(),
     sessions: new Map(),
     processes,
     events: log.events,
@@ -183,6 +186,7 @@ export async function runModel(
   const { model, real, cleanup } = await createModelSystem(options);
   try {
     await fc.asyncModelRun(() => ({ model, real }), commands);
+    options.onFinish?.(real);
   } finally {
     await cleanup();
   }

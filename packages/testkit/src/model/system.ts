@@ -61,6 +61,11 @@ export interface ModelSystem {
   readonly gates: StartGates;
   /** Runs of calls that wait for a held live start, by call index, settled to their outcome. */
   readonly pending: Map<number, Promise<string>>;
+  /**
+   * Outcomes of runs of calls prepared from provisional steps, counted by `waited:CODE` (the run
+   * waited for a held live start) or `direct:CODE`: what a run covered, for its statistics.
+   */
+  readonly provisionalOutcomes: Map<string, number>;
   /** The server process of each oracle session id seen so far. */
   readonly sessions: Map<number, ServerProcess>;
   readonly processes: ProcessControl;
@@ -87,6 +92,16 @@ export interface ModelSystem {
  * real system and compares what they show.
  */
 export type ModelCommand = fc.AsyncCommand<RuntimeOracle, ModelSystem>;
+
+/** Counts one outcome of a call prepared from a provisional step (see `provisionalOutcomes`). */
+export function countProvisional(
+  real: ModelSystem,
+  how: 'waited' | 'direct',
+  outcome: string,
+): void {
+  const key = `${how}:${outcome}`;
+  real.provisionalOutcomes.set(key, (real.provisionalOutcomes.get(key) ?? 0) + 1);
+}
 
 /** Thrown when the runtime and the oracle disagree; the message says on what. */
 export class OracleDisagreement extends Error {

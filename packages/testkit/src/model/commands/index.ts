@@ -27,7 +27,7 @@ export const MODEL_TOOL_POOL = ['alpha', 'beta', 'gamma', 'delta', 'omega'] as c
  * make stale), sometimes up to `max`. An index the state does not have yet fails the command's
  * `check`, and fast-check skips the command.
  */
-const arbModelIndex = (max: number): fc.Arbitrary<number> =>
+export const arbModelIndex = (max: number): fc.Arbitrary<number> =>
   fc.oneof(
     { weight: 3, arbitrary: fc.nat({ max: Math.min(1, max) }) },
     { weight: 1, arbitrary: fc.nat({ max }) },
@@ -51,7 +51,8 @@ export interface ModelCommandOptions {
   readonly extra?: readonly fc.Arbitrary<ModelCommand>[];
 }
 
-const arbPages = (): fc.Arbitrary<ServedPages> =>
+/** Catalogs of up to three pages over {@link MODEL_TOOL_POOL}, some tools in a second definition. */
+export const arbPages = (): fc.Arbitrary<ServedPages> =>
   fc
     .tuple(
       fc.subarray([...MODEL_TOOL_POOL]),
@@ -126,7 +127,10 @@ export function modelCommandArbitraries(
     server.map((s) => new ChangeConfig(s)),
     ...(options.warm === true
       ? [
+          // Weighted so that most runs restart warm, and calls meet held and released starts.
           fc.boolean().map((lazy): ModelCommand => new RestartWarm(lazy)),
+          fc.boolean().map((lazy): ModelCommand => new RestartWarm(lazy)),
+          server.map((s): ModelCommand => new ReleaseLiveStart(s)),
           server.map((s): ModelCommand => new ReleaseLiveStart(s)),
           server.map((s): ModelCommand => new ReleaseLiveStart(s)),
         ]
@@ -139,6 +143,9 @@ export function modelCommandArbitraries(
             .map(([s, p, l]): ModelCommand => new MutateCatalog(s, p, l)),
           ...(options.warm === true
             ? [
+                fc
+                  .tuple(server, arbPages())
+                  .map(([s, p]): ModelCommand => new EditNextCatalog(s, p)),
                 fc
                   .tuple(server, arbPages())
                   .map(([s, p]): ModelCommand => new EditNextCatalog(s, p)),

@@ -2,6 +2,7 @@ import type { RuntimeEvent } from '@stepbind/runtime';
 import type { RuntimeOracle } from '../oracle.js';
 import {
   agree,
+  countProvisional,
   isServer,
   observe,
   trackSessions,
@@ -40,7 +41,9 @@ export class ReleaseLiveStart implements ModelCommand {
       const run = real.pending.get(call);
       real.pending.delete(call);
       if (run === undefined) throw new Error(`call#${call} was not waiting`);
-      agree(real, `call#${call} after the live start of ${this.server}`, await run, outcome);
+      const actual = await run;
+      agree(real, `call#${call} after the live start of ${this.server}`, actual, outcome);
+      countProvisional(real, 'waited', actual);
     }
     const after = real.processes.instances(this.server).map((i) => i.calls());
     const sent = after.reduce((n, v) => n + v, 0) - before.reduce((n, v) => n + v, 0);

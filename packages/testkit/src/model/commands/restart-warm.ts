@@ -18,6 +18,10 @@ export class RestartWarm implements ModelCommand {
     );
   }
   async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
+    // Each new process serves what its predecessor served (a fixture rewritten to match).
+    for (const s of model.servers) {
+      if (model.alive(s)) real.processes.setNextCatalog?.(s, model.serving(s));
+    }
     model.restartWarm(this.lazy);
     for (const binding of real.bindings) binding.release();
     const before = model.servers.map((s) => real.processes.instances(s).length);
