@@ -16,8 +16,14 @@ export class Capture implements ModelCommand {
     try {
       binding = await real.runtime.captureBinding();
     } catch (error) {
-      if (!isStepbindError(error, 'REQUIRED_SERVERS_FAILED')) throw error;
-      agree(real, 'capture', 'FAILED', expected);
+      if (!isStepbindError(error)) throw error;
+      // Any other refusal is a disagreement too (the oracle predicts only this one).
+      agree(
+        real,
+        'capture',
+        error.code === 'REQUIRED_SERVERS_FAILED' ? 'FAILED' : error.code,
+        expected,
+      );
       return;
     }
     if (expected === 'FAILED') {
