@@ -163,10 +163,7 @@ export class RuntimeOracle {
     return this.#session(name).serving;
   }
 
-  /**
-   * Identifier of the session (process) currently bound for `name`; changes on every new start.
-   * 0 while the server is provisional (no live session in the current set).
-   */
+  /** The session (process) bound for `name` now, new on every start; 0 while provisional. */
   sessionId(name: string): number {
     return this.#provisional.has(name) ? 0 : this.#session(name).id;
   }
@@ -207,20 +204,13 @@ export class RuntimeOracle {
     return this.#pending.has(callIndex);
   }
 
-  /** Number of calls waiting for a held live start. */
-  get pendingCount(): number {
-    return this.#pending.size;
+  /** True when a call (of binding `bindingIndex`, if given) waits for a held live start. */
+  hasPending(bindingIndex?: number): boolean {
+    const of = (c: number): boolean => this.#calls[c]?.binding.id === bindingIndex;
+    return [...this.#pending].some((c) => bindingIndex === undefined || of(c));
   }
 
-  /** True when a call of binding `bindingIndex` waits for a held live start. */
-  hasPending(bindingIndex: number): boolean {
-    return [...this.#pending].some((c) => this.#calls[c]?.binding.id === bindingIndex);
-  }
-
-  /**
-   * The index of the `k`-th binding captured by the runtime now open (older ones went with a
-   * closed runtime), or `undefined` when there is none yet.
-   */
+  /** The index of the `k`-th binding captured by the runtime now open, if there is one. */
   bindingAt(k: number): number | undefined {
     const index = this.#firstBinding + k;
     return index < this.#bindings.length ? index : undefined;
@@ -238,15 +228,11 @@ export class RuntimeOracle {
     return call?.binding.servers.get(call.server)?.provisional !== undefined;
   }
 
-  /**
-   * The revision the receipt of call `callIndex` names: the captured one, or for a provisional
-   * step the live catalog's revision it ran under (§19.2).
-   */
+  /** The revision a call's receipt names: the captured one, or the live one it ran under. */
   receiptRevision(callIndex: number): number | undefined {
     const call = this.#calls[callIndex];
     const entry = call?.binding.servers.get(call.server);
-    const live = entry?.provisional?.live;
-    if (entry?.provisional === undefined) return entry?.revision;
+    const live = entry?.provisional === undefined ? entry : entry.provisional.live;
     return typeof live === 'object' ? live.revision : undefined;
   }
 

@@ -17,9 +17,10 @@ export class EditNextCatalog implements ModelCommand {
   }
   async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
     model.editNextCatalog(this.server, this.pages);
-    const set = real.processes.setNextCatalog;
-    if (set === undefined) throw new Error(`the fixture of ${this.server} cannot change`);
-    set(this.server, this.pages);
+    if (real.processes.setNextCatalog === undefined) {
+      throw new Error(`the fixture of ${this.server} cannot change`);
+    }
+    real.processes.setNextCatalog(this.server, this.pages);
   }
   toString(): string {
     return `editNextCatalog(${this.server}, ${JSON.stringify(this.pages)})`;

@@ -13,7 +13,7 @@ export class RestartWarm implements ModelCommand {
   constructor(readonly lazy: boolean) {}
   check(model: Readonly<RuntimeOracle>): boolean {
     return (
-      model.pendingCount === 0 &&
+      !model.hasPending() &&
       model.servers.every((s) => !model.gated(s) && (model.cached(s) || !model.failsNextStart(s)))
     );
   }
