@@ -19,14 +19,16 @@ import type { ModelCommand } from './system.js';
  * every command (the cache fills, catalogs change silently or with `list_changed`), a
  * `restartWarm(eager | lazy)` and a capture (a provisional step), then commands weighted towards what a warm start is about:
  * captures of provisional steps, calls to provisional tools, catalogs edited before the live
- * listing, held live starts released, failed starts, and further restarts.
+ * listing (in memory only: `mutations: false` leaves catalog changes out for stdio servers),
+ * held live starts released, failed starts, and further restarts.
  */
 export function warmModelCommands(
-  options: Pick<ModelCommandOptions, 'servers' | 'maxCommands'> = {},
+  options: Pick<ModelCommandOptions, 'servers' | 'maxCommands' | 'mutations'> = {},
 ): fc.Arbitrary<ModelCommand[]> {
   const servers = options.servers ?? Object.keys(MODEL_INITIAL_CATALOGS);
   const max = options.maxCommands ?? 30;
-  const all = modelCommandArbitraries({ servers, warm: true });
+  const mutations = options.mutations !== false;
+  const all = modelCommandArbitraries({ servers, warm: true, mutations });
   const server = fc.constantFrom(...servers);
   const prepare = fc
     .tuple(arbModelIndex(3), fc.nat({ max: 4 }))
@@ -47,7 +49,7 @@ export function warmModelCommands(
     run,
     release,
     release,
-    edit,
+    ...(mutations ? [edit] : []),
   ];
   return fc
     .tuple(
