@@ -111,4 +111,35 @@ describe('model-based warm starts: regressions', () => {
     ]);
     expect(comparisons).toBe(6);
   });
+
+  it('a provisional step keeps the live server its call moved onto after a refresh replaced it (runtime fix)', async () => {
+    const comparisons = await replay([
+      'restartWarm(eager)',
+      'captureBinding',
+      'prepareCall(binding#0, tool#0)',
+      'markDirty',
+      'refreshIfDirty',
+      'releaseLiveStart(a)',
+      'changeConfig(a)',
+      'captureBinding',
+      'runCall(call#0)',
+    ]);
+    // The call runs OK on the live process its step's server started, not CONNECTION_CLOSED.
+    expect(comparisons).toBe(14);
+  });
+
+  it('the refused start of a provisional entry a new identity replaced leaves the runtime clean (runtime fix)', async () => {
+    const comparisons = await replay([
+      'restartWarm(lazy)',
+      'captureBinding',
+      'releaseLiveStart(b)',
+      'changeConfig(b)',
+      'prepareCall(binding#0, tool#3)',
+      'captureBinding',
+      'runCall(call#0)',
+      'refreshIfDirty',
+    ]);
+    // runCall is SERVER_NOT_READY, not sent; the refresh after it has nothing to do.
+    expect(comparisons).toBe(12);
+  });
 });

@@ -23,6 +23,7 @@ export type PredictedOutcome =
   | 'TOOL_DENIED'
   | 'SERVER_ERROR'
   | 'SERVER_START_FAILED'
+  | 'SERVER_NOT_READY'
   /** A call to a provisional tool whose live start is held: it settles at `releaseLiveStart`. */
   | 'PENDING';
 
@@ -63,8 +64,13 @@ interface ProvisionalModel {
   readonly cached: CachedModel;
   /** The runtime asked for its live start (eager: at open; lazy: first call or hard refresh). */
   requested: boolean;
-  /** Its live session once the start published; `'failed'` when the start failed. */
-  live: SessionModel | 'failed' | undefined;
+  /**
+   * Its live session once the start published; `'failed'` when the start failed, `'dropped'` when
+   * a refresh replaced the entry (a new identity) before its start.
+   */
+  live: SessionModel | 'failed' | 'dropped' | undefined;
+  /** How the start of a dropped entry ended, once it ran. */
+  refusal?: PredictedOutcome;
 }
 
 interface BoundModel {
@@ -281,7 +287,7 @@ export class RuntimeOracle {
       this.#startLive(p);
       return p.live === 'failed'
         ? 'SERVER_START_FAILED'
-        : !samePages(p.cached.pages, p.live?.published ?? []);
+        : !samePages(p.cached.pages, typeof p.live === 'object' ? p.live.published : []);
     }
     // A failed live start is the entry's state until a refresh starts the server again.
     if (this.#failedLive.has(name)) return 'SERVER_START_FAILED';
@@ -461,6 +467,13 @@ export class RuntimeOracle {
         if (this.#gates.has(p.server)) return 'PENDING';
         this.#startLive(p);
       }
+      if (p.live === 'dropped') {
+        // Its one start still runs (then is refused): a start that fails says so instead.
+        p.refusal ??= this.#failNextStart.delete(p.server)
+          ? 'SERVER_START_FAILED'
+          : 'SERVER_NOT_READY';
+        return p.refusal;
+      }
       if (p.live === 'failed' || p.live === undefined) return 'SERVER_START_FAILED';
       const seen = definitionOf(p.cached.pages, call.tool);
       if (definitionOf(p.live.published, call.tool) !== seen) return 'STALE_CATALOG';
@@ -490,17 +503,18 @@ export class RuntimeOracle {
       this.#dirty = true;
       return;
     }
-    p.live = this.#startSession(p.server);
+    // It starts under the configuration it was shown with, even if a newer one waits for a refresh.
+    p.live = this.#startSession(p.server, p.cached.configVersion);
   }
 
   /** A new process of `name` serving its initial catalog, published as a first catalog. */
-  #startSession(name: string): SessionModel {
+  #startSession(name: string, configVersion = this.#configVersion.get(name) ?? 0): SessionModel {
     const pages = this.#initial.get(name) ?? [];
     this.#failedLive.delete(name);
     const session: SessionModel = {
       id: ++this.#sessionCounter,
       server: name,
-      configVersion: this.#configVersion.get(name) ?? 0,
+      configVersion,
       alive: true,
       serving: pages,
       published: pages,
@@ -562,9 +576,11 @@ export class RuntimeOracle {
   /** A dirty refresh: all or nothing. */
   #rebuild(): boolean {
     const starts: string[] = [];
+    // A provisional entry of the same configuration is carried into the next set (§19.2).
+    const carried = (name: string): boolean =>
+      this.#provisional.get(name)?.cached.configVersion === this.#configVersion.get(name);
     for (const name of this.#initial.keys()) {
-      // A provisional entry of the same configuration is carried into the next set (§19.2).
-      if (this.#provisional.has(name)) continue;
+      if (carried(name)) continue;
       const current = this.#sessions.get(name);
       const reusable =
         current !== undefined &&
@@ -576,7 +592,11 @@ export class RuntimeOracle {
     for (const name of failing) this.#failNextStart.delete(name);
     if (failing.length > 0) return false;
     for (const name of this.#initial.keys()) {
-      if (this.#provisional.has(name)) continue;
+      if (carried(name)) continue;
+      const dropped = this.#provisional.get(name);
+      // A changed identity drops the entry: its start, if it comes, is refused.
+      if (dropped !== undefined) dropped.live ??= 'dropped';
+      this.#provisional.delete(name);
       const current = this.#sessions.get(name);
       if (starts.includes(name) || current === undefined) this.#startSession(name);
       else this.#republish(current);
