@@ -1087,6 +1087,15 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'on every command of 400 generated warm-start sequences (in-memory servers)',
     diagnostic: 'OracleDisagreement',
   },
+  {
+    name: 'carry a provisional entry across an identity change (model)',
+    file: 'packages/runtime/src/refresh.ts',
+    find: '              prior.provisional.identityKey === key &&',
+    replace: '              (true as boolean) &&',
+    testFile: 'packages/testkit/test/model.provisional.prop.test.ts',
+    testName: 'on every command of 400 generated warm-start sequences (in-memory servers)',
+    diagnostic: 'OracleDisagreement',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
