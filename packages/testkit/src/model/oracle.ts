@@ -4,15 +4,9 @@
  * tests cannot hide here. Model-based tests drive the real runtime and this oracle with the same
  * commands and compare every observable outcome.
  */
+import { definitionOf, flat, samePages, type ServedPages } from './served.js';
 
-/**
- * The pages a server serves: tools per page, in order. Content equality is page equality. A tool is
- * its name, or `name~variant` for the same name with another definition (another description).
- */
-export type ServedPages = readonly (readonly string[])[];
-
-/** The model-facing tool name of a served tool (`beta~1` is tool `beta`). */
-export const toolNameOf = (tool: string): string => tool.split('~')[0] ?? tool;
+export type { ServedPages } from './served.js';
 
 /** Outcome codes the oracle predicts for a prepared call. */
 export type PredictedOutcome =
@@ -95,13 +89,6 @@ interface CallModel {
   readonly server: string;
   readonly tool: string;
 }
-
-const samePages = (a: ServedPages, b: ServedPages): boolean =>
-  JSON.stringify(a) === JSON.stringify(b);
-const flat = (pages: ServedPages): string[] => pages.flat().map(toolNameOf);
-/** The definition of tool `name` in `pages`, or `undefined` when it is not there. */
-const definitionOf = (pages: ServedPages, name: string): string | undefined =>
-  pages.flat().find((t) => toolNameOf(t) === name);
 
 /**
  * The oracle. Every method mirrors one command and returns what the runtime must show. Sequential:

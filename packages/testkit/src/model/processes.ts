@@ -9,7 +9,7 @@ import { scriptedTool } from '../scenarios.js';
 import type { ScriptedServer } from '../server/scripted.js';
 import { tempAudit } from '../temp.js';
 import type { AuditEntry, ScriptedServerOptions } from '../types.js';
-import { toolNameOf, type ServedPages } from './oracle.js';
+import { toolNameOf, type ServedPages } from './served.js';
 import type { ProcessControl, ServerProcess } from './system.js';
 
 /** The processes of a model system, and the connector the runtime starts them with. */
