@@ -1104,6 +1104,34 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'sends every tool, the deferred ones with defer_loading, and a custom search tool',
     diagnostic: 'files__write_file',
   },
+  {
+    // The model's provisional calls meet tools edited between the cache write and the live listing.
+    name: 'compare a provisional tool with the live catalog by name only (model)',
+    file: 'packages/binding/src/call/prepared.ts',
+    find: 'if (liveDigest !== this.descriptor.descriptorDigest) {',
+    replace: 'if (liveDigest === undefined) {',
+    testFile: 'packages/testkit/test/model.provisional.prop.test.ts',
+    testName: 'on every command of 400 generated warm-start sequences (in-memory servers)',
+    diagnostic: 'oracle "STALE_CATALOG"',
+  },
+  {
+    name: 'a required server whose live start failed leaves the runtime clean (model)',
+    file: 'packages/runtime/src/provisional-start.ts',
+    find: 'if (p.config.required) core.markDirty(`start:${p.name}`);',
+    replace: 'if (false as boolean) core.markDirty(`start:${p.name}`);',
+    testFile: 'packages/testkit/test/model.provisional.prop.test.ts',
+    testName: 'on every command of 400 generated warm-start sequences (in-memory servers)',
+    diagnostic: 'OracleDisagreement',
+  },
+  {
+    name: 'carry a provisional entry across an identity change (model)',
+    file: 'packages/runtime/src/refresh.ts',
+    find: '              prior.provisional.identityKey === key &&',
+    replace: '              (true as boolean) &&',
+    testFile: 'packages/testkit/test/model.provisional.prop.test.ts',
+    testName: 'on every command of 400 generated warm-start sequences (in-memory servers)',
+    diagnostic: 'OracleDisagreement',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

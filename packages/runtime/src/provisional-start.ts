@@ -35,7 +35,9 @@ export async function startProvisional(
   } catch (error) {
     const mapped = toStepbindError(error);
     p.fail(mapped);
-    if (!core.closed) {
+    // A start whose entry a refresh replaced (a new identity) is no failure of the server in force.
+    const entry = core.current?.entries.get(p.name);
+    if (!core.closed && entry?.kind === 'provisional' && entry.provisional === p) {
       core.liveFailed.add(p.name);
       core.invalidateViews();
       core.emit({
@@ -87,15 +89,24 @@ async function adoptLive(
       ],
       {
         commit: () => {
-          server.joinSet({
+          const membership = {
             config: p.config,
             listingKey: candidate.listingKey,
             freshness: candidate.freshness,
-          });
+          };
+          server.joinSet(membership);
           joined = true;
           set.entries.set(p.name, { kind: 'ready', server });
           set.watch(server);
           set.invalidate();
+          // An older set a step still holds showed `p` too: that step's calls run here, so the
+          // set holds this server until it drains.
+          for (const older of core.liveSets) {
+            const shown = older.entries.get(p.name);
+            if (older === set || shown?.kind !== 'provisional' || shown.provisional !== p) continue;
+            server.joinSet(membership);
+            older.entries.set(p.name, { kind: 'ready', server });
+          }
         },
       },
     );

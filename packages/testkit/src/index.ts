@@ -90,6 +90,7 @@ export {
   modelScript,
 } from './model/commands/index.js';
 export type { ModelCommandOptions } from './model/commands/index.js';
+export { warmModelCommands } from './model/warm.js';
 export { createEventLog } from './events.js';
 export type { EventLog, RuntimeEventOf } from './events.js';
 export { tempAudit, tempDir } from './temp.js';

@@ -57,6 +57,7 @@ describe('@stepbind/testkit public surface', () => {
       'tempAuditPath',
       'tempDir',
       'trackSessions',
+      'warmModelCommands',
     ]);
   });
 

@@ -8,27 +8,38 @@ import { createInMemoryFleet } from '../fleet.js';
 import { scriptedTool } from '../scenarios.js';
 import type { ScriptedServer } from '../server/scripted.js';
 import { tempAudit } from '../temp.js';
-import type { AuditEntry } from '../types.js';
-import type { ServedPages } from './oracle.js';
+import type { AuditEntry, ScriptedServerOptions } from '../types.js';
+import { toolNameOf, type ServedPages } from './served.js';
 import type { ProcessControl, ServerProcess } from './system.js';
 
 /** The processes of a model system, and the connector the runtime starts them with. */
 export type ModelProcesses = ProcessControl & { readonly connect: ServerConnector };
 
+/** A served tool as a scripted tool: `name~variant` changes its description. */
+const modelTool = (tool: string): Record<string, unknown> => {
+  const name = toolNameOf(tool);
+  const variant = tool.slice(name.length + 1);
+  const scripted = scriptedTool(name);
+  return variant === '' ? scripted : { ...scripted, description: `${name}, variant ${variant}.` };
+};
+
 const fixtureOf = (pages: ServedPages): ServerFixture => ({
-  generations: [{ pages: pages.map((page) => ({ tools: page.map((t) => scriptedTool(t)) })) }],
+  generations: [{ pages: pages.map((page) => ({ tools: page.map(modelTool) })) }],
 });
+
+const mcpServersEntry = (lazy: boolean | undefined): Record<string, unknown> =>
+  lazy === true ? { start: 'lazy' } : {};
 
 /** Scripted servers over in-memory transport pairs: fast, and their catalogs can change. */
 export function memoryProcesses(catalogs: Readonly<Record<string, ServedPages>>): ModelProcesses {
-  const fleet = createInMemoryFleet(
-    Object.fromEntries(
-      Object.entries(catalogs).map(([name, pages]) => [
-        name,
-        { scenario: 'fixture' as const, fixture: fixtureOf(pages) },
-      ]),
-    ),
+  // The fleet reads a server's options at each start: rewriting them is rewriting its fixture.
+  const options: Record<string, ScriptedServerOptions> = Object.fromEntries(
+    Object.entries(catalogs).map(([name, pages]) => [
+      name,
+      { scenario: 'fixture' as const, fixture: fixtureOf(pages) },
+    ]),
   );
+  const fleet = createInMemoryFleet(options);
   const ids = new WeakMap<ScriptedServer, number>();
   let counter = 0;
   const wrap = (server: ScriptedServer): ServerProcess => {
@@ -41,7 +52,7 @@ export function memoryProcesses(catalogs: Readonly<Record<string, ServedPages>>)
       id,
       calls: () => server.audit.filter((e) => e.method === 'tools/call').length,
       replaceCatalog: (pages) => {
-        server.replaceCatalog(pages.map((page) => page.map((t) => scriptedTool(t))));
+        server.replaceCatalog(pages.map((page) => page.map(modelTool)));
       },
       notifyListChanged: () => server.notifyListChanged(),
       crash: () => server.close(),
@@ -52,10 +63,19 @@ export function memoryProcesses(catalogs: Readonly<Record<string, ServedPages>>)
     mutable: true,
     instances: (name) => fleet.instances(name).map(wrap),
     failNextConnect: (name) => fleet.failNextConnect(name, 'once'),
-    config: (versions) => {
+    config: (versions, lazy) => {
       const overrides: Record<string, Record<string, unknown>> = {};
-      for (const [name, v] of versions) overrides[name] = { args: [name, `v${v}`] };
+      for (const name of Object.keys(catalogs)) {
+        const v = versions.get(name);
+        overrides[name] = {
+          ...(v === undefined ? {} : { args: [name, `v${v}`] }),
+          ...mcpServersEntry(lazy),
+        };
+      }
       return fleet.config(overrides);
+    },
+    setNextCatalog: (name, pages) => {
+      options[name] = { scenario: 'fixture', fixture: fixtureOf(pages) };
     },
     close: () => fleet.close(),
   };
@@ -95,7 +115,7 @@ export function stdioProcesses(catalogs: Readonly<Record<string, ServedPages>>):
     failNextConnect: (name) => {
       failing.add(name);
     },
-    config: (versions) => {
+    config: (versions, lazy) => {
       const mcpServers: Record<string, unknown> = {};
       for (const [name, pages] of Object.entries(catalogs)) {
         const auditPath = audits.get(name)?.path;
@@ -104,6 +124,7 @@ export function stdioProcesses(catalogs: Readonly<Record<string, ServedPages>>):
           ...stdioServerParams({ scenario: 'fixture', fixture: fixtureOf(pages), auditPath }),
           // A new config version changes the transport identity (env) without changing the server.
           env: { STEPBIND_MODEL_CONFIG: String(versions.get(name) ?? 0) },
+          ...mcpServersEntry(lazy),
         };
       }
       return { mcpServers };

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
-import { McpRuntime } from '@stepbind/runtime';
+import { McpRuntime, type ServerConnector } from '@stepbind/runtime';
 import { isProcessAlive } from '../audit.js';
 import { createEventLog } from '../events.js';
+import { tempDir, type TempDir } from '../temp.js';
 import { RuntimeOracle, type ServedPages } from './oracle.js';
 import { memoryProcesses, stdioProcesses } from './processes.js';
 import {
@@ -9,6 +10,7 @@ import {
   trackSessions,
   type ModelCommand,
   type ModelSystem,
+  type StartGates,
 } from './system.js';
 
 /** Default initial catalogs of the model's servers. */
@@ -27,6 +29,69 @@ export interface ModelSystemOptions {
    * @default 'memory'
    */
   readonly transport?: 'memory' | 'stdio';
+  /**
+   * Open the runtime with a catalog cache file (DESIGN §19.1) in a temp directory of its own, so
+   * `restartWarm` can open a new runtime over the same servers and cache. @default false
+   */
+  readonly cache?: boolean;
+  /** Called with the real system after the commands ran, before it closes (for statistics). */
+  readonly onFinish?: (real: ModelSystem) => void;
+}
+
+/** A promise and the function that resolves it. */
+function latch(): { readonly promise: Promise<void>; readonly open: () => void } {
+  let open: () => void = () => undefined;
+  const promise = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
+}
+
+interface Gate {
+  readonly opened: ReturnType<typeof latch>;
+  readonly arrived: ReturnType<typeof latch>;
+  waiting: boolean;
+}
+
+/** {@link StartGates} in front of a connector: a held start waits until released or aborted. */
+function gatedConnector(connect: ServerConnector): {
+  readonly connect: ServerConnector;
+  readonly gates: StartGates;
+} {
+  const held = new Map<string, Gate>();
+  const gates: StartGates = {
+    hold(names) {
+      for (const name of names)
+        held.set(name, { opened: latch(), arrived: latch(), waiting: false });
+    },
+    release(name) {
+      held.get(name)?.opened.open();
+      held.delete(name);
+    },
+    isWaiting: (name) => held.get(name)?.waiting === true,
+    waiting: (name) => held.get(name)?.arrived.promise ?? Promise.resolve(),
+  };
+  return {
+    gates,
+    connect: async (name, config, options) => {
+      const gate = held.get(name);
+      if (gate !== undefined) {
+        const { signal } = options;
+        gate.waiting = true;
+        gate.arrived.open();
+        await new Promise<void>((resolve, reject) => {
+          const abort = (): void => reject(signal.reason as Error);
+          if (signal.aborted) abort();
+          signal.addEventListener('abort', abort, { once: true });
+          void gate.opened.promise.then(() => {
+            signal.removeEventListener('abort', abort);
+            resolve();
+          });
+        });
+      }
+      return connect(name, config, options);
+    },
+  };
 }
 
 /**
@@ -41,22 +106,40 @@ export async function createModelSystem(
   const processes =
     options.transport === 'stdio' ? stdioProcesses(catalogs) : memoryProcesses(catalogs);
   const log = createEventLog();
-  let runtime: McpRuntime;
-  try {
-    runtime = await McpRuntime.open(processes.config(new Map()), {
-      connect: processes.connect,
+  const { connect, gates } = gatedConnector(processes.connect);
+  const dir: TempDir | undefined = options.cache === true ? tempDir('model-cache') : undefined;
+  const openRuntime = (config: unknown): Promise<McpRuntime> =>
+    McpRuntime.open(config, {
+      connect,
       // The oracle models staleness, epochs and crashes, not approvals (they have their own tests).
       approval: 'none',
       listChangedDebounceMs: 0,
       onEvent: log.onEvent,
+      ...(dir === undefined ? {} : { cache: { path: dir.file('catalogs.json') } }),
     });
+  const pids = new Set<number>();
+  let runtime: McpRuntime;
+  try {
+    runtime = await openRuntime(processes.config(new Map()));
   } catch (error) {
     await processes.close();
+    await dir?.dispose();
     throw error;
   }
   const model = new RuntimeOracle(catalogs);
   const real: ModelSystem = {
     runtime,
+    async restart({ lazy, hold }) {
+      if (dir === undefined) throw new Error('restartWarm needs a model system with a cache');
+      for (const pid of real.runtime.pids()) pids.add(pid);
+      await real.runtime.close();
+      gates.hold(hold);
+      real.runtime = await openRuntime(processes.config(real.configVersions, lazy));
+    },
+    gates,
+    pending: new Map(),
+    provisionalOutcomes: new Map(),
+    sessions: new Map(),
     processes,
     events: log.events,
     log,
@@ -73,11 +156,14 @@ export async function createModelSystem(
     model,
     real,
     cleanup: async () => {
-      const pids = runtime.pids();
-      await runtime.close();
-      const open = runtime.status().liveConnections;
+      for (const pid of real.runtime.pids()) pids.add(pid);
+      await real.runtime.close();
+      // Runs still waiting for a held start end with the runtime (their outcome is not compared).
+      await Promise.allSettled(real.pending.values());
+      const open = real.runtime.status().liveConnections;
       await processes.close();
-      const alive = pids.filter((pid) => isProcessAlive(pid));
+      await dir?.dispose();
+      const alive = [...pids].filter((pid) => isProcessAlive(pid));
       if (open !== 0 || alive.length > 0) {
         throw new OracleDisagreement(
           `after close(): ${open} connection(s) and ${alive.length} process(es) still open`,
@@ -100,6 +186,7 @@ export async function runModel(
   const { model, real, cleanup } = await createModelSystem(options);
   try {
     await fc.asyncModelRun(() => ({ model, real }), commands);
+    options.onFinish?.(real);
   } finally {
     await cleanup();
   }

@@ -24,16 +24,50 @@ export interface ProcessControl {
   instances(name: string): readonly ServerProcess[];
   /** The next start of `name` fails once. */
   failNextConnect(name: string): void;
-  /** The `mcpServers` configuration for the given per-server config versions. */
-  config(versions: ReadonlyMap<string, number>): unknown;
+  /**
+   * The `mcpServers` configuration for the given per-server config versions; `lazy` sets
+   * `"start": "lazy"` on every server.
+   */
+  config(versions: ReadonlyMap<string, number>, lazy?: boolean): unknown;
+  /** The catalog the next process of `name` serves (in memory only). */
+  setNextCatalog?(name: string, pages: ServedPages): void;
   /** True when catalogs can be changed at run time (in memory). */
   readonly mutable: boolean;
   close(): Promise<void>;
 }
 
+/** Holds the live starts of chosen servers until released (the runtime's `connect` waits). */
+export interface StartGates {
+  /** Holds every later start of each named server. */
+  hold(names: Iterable<string>): void;
+  /** Lets the held start of `name` (and every later one) proceed. */
+  release(name: string): void;
+  /** True when a start of `name` waits at its gate now. */
+  isWaiting(name: string): boolean;
+  /** Resolves once a start of `name` waits at its gate (at once when `name` is not held). */
+  waiting(name: string): Promise<void>;
+}
+
 /** The real system under test, driven side by side with a {@link RuntimeOracle}. */
 export interface ModelSystem {
-  readonly runtime: McpRuntime;
+  /** The runtime now open (a warm restart replaces it). */
+  runtime: McpRuntime;
+  /**
+   * Closes the runtime and opens a new one over the same servers and catalog cache file, with the
+   * live starts of `hold` held (see {@link StartGates}); `lazy` makes every server lazy. Only a
+   * system created with `cache: true` can restart.
+   */
+  restart(options: { readonly lazy: boolean; readonly hold: readonly string[] }): Promise<void>;
+  readonly gates: StartGates;
+  /** Runs of calls that wait for a held live start, by call index, settled to their outcome. */
+  readonly pending: Map<number, Promise<string>>;
+  /**
+   * Outcomes of runs of calls prepared from provisional steps, counted by `waited:CODE` (the run
+   * waited for a held live start) or `direct:CODE`: what a run covered, for its statistics.
+   */
+  readonly provisionalOutcomes: Map<string, number>;
+  /** The server process of each oracle session id seen so far. */
+  readonly sessions: Map<number, ServerProcess>;
   readonly processes: ProcessControl;
   /** The runtime's events, oldest first (the same array as `log.events`). */
   readonly events: RuntimeEvent[];
@@ -58,6 +92,16 @@ export interface ModelSystem {
  * real system and compares what they show.
  */
 export type ModelCommand = fc.AsyncCommand<RuntimeOracle, ModelSystem>;
+
+/** Counts one outcome of a call prepared from a provisional step (see `provisionalOutcomes`). */
+export function countProvisional(
+  real: ModelSystem,
+  how: 'waited' | 'direct',
+  outcome: string,
+): void {
+  const key = `${how}:${outcome}`;
+  real.provisionalOutcomes.set(key, (real.provisionalOutcomes.get(key) ?? 0) + 1);
+}
 
 /** Thrown when the runtime and the oracle disagree; the message says on what. */
 export class OracleDisagreement extends Error {
@@ -88,7 +132,12 @@ export function trackSessions(model: RuntimeOracle, real: ModelSystem): void {
     if (real.sessionIds.get(name) !== id) {
       real.sessionIds.set(name, id);
       const latest = real.processes.instances(name).at(-1);
-      if (latest !== undefined) real.current.set(name, latest);
+      // A provisional server (session 0) has no live process in the current set.
+      if (id === 0) real.current.delete(name);
+      else if (latest !== undefined) {
+        real.current.set(name, latest);
+        real.sessions.set(id, latest);
+      }
     }
   }
 }

@@ -16,8 +16,14 @@ export class Capture implements ModelCommand {
     try {
       binding = await real.runtime.captureBinding();
     } catch (error) {
-      if (!isStepbindError(error, 'REQUIRED_SERVERS_FAILED')) throw error;
-      agree(real, 'capture', 'FAILED', expected);
+      if (!isStepbindError(error)) throw error;
+      // Any other refusal is a disagreement too (the oracle predicts only this one).
+      agree(
+        real,
+        'capture',
+        error.code === 'REQUIRED_SERVERS_FAILED' ? 'FAILED' : error.code,
+        expected,
+      );
       return;
     }
     if (expected === 'FAILED') {
@@ -35,6 +41,7 @@ export class Capture implements ModelCommand {
           .map((t) => t.name.slice(name.length + 2)),
         generation: status?.bound === true ? status.generation : -1,
         revision: status?.bound === true ? status.revision : -1,
+        provisional: status?.bound === true && status.provisional,
       };
     });
     agree(real, 'captured binding', actual, expected);

@@ -8,7 +8,8 @@ import { isServer, type ModelCommand, type ModelSystem } from '../system.js';
 export class ChangeConfig implements ModelCommand {
   constructor(readonly server: string) {}
   check(model: Readonly<RuntimeOracle>): boolean {
-    return isServer(model, this.server);
+    // A held start would hold the start of the new identity too.
+    return isServer(model, this.server) && !model.gated(this.server);
   }
   async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
     model.changeConfig(this.server);

@@ -1,15 +1,17 @@
 import { isStepbindError } from '@stepbind/binding/internal';
 import type { RuntimeOracle } from '../oracle.js';
-import { agree, isServer, type ModelCommand, type ModelSystem } from '../system.js';
+import { agree, isServer, trackSessions, type ModelCommand, type ModelSystem } from '../system.js';
 
 /**
  * `hardRefresh(server)`: re-lists one configured server. Its process may be dead: the runtime must
- * then refuse with `SERVER_NOT_READY`, which is compared like any other outcome.
+ * then refuse with `SERVER_NOT_READY`, which is compared like any other outcome. A provisional
+ * server starts live (DESIGN §19.3); not while its start is held.
  */
 export class HardRefresh implements ModelCommand {
   constructor(readonly server: string) {}
   check(model: Readonly<RuntimeOracle>): boolean {
-    return isServer(model, this.server);
+    // A held live start would hold the hard refresh of a provisional server too.
+    return isServer(model, this.server) && !model.gated(this.server);
   }
   async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
     const expected = model.hardRefresh(this.server);
@@ -21,6 +23,7 @@ export class HardRefresh implements ModelCommand {
       actual = error.code;
     }
     agree(real, `hardRefresh(${this.server})`, actual, expected);
+    trackSessions(model, real);
   }
   toString(): string {
     return `hardRefresh(${this.server})`;

@@ -5,6 +5,7 @@ import type { ModelCommand } from '../system.js';
 import { Capture } from './capture.js';
 import { ChangeConfig } from './change-config.js';
 import { CrashServer } from './crash-server.js';
+import { EditNextCatalog } from './edit-next-catalog.js';
 import { FailNextStart } from './fail-next-start.js';
 import { HardRefresh } from './hard-refresh.js';
 import { MarkDirty } from './mark-dirty.js';
@@ -13,6 +14,8 @@ import { PrepareCall } from './prepare-call.js';
 import { RaisePolicyEpoch } from './raise-policy-epoch.js';
 import { RefreshIfDirty } from './refresh-if-dirty.js';
 import { ReleaseBinding } from './release-binding.js';
+import { ReleaseLiveStart } from './release-live-start.js';
+import { RestartWarm } from './restart-warm.js';
 import { RunCall } from './run-call.js';
 
 /** The tool names servers can serve in generated catalogs. */
@@ -24,7 +27,7 @@ export const MODEL_TOOL_POOL = ['alpha', 'beta', 'gamma', 'delta', 'omega'] as c
  * make stale), sometimes up to `max`. An index the state does not have yet fails the command's
  * `check`, and fast-check skips the command.
  */
-const arbModelIndex = (max: number): fc.Arbitrary<number> =>
+export const arbModelIndex = (max: number): fc.Arbitrary<number> =>
   fc.oneof(
     { weight: 3, arbitrary: fc.nat({ max: Math.min(1, max) }) },
     { weight: 1, arbitrary: fc.nat({ max }) },
@@ -36,18 +39,34 @@ export interface ModelCommandOptions {
   readonly servers?: readonly string[];
   /** Most commands per run. @default 40 */
   readonly maxCommands?: number;
-  /** Include `mutateCatalog` (servers must be in memory). @default true */
+  /** Include `mutateCatalog` and `editNextCatalog` (servers must be in memory). @default true */
   readonly mutations?: boolean;
+  /**
+   * Include the warm-start commands `restartWarm(eager | lazy)` and `releaseLiveStart(server)`
+   * (DESIGN §19.2–§19.3; the system must be created with `cache: true`), and leave out
+   * `raisePolicyEpoch` (a new runtime starts at epoch 0). @default false
+   */
+  readonly warm?: boolean;
   /** Extra command arbitraries, for example an application's own agent-loop step. */
   readonly extra?: readonly fc.Arbitrary<ModelCommand>[];
 }
 
-const arbPages = (): fc.Arbitrary<ServedPages> =>
+/** Catalogs of up to three pages over {@link MODEL_TOOL_POOL}, some tools in a second definition. */
+export const arbPages = (): fc.Arbitrary<ServedPages> =>
   fc
     .tuple(
       fc.subarray([...MODEL_TOOL_POOL]),
       fc.integer({ min: 0, max: 5 }),
       fc.integer({ min: 0, max: 5 }),
+    )
+    // Some tools keep their name with another definition (`beta~1`): a changed tool (§19.2).
+    .chain(([names, cut1, cut2]) =>
+      fc
+        .array(fc.boolean(), { minLength: names.length, maxLength: names.length })
+        .map(
+          (variants) =>
+            [names.map((n, i) => (variants[i] === true ? `${n}~1` : n)), cut1, cut2] as const,
+        ),
     )
     .map(([names, cut1, cut2]) => {
       const [x, y] = [Math.min(cut1, names.length), Math.min(cut2, names.length)].sort(
@@ -62,7 +81,8 @@ const arbPages = (): fc.Arbitrary<ServedPages> =>
  * The commands of the model-based test, as a fast-check arbitrary: `markDirty`, `refreshIfDirty`,
  * `hardRefresh(server)`, `mutateCatalog(server, withListChanged | silent)`, `captureBinding`,
  * `prepareCall`, `runCall`, `releaseBinding`, `crashServer`, `failNextStart` (a restart that fails
- * once), `changeConfig` and `raisePolicyEpoch`. Each file of `model/commands/` holds one.
+ * once), `changeConfig` and `raisePolicyEpoch`; with `warm`, also `restartWarm`,
+ * `releaseLiveStart` and `editNextCatalog` (DESIGN §19.2–§19.3). Each file of `model/commands/` holds one.
  */
 export function modelCommands(
   options: ModelCommandOptions = {},
@@ -75,7 +95,7 @@ export function modelCommands(
 
 /** The built-in command arbitraries of {@link modelCommands}, to combine with your own. */
 export function modelCommandArbitraries(
-  options: Pick<ModelCommandOptions, 'servers' | 'mutations'> = {},
+  options: Pick<ModelCommandOptions, 'servers' | 'mutations' | 'warm'> = {},
 ): fc.Arbitrary<ModelCommand>[] {
   const servers = options.servers ?? Object.keys(MODEL_INITIAL_CATALOGS);
   const server = fc.constantFrom(...servers);
@@ -105,13 +125,32 @@ export function modelCommandArbitraries(
     server.map((s) => new CrashServer(s)),
     server.map((s) => new FailNextStart(s)),
     server.map((s) => new ChangeConfig(s)),
-    fc.constant(new RaisePolicyEpoch()),
+    ...(options.warm === true
+      ? [
+          // Weighted so that most runs restart warm, and calls meet held and released starts.
+          fc.boolean().map((lazy): ModelCommand => new RestartWarm(lazy)),
+          fc.boolean().map((lazy): ModelCommand => new RestartWarm(lazy)),
+          server.map((s): ModelCommand => new ReleaseLiveStart(s)),
+          server.map((s): ModelCommand => new ReleaseLiveStart(s)),
+          server.map((s): ModelCommand => new ReleaseLiveStart(s)),
+        ]
+      : [fc.constant(new RaisePolicyEpoch())]),
     ...(options.mutations === false
       ? []
       : [
           fc
             .tuple(server, arbPages(), fc.boolean())
             .map(([s, p, l]): ModelCommand => new MutateCatalog(s, p, l)),
+          ...(options.warm === true
+            ? [
+                fc
+                  .tuple(server, arbPages())
+                  .map(([s, p]): ModelCommand => new EditNextCatalog(s, p)),
+                fc
+                  .tuple(server, arbPages())
+                  .map(([s, p]): ModelCommand => new EditNextCatalog(s, p)),
+              ]
+            : []),
         ]),
   ];
 }
@@ -121,7 +160,8 @@ export function modelCommandArbitraries(
  * for regression tests: `markDirty`, `refreshIfDirty`, `hardRefresh(a)`,
  * `mutateCatalog(a, [["alpha"]], withListChanged|silent)`, `captureBinding`,
  * `prepareCall(binding#0, tool#1)`, `runCall(call#0)`, `releaseBinding(binding#0)`,
- * `crashServer(a)`, `failNextStart(a)`, `changeConfig(a)`, `raisePolicyEpoch`. As in a generated
+ * `crashServer(a)`, `failNextStart(a)`, `changeConfig(a)`, `raisePolicyEpoch`, `restartWarm(lazy)`,
+ * `restartWarm(eager)`, `releaseLiveStart(a)`, `editNextCatalog(a, [["beta~1"]])`. As in a generated
  * run, a command whose target does not exist when it comes (its `check` fails) is skipped.
  *
  * @throws Error for a line it cannot read.
@@ -161,6 +201,15 @@ export function modelScript(lines: readonly string[]): ModelCommand[] {
         return new ChangeConfig(server);
       case 'raisePolicyEpoch':
         return new RaisePolicyEpoch();
+      case 'restartWarm':
+        return new RestartWarm(rawArgs.trim() === 'lazy');
+      case 'releaseLiveStart':
+        return new ReleaseLiveStart(server);
+      case 'editNextCatalog':
+        return new EditNextCatalog(
+          server,
+          JSON.parse(rawArgs.slice(rawArgs.indexOf(',') + 1)) as ServedPages,
+        );
       case undefined:
       default:
         throw new Error(`modelScript: cannot read "${line}"`);

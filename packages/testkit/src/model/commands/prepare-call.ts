@@ -3,8 +3,9 @@ import type { RuntimeOracle } from '../oracle.js';
 import { agree, type ModelCommand, type ModelSystem } from '../system.js';
 
 /**
- * `prepareCall(binding#B, tool#T)`: prepares the T-th tool binding B advertised. Needs binding B
- * and its tool T to exist; a released binding is a target (it must refuse with `BINDING_RELEASED`).
+ * `prepareCall(binding#B, tool#T)`: prepares the T-th tool binding B advertised (B counts the
+ * bindings of the runtime now open). Needs binding B and its tool T to exist; a released binding is a target (it must
+ * refuse with `BINDING_RELEASED`).
  */
 export class PrepareCall implements ModelCommand {
   constructor(
@@ -12,15 +13,17 @@ export class PrepareCall implements ModelCommand {
     readonly tool: number,
   ) {}
   check(model: Readonly<RuntimeOracle>): boolean {
-    return this.binding < model.bindingCount && this.tool < model.toolsOf(this.binding).length;
+    const b = model.bindingAt(this.binding);
+    return b !== undefined && this.tool < model.toolsOf(b).length;
   }
   async run(model: RuntimeOracle, real: ModelSystem): Promise<void> {
-    const pick = model.toolsOf(this.binding)[this.tool];
-    const binding = real.bindings[this.binding];
+    const b = model.bindingAt(this.binding) ?? -1;
+    const pick = model.toolsOf(b)[this.tool];
+    const binding = real.bindings[b];
     if (pick === undefined || binding === undefined) {
       throw new Error(`${this.toString()}: run although its check failed`);
     }
-    const expected = model.isReleased(this.binding) ? 'BINDING_RELEASED' : 'OK';
+    const expected = model.isReleased(b) ? 'BINDING_RELEASED' : 'OK';
     let call: PreparedCall;
     try {
       call = binding.prepareCall(`${pick.server}__${pick.tool}`);
@@ -29,8 +32,8 @@ export class PrepareCall implements ModelCommand {
       return;
     }
     agree(real, 'prepareCall', 'OK', expected);
-    model.prepare(this.binding, pick.server, pick.tool);
-    real.calls.push({ call, binding: this.binding });
+    model.prepare(b, pick.server, pick.tool);
+    real.calls.push({ call, binding: b });
   }
   toString(): string {
     return `prepareCall(binding#${this.binding}, tool#${this.tool})`;
