@@ -28,6 +28,7 @@ const MODERN_ERA_SUITES = [
   // The model-based test against the oracle (in memory and over stdio), page walks, discovery,
   // the CLI's call path and tracing.
   'packages/testkit/test/model.prop.test.ts',
+  'packages/testkit/test/model.provisional.prop.test.ts',
   'packages/testkit/test/pagination.prop.test.ts',
   'packages/runtime/test/discover-tools.test.ts',
   'packages/runtime/test/cli/call.test.ts',

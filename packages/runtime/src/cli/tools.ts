@@ -53,7 +53,7 @@ export const TOOLS_COMMAND: CommandSpec = {
   ],
   notes: `openai: Chat Completions tools; responses: Responses API tools (both strict where the schema
 allows, unless --no-strict); anthropic: Messages API tools; gemini: function declarations.
---json: { "servers": [{ "name", "bound": true, "catalogState", "generation", "revision", "toolCount" }
+--json: { "servers": [{ "name", "bound": true, "catalogState", "generation", "revision", "toolCount", "provisional" }
           | { "name", "bound": false, "reason", "error": { "code", "message" } | null }],
           "tools": [{ "name", "server", "tool", "effectClass", "description" }] }
 Exit code 0 when every server is in the step; 1 when one is left out or the step failed; 2 for usage
@@ -100,7 +100,7 @@ export function formatStepText(
   for (const server of step.servers) {
     if (server.bound) {
       out.push(
-        `✔ ${server.name}: ${server.toolCount} tool${server.toolCount === 1 ? '' : 's'}, ${server.catalogState}, generation ${server.generation}, revision ${server.revision}${eraOf(eras, server.name)}`,
+        `✔ ${server.name}: ${server.toolCount} tool${server.toolCount === 1 ? '' : 's'}, ${server.catalogState}, generation ${server.generation}, revision ${server.revision}${server.provisional ? ', cached (its live catalog is not confirmed yet)' : eraOf(eras, server.name)}`,
       );
       const rows = byServer.get(server.name);
       out.push(
@@ -129,6 +129,7 @@ export function stepJson(step: McpBinding): unknown {
             generation: server.generation,
             revision: server.revision,
             toolCount: server.toolCount,
+            provisional: server.provisional,
           }
         : {
             name: server.name,
