@@ -9,7 +9,7 @@ import { acquireMutex, ErrorCode, RuntimeError } from '@stepbind/binding/interna
 import type { RuntimeCore } from './core.js';
 import { closedError, toStepbindError } from './failures.js';
 import { publishCatalogs } from './publish.js';
-import { startServer, type Candidate } from './refresh.js';
+import { firstPublication, startServer, type Candidate } from './refresh.js';
 import type { ManagedServer } from './server/managed-server.js';
 import { ProvisionalServer } from './server/provisional.js';
 
@@ -75,41 +75,28 @@ async function adoptLive(
       );
     }
     if (snapshot === undefined) throw new Error(`live start of "${p.name}" has no snapshot`);
-    await publishCatalogs(
-      core,
-      [
-        {
-          server,
-          snapshot,
-          listingKey: candidate.listingKey,
-          expectedGeneration: candidate.expectedGeneration,
-          cause: 'refresh',
+    await publishCatalogs(core, [firstPublication(candidate, snapshot)], {
+      commit: () => {
+        const membership = {
           config: p.config,
-        },
-      ],
-      {
-        commit: () => {
-          const membership = {
-            config: p.config,
-            listingKey: candidate.listingKey,
-            freshness: candidate.freshness,
-          };
+          listingKey: candidate.listingKey,
+          freshness: candidate.freshness,
+        };
+        server.joinSet(membership);
+        joined = true;
+        set.entries.set(p.name, { kind: 'ready', server });
+        set.watch(server);
+        set.invalidate();
+        // An older set a step still holds showed `p` too: that step's calls run here, so the
+        // set holds this server until it drains.
+        for (const older of core.liveSets) {
+          const shown = older.entries.get(p.name);
+          if (older === set || shown?.kind !== 'provisional' || shown.provisional !== p) continue;
           server.joinSet(membership);
-          joined = true;
-          set.entries.set(p.name, { kind: 'ready', server });
-          set.watch(server);
-          set.invalidate();
-          // An older set a step still holds showed `p` too: that step's calls run here, so the
-          // set holds this server until it drains.
-          for (const older of core.liveSets) {
-            const shown = older.entries.get(p.name);
-            if (older === set || shown?.kind !== 'provisional' || shown.provisional !== p) continue;
-            server.joinSet(membership);
-            older.entries.set(p.name, { kind: 'ready', server });
-          }
-        },
+          older.entries.set(p.name, { kind: 'ready', server });
+        }
       },
-    );
+    });
   } catch (error) {
     if (!joined) await core.closeServer(server);
     throw error;

@@ -478,6 +478,18 @@ function commitSet(core: RuntimeCore, set: ConnectionSet, candidates: readonly C
   }
 }
 
+/** The publication of a new connection's first catalog (`snapshot`, its candidate's). */
+export function firstPublication(candidate: Candidate, snapshot: CatalogSnapshot): Publication {
+  return {
+    server: candidate.server,
+    snapshot,
+    listingKey: candidate.listingKey,
+    expectedGeneration: candidate.expectedGeneration,
+    cause: 'refresh',
+    config: candidate.config,
+  };
+}
+
 /** An optional server finished starting after its set was published: publish and adopt it. */
 async function publishLate(
   core: RuntimeCore,
@@ -498,31 +510,19 @@ async function publishLate(
     // Late starts are always new connections, so their listing was validated in full.
     if (snapshot === undefined) throw new Error(`late start of "${name}" has no snapshot`);
     // With a fleet store this waits for its CAS, so the set is asked again before installing.
-    published = await publishCatalogs(
-      core,
-      [
-        {
-          server,
-          snapshot,
-          listingKey: candidate.listingKey,
-          expectedGeneration: candidate.expectedGeneration,
-          cause: 'refresh',
-        },
-      ],
-      {
-        commit: () => {
-          server.joinSet({
-            config: candidate.config,
-            listingKey: undefined,
-            freshness: candidate.freshness,
-          });
-          set.entries.set(name, { kind: 'ready', server });
-          set.watch(server);
-          set.invalidate();
-        },
-        stillCurrent,
+    published = await publishCatalogs(core, [firstPublication(candidate, snapshot)], {
+      commit: () => {
+        server.joinSet({
+          config: candidate.config,
+          listingKey: undefined,
+          freshness: candidate.freshness,
+        });
+        set.entries.set(name, { kind: 'ready', server });
+        set.watch(server);
+        set.invalidate();
       },
-    );
+      stillCurrent,
+    });
   } catch (error) {
     const mapped = toStepbindError(error);
     set.entries.set(name, { kind: 'failed', error: mapped });

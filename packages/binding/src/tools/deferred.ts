@@ -36,6 +36,7 @@ import type { JsonSchemaObject } from './strict.js';
 import {
   SEARCH_MAX_LIMIT,
   SEARCH_MAX_QUERY_CHARS,
+  searchLimitSchema,
   type ToolSearchHit,
   type ToolSearchOptions,
 } from './search.js';
@@ -90,13 +91,7 @@ const optionsSchema = bagOf<DeferredToolsOptions>()({
   alwaysLoaded: z.array(z.string()).describe('an array of model names or "server:*"').optional(),
   tokenBudget: z.number().int().min(0).describe('an integer ≥ 0 (tokens)').optional(),
   countTokens: fn<DeferredToolsOptions['countTokens']>('(text) => number').optional(),
-  limit: z
-    .number()
-    .int()
-    .min(1)
-    .max(SEARCH_MAX_LIMIT)
-    .describe(`an integer from 1 to ${SEARCH_MAX_LIMIT}`)
-    .optional(),
+  limit: searchLimitSchema.optional(),
 });
 
 /** `Math.ceil(text.length / 4)`: the usual four characters a token of English and JSON. */

@@ -226,14 +226,16 @@ const querySchema = z
   .max(SEARCH_MAX_QUERY_CHARS)
   .describe(`a string of 1 to ${SEARCH_MAX_QUERY_CHARS} characters`);
 
+/** @internal The `limit` of a search, here and in the deferred formats' search tools. */
+export const searchLimitSchema = z
+  .number()
+  .int()
+  .min(1)
+  .max(SEARCH_MAX_LIMIT)
+  .describe(`an integer from 1 to ${SEARCH_MAX_LIMIT}`);
+
 const searchOptionsSchema = bagOf<ToolSearchOptions>()({
-  limit: z
-    .number()
-    .int()
-    .min(1)
-    .max(SEARCH_MAX_LIMIT)
-    .describe(`an integer from 1 to ${SEARCH_MAX_LIMIT}`)
-    .optional(),
+  limit: searchLimitSchema.optional(),
   servers: z.array(z.string()).max(10_000).describe('an array of server names').optional(),
 });
 

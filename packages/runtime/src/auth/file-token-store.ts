@@ -9,6 +9,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { chmod, mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
+import { syncDirectory } from '../sync-directory.js';
 import { dirname } from 'node:path';
 import { ErrorCode, RuntimeError } from '@stepbind/binding/internal';
 
@@ -297,17 +298,6 @@ function isRegistration(value: unknown): value is ClientRegistration {
     typeof r.clientId === 'string' &&
     typeof r.tokenEndpointAuthMethod === 'string'
   );
-}
-
-async function syncDirectory(dir: string): Promise<void> {
-  // Makes the rename durable; some file systems refuse to open a directory, which is harmless.
-  const handle = await open(dir, 'r').catch(() => undefined);
-  if (handle === undefined) return;
-  try {
-    await handle.sync().catch(() => undefined);
-  } finally {
-    await handle.close();
-  }
 }
 
 const STORE_OPTION_KEYS: readonly string[] = ['path', 'lockTimeoutMs', 'staleLockMs'];

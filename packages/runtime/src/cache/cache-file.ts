@@ -7,6 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { chmod, mkdir, open, rename, stat, unlink } from 'node:fs/promises';
+import { syncDirectory } from '../sync-directory.js';
 import { dirname } from 'node:path';
 import type { CatalogCacheIgnoredReason } from '../events.js';
 
@@ -244,17 +245,6 @@ function signatureOf(info: {
 export function errnoOf(error: unknown): string {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   return typeof code === 'string' ? code : 'error';
-}
-
-async function syncDirectory(dir: string): Promise<void> {
-  // Makes the rename durable; some file systems refuse to open a directory, which is harmless.
-  const handle = await open(dir, 'r').catch(() => undefined);
-  if (handle === undefined) return;
-  try {
-    await handle.sync().catch(() => undefined);
-  } finally {
-    await handle.close();
-  }
 }
 
 const isString = (v: unknown): v is string => typeof v === 'string';
