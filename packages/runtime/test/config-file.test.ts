@@ -210,7 +210,7 @@ describe('loadConfigFile: every problem named by its path', () => {
     expect(isStepbindError(error, 'INVALID_CONFIG')).toBe(true);
     const refused = error as StepbindError;
     expect(refused.message).toBe(
-      'Invalid configuration at $.mcpServers.a.comand: unknown key (did you mean "command"?); the keys allowed here are command, args, env, envPassthrough, cwd, stderr, type, disabled, required, audience, startupTimeoutMs, protocol, discoverTimeoutMs, requestTimeoutMs, callTimeoutMs, timeout, limits, approval, autoApprove, tools, roots, maxMessageBytes, retryReads, trustAnnotations.',
+      'Invalid configuration at $.mcpServers.a.comand: unknown key (did you mean "command"?); the keys allowed here are command, args, env, envPassthrough, cwd, stderr, type, disabled, required, audience, startupTimeoutMs, protocol, discoverTimeoutMs, requestTimeoutMs, callTimeoutMs, timeout, limits, approval, autoApprove, tools, roots, maxMessageBytes, retryReads, trustAnnotations, start, idleTimeoutMs.',
     );
     expect(refused.detail['errors']).toEqual([
       { path: '$.mcpServers.a.comand', message: expect.stringContaining('unknown key') as string },

@@ -220,7 +220,8 @@ describe('the era is shown', () => {
       ['m', 'modern', '2026-07-28'],
       ['l', 'legacy', '2025-11-25'],
     ]);
-    const tools = await cli(['tools', '--config', path]);
+    // Without the cache the catalog command just wrote: this is about the live era.
+    const tools = await cli(['tools', '--no-cache', '--config', path]);
     expect(tools.code).toBe(0);
     expect(tools.out).toMatch(/✔ m: 3 tools, .*, era modern \(2026-07-28\)\n/);
     expect(tools.out).toMatch(/✔ l: .*, era legacy \(2025-11-25\)\n/);
