@@ -350,8 +350,8 @@ const MUTANTS: readonly Mutant[] = [
     // A relative journal path follows the working directory: `receipts list --journal` then misses it.
     name: "resolve a relative journal path against the working directory, not the file's",
     file: 'packages/runtime/src/config.ts',
-    find: 'path: base === undefined || isAbsolute(path) ? path : resolve(base, path),',
-    replace: 'path,',
+    find: '    path: againstFile(base, path),\n    ...(synchronous',
+    replace: '    path,\n    ...(synchronous',
     testFile: 'packages/runtime/test/config-file.test.ts',
     testName: 'opens a relative journal path against the file, not the working directory',
     diagnostic: 'expected false to be true',
@@ -534,8 +534,8 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 25 (finding 3): the journal's writes before the send honour the call's deadline.
     name: "ignore the call's deadline in the journal",
     file: 'packages/binding/src/call/prepared.ts',
-    find: 'run.io = callDeadline(options.signal, run.timeoutMs);',
-    replace: 'run.io = {};',
+    find: '    run.io = callDeadline(options.signal, run.timeoutMs);\n    // Without a prepare hook',
+    replace: '    run.io = {};\n    // Without a prepare hook',
     testFile: 'packages/runtime/test/fleet/frozen.pg.test.ts',
     testName:
       'frozen (SIGSTOP): a keyed run with timeoutMs fails JOURNAL_UNAVAILABLE (reason timeout) and sends nothing; close() resolves while frozen; the key runs once after the thaw',
@@ -1388,7 +1388,10 @@ async function judge(dir: string, m: Mutant, baselineHolds: boolean): Promise<st
       return 'INVALID (named test does not pass on the unmutated code)';
     }
   }
-  if (!original.includes(m.find)) return 'INVALID (mutation site not found)';
+  const sites = original.split(m.find).length - 1;
+  if (sites === 0) return 'INVALID (mutation site not found)';
+  // A second match would mutate whichever comes first, perhaps not the code the test guards.
+  if (sites > 1) return `INVALID (mutation site matches ${sites} places)`;
   writeFileSync(path, original.replace(m.find, m.replace));
   try {
     // Incremental: rebuilds what this mutant and the restored previous one changed.
@@ -1411,6 +1414,13 @@ async function main(): Promise<number> {
   const started = performance.now();
   const selected = MUTANTS.filter((m) => only.length === 0 || only.some((o) => m.name.includes(o)));
   const jobs = Math.max(1, Math.min(requestedJobs, selected.length));
+  const misplaced = selected.flatMap((m) => {
+    const sites = readFileSync(join(root, m.file), 'utf8').split(m.find).length - 1;
+    return sites === 1 ? [] : [`${m.name}: ${m.file} has ${sites} matches`];
+  });
+  if (misplaced.length > 0) {
+    throw new Error(`every mutation site must match exactly once:\n${misplaced.join('\n')}`);
+  }
   const first = copyTree();
   const buildStarted = performance.now();
   const build = await tsc(first);

@@ -299,8 +299,13 @@ function parseCache(
   const path = p.read(() => expectString(obj['path'], '$.cache.path'), undefined);
   if (path === undefined) return undefined;
   return Object.freeze({
-    path: base === undefined || isAbsolute(path) ? path : resolve(base, path),
+    path: againstFile(base, path),
   });
+}
+
+/** A configured file path: a relative one is the configuration file's (`base`), wherever the process runs. */
+function againstFile(base: string | undefined, path: string): string {
+  return base === undefined || isAbsolute(path) ? path : resolve(base, path);
 }
 
 const JOURNAL_KEYS = [
@@ -349,7 +354,7 @@ function parseJournal(
     return n === undefined ? {} : { [name]: n };
   };
   return Object.freeze({
-    path: base === undefined || isAbsolute(path) ? path : resolve(base, path),
+    path: againstFile(base, path),
     ...(synchronous === undefined ? {} : { synchronous }),
     ...int('retentionMs', 1, Number.MAX_SAFE_INTEGER),
     ...int('inProgressTtlMs', 1, Number.MAX_SAFE_INTEGER),
