@@ -212,6 +212,16 @@ export const aiSdkToolsOptionsSchema = z.strictObject({
   prepare: fn('(context) => void | Promise<void>').optional(),
   timeoutMs: millis(1).optional(),
   onCall: fn('(event) => void').optional(),
+  stepKey: z
+    .string()
+    .min(1)
+    .max(256)
+    // eslint-disable-next-line no-control-regex
+    .regex(/^[^\u0000-\u001f]*$/)
+    .describe('a string of 1 to 256 characters without control characters')
+    .optional(),
+  idempotencyKeys: z.boolean().describe('a boolean').optional(),
+  approvals: z.enum(['ai-sdk', 'prepare']).describe('"ai-sdk" or "prepare"').optional(),
 });
 
 /** `SqliteJournalOptions`: the options of `openSqliteJournal`. */

@@ -108,6 +108,14 @@ export class McpBinding {
     Object.freeze(this);
   }
 
+  /**
+   * True when runs of this step are journaled, so that `run(args, { idempotencyKey })` is
+   * accepted (a runtime's steps always are: its journal is in memory unless one is configured).
+   */
+  get journaled(): boolean {
+    return this.#state.journal !== undefined;
+  }
+
   /** True after {@link release}. */
   get released(): boolean {
     return this.#state.released;

@@ -21,6 +21,7 @@
  *
  * @packageDocumentation
  */
+import { randomUUID } from 'node:crypto';
 import { dynamicTool, jsonSchema, type Tool, type ToolSet } from 'ai';
 import {
   CallError,
@@ -47,6 +48,8 @@ export type AiSdkCallEvent =
       readonly modelName: string;
       readonly result: ToolCallResult;
       readonly receipt: CallReceipt;
+      /** True when the journal replayed the result of a repeated key: nothing was sent. */
+      readonly replayed: boolean;
     }
   | {
       readonly ok: false;
@@ -64,6 +67,33 @@ export interface AiSdkToolsOptions {
   readonly timeoutMs?: number;
   /** Called once per call with its receipt, or with the error the model was shown. */
   readonly onCall?: (event: AiSdkCallEvent) => void;
+  /**
+   * The first half of every idempotency key, `${stepKey}:${toolCallId}` (DESIGN §13, §20.4). Give
+   * one that names this step of this conversation and survives a restart (a workflow's run and
+   * step ids) when a journal file is configured: a repeated tool call then replays its recorded
+   * result instead of running again, also after a crash. Tool call ids are only unique within one
+   * conversation (mock and some providers' ids repeat across conversations), so the key needs it.
+   * @default a random id made once per `stepToAiSdkTools` call: a tool call id repeated within
+   *   this tool set replays, nothing is shared with another tool set or another process.
+   */
+  readonly stepKey?: string;
+  /**
+   * Whether the AI SDK's `toolCallId` becomes the run's idempotency key. Keys need a journaled
+   * step (every runtime's step is); a step without a journal runs unkeyed.
+   * @default true
+   */
+  readonly idempotencyKeys?: boolean;
+  /**
+   * Who gives the approvals stepbind's policy asks for (`approval` mode, DESIGN §7):
+   * - `ai-sdk`: a tool whose call needs one is marked `needsApproval`, so `generateText` and
+   *   `streamText` stop with a `tool-approval-request`; when the application answers with an
+   *   approved `tool-approval-response`, the AI SDK runs the call and it runs with that approval
+   *   (a denied one is never run). `prepare`, if given, still runs after and may veto.
+   * - `prepare`: nothing is marked; the `prepare` hook approves (`ctx.approve()`) or the call is
+   *   refused `APPROVAL_REQUIRED`, as with `PreparedCall.run`.
+   * @default `prepare` when a `prepare` hook is given, else `ai-sdk`
+   */
+  readonly approvals?: 'ai-sdk' | 'prepare';
 }
 sameKeys<AiSdkToolsOptions>()(aiSdkToolsOptionsSchema);
 
@@ -80,6 +110,13 @@ sameKeys<AiSdkToolsOptions>()(aiSdkToolsOptionsSchema);
  * message the text `toToolResult` writes for models: the AI SDK records a `tool-error` part and
  * shows the model that message, so the loop continues.
  *
+ * Idempotency (DESIGN §13, §20.4): each call runs under the key `${stepKey}:${toolCallId}`, so
+ * a tool call the AI SDK or a workflow runs again replays its recorded result; give a `stepKey`
+ * that survives a restart to make that hold across processes. Approvals: a call stepbind's
+ * policy holds for an approval is marked `needsApproval` (unless a `prepare` hook gives the
+ * approvals, see {@link AiSdkToolsOptions.approvals}) and runs with the approval the user gives
+ * through the AI SDK's `tool-approval-response`.
+ *
  * The AI SDK keeps one tool set for a whole multi-step `generateText` call, so all its steps run
  * against this one binding: a catalog that changes meanwhile makes the later calls `STALE_CATALOG`
  * (nothing is sent). Capture a new step and call `generateText` again to give the model the new
@@ -92,22 +129,29 @@ export function stepToAiSdkTools(step: McpBinding, options: AiSdkToolsOptions = 
     fn: 'stepToAiSdkTools',
     consequence: 'No tools were made; fix the option and call again.',
   });
+  const approvals = options.approvals ?? (options.prepare === undefined ? 'ai-sdk' : 'prepare');
+  const keyed = options.idempotencyKeys !== false && step.journaled;
+  const stepKey = options.stepKey ?? randomUUID();
   const tools: ToolSet = {};
   for (const tool of step.tools) {
     const modelName = tool.name;
     tools[modelName] = dynamicTool({
       ...(tool.description === '' ? {} : { description: tool.description }),
       inputSchema: jsonSchema(tool.inputSchema as Parameters<typeof jsonSchema>[0]),
-      execute: async (input, { abortSignal, toolCallId }) => {
+      ...(approvals === 'ai-sdk' ? { needsApproval: () => needsApproval(step, modelName) } : {}),
+      execute: async (input, { abortSignal, toolCallId, messages }) => {
+        const approvedBySdk = approvals === 'ai-sdk' && approvedInMessages(messages, toolCallId);
+        const prepare = approvedBySdk ? approveThen(options.prepare) : options.prepare;
         try {
-          const { result, receipt } = await step
+          const { result, receipt, replayed } = await step
             .prepareCall(modelName)
             .run(input as Readonly<Record<string, unknown>>, {
               ...(abortSignal === undefined ? {} : { signal: abortSignal }),
-              ...(options.prepare === undefined ? {} : { prepare: options.prepare }),
+              ...(prepare === undefined ? {} : { prepare }),
               ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+              ...(keyed ? { idempotencyKey: `${stepKey}:${toolCallId}` } : {}),
             });
-          options.onCall?.({ ok: true, toolCallId, modelName, result, receipt });
+          options.onCall?.({ ok: true, toolCallId, modelName, result, receipt, replayed });
           return result;
         } catch (error) {
           const shown = forModel(error, modelName);
@@ -119,6 +163,57 @@ export function stepToAiSdkTools(step: McpBinding, options: AiSdkToolsOptions = 
     });
   }
   return tools;
+}
+
+/**
+ * Whether stepbind's policy asks an approval for a call of `modelName` now. A call that would be
+ * refused anyway (revoked, new policy epoch, released step) is not held for an approval: it runs
+ * and the model sees the refusal.
+ */
+function needsApproval(step: McpBinding, modelName: string): boolean {
+  try {
+    return step.prepareCall(modelName).approvalRequired();
+  } catch {
+    return false;
+  }
+}
+
+/** A part of a model message, as far as the approval parts need it (AI SDK 6 and 7). */
+interface MessagePart {
+  readonly type: string;
+  readonly toolCallId?: string;
+  readonly approvalId?: string;
+  readonly approved?: boolean;
+}
+
+/**
+ * True when the messages the AI SDK runs an approved call with hold an approved
+ * `tool-approval-response` for an approval request of `toolCallId` (the AI SDK runs approved
+ * calls with the messages that carry the response; it never runs a denied one).
+ */
+function approvedInMessages(messages: readonly unknown[], toolCallId: string): boolean {
+  const requested = new Set<string>();
+  const approved = new Set<string>();
+  for (const message of messages as readonly { readonly content?: unknown }[]) {
+    if (!Array.isArray(message.content)) continue;
+    for (const part of message.content as readonly MessagePart[]) {
+      if (part.type === 'tool-approval-request' && part.toolCallId === toolCallId) {
+        if (part.approvalId !== undefined) requested.add(part.approvalId);
+      } else if (part.type === 'tool-approval-response' && part.approved === true) {
+        if (part.approvalId !== undefined) approved.add(part.approvalId);
+      }
+    }
+  }
+  for (const id of requested) if (approved.has(id)) return true;
+  return false;
+}
+
+/** A `prepare` hook that gives the AI SDK user's approval, then runs the application's hook. */
+function approveThen(prepare: RunOptions['prepare']): NonNullable<RunOptions['prepare']> {
+  return (ctx) => {
+    ctx.approve();
+    return prepare?.(ctx);
+  };
 }
 
 /**
