@@ -52,7 +52,7 @@ if (missingSuites.length > 0) {
  * left out with a printed reason, or fails the whole run when `STEPBIND_REQUIRE_AI_SDK7=1` (CI on
  * 22 and 24) says it must not be left out.
  */
-const AI_SDK_7_SUITES = ['packages/runtime/test/adapters/**/*.test.ts'];
+const AI_SDK_7_SUITES = ['packages/runtime/test/adapters/ai-sdk*.test.ts'];
 const nodeMajor = Number(process.versions.node.split('.')[0]);
 const aiSdk7Runs = nodeMajor >= 22;
 if (!aiSdk7Runs) {
@@ -75,6 +75,9 @@ export default defineConfig({
       // Subpaths first: an alias also matches `<key>/...`.
       '@stepbind/runtime/ai-sdk': fileURLToPath(
         new URL('./packages/runtime/src/adapters/ai-sdk.ts', import.meta.url),
+      ),
+      '@stepbind/runtime/langchain': fileURLToPath(
+        new URL('./packages/runtime/src/adapters/langchain.ts', import.meta.url),
       ),
       '@stepbind/runtime/internal': fileURLToPath(
         new URL('./packages/runtime/src/internal.ts', import.meta.url),

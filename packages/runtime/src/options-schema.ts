@@ -224,6 +224,15 @@ export const aiSdkToolsOptionsSchema = z.strictObject({
   approvals: z.enum(['ai-sdk', 'prepare']).describe('"ai-sdk" or "prepare"').optional(),
 });
 
+/** `LangChainToolsOptions`: the options of `stepToLangChainTools`. */
+export const langChainToolsOptionsSchema = z.strictObject({
+  prepare: fn('(context) => void | Promise<void>').optional(),
+  timeoutMs: millis(1).optional(),
+  onCall: fn('(event) => void').optional(),
+  stepKey: aiSdkToolsOptionsSchema.shape.stepKey,
+  idempotencyKeys: z.boolean().describe('a boolean').optional(),
+});
+
 /** `SqliteJournalOptions`: the options of `openSqliteJournal`. */
 export const sqliteJournalOptionsSchema = z.strictObject({
   path: z.string().min(1).describe('the journal file path (a non-empty string)'),
@@ -262,6 +271,11 @@ export const OPTIONS_SCHEMAS: readonly {
   { name: 'RunOptions', fn: 'PreparedCall.run', schema: runOptionsSchema },
   { name: 'AiSdkToolsOptions', fn: 'stepToAiSdkTools', schema: aiSdkToolsOptionsSchema },
   { name: 'SqliteJournalOptions', fn: 'openSqliteJournal', schema: sqliteJournalOptionsSchema },
+  {
+    name: 'LangChainToolsOptions',
+    fn: 'stepToLangChainTools',
+    schema: langChainToolsOptionsSchema,
+  },
 ];
 
 /** An absolute http(s) URL without a fragment; port 0 would send the login back to nobody. */

@@ -1,6 +1,7 @@
 import * as binding from '@stepbind/binding';
 import * as runtime from '@stepbind/runtime';
 import * as aiSdk from '@stepbind/runtime/ai-sdk';
+import * as langChain from '@stepbind/runtime/langchain';
 import * as internal from '@stepbind/runtime/internal';
 import { describe, expect, it } from 'vitest';
 import { KNOWN_LEAKS, unexportedReachableTypes } from './support/public-types.js';
@@ -80,6 +81,10 @@ describe('@stepbind/runtime public surface', () => {
 
   it('keeps the AI SDK adapter behind the ai-sdk subpath', () => {
     expect(Object.keys(aiSdk).sort()).toEqual(['stepToAiSdkTools', 'toAiSdkOutput']);
+  });
+
+  it('keeps the LangChain adapter behind the langchain subpath', () => {
+    expect(Object.keys(langChain).sort()).toEqual(['stepToLangChainTools', 'toLangChainContent']);
   });
 
   it('keeps the connection layer behind the internal subpath, out of the root', () => {

@@ -24,10 +24,16 @@ interface PackageJson {
   readonly peerDependenciesMeta?: Record<string, { readonly optional?: boolean }>;
 }
 
+/** The optional peer each adapter subpath imports, and the one declaration file that may name it. */
+const ADAPTER_PEERS: Readonly<Record<string, string>> = {
+  ai: 'adapters/ai-sdk.d.ts',
+  '@langchain/core': 'adapters/langchain.d.ts',
+};
+
 describe('packaging', () => {
   it('lets CommonJS require() every public entry point, with the same exports as import', () => {
     const run = node(`
-      const entries = ['@stepbind/binding', '@stepbind/runtime', '@stepbind/runtime/ai-sdk', '@stepbind/runtime/internal', '@stepbind/testkit'];
+      const entries = ['@stepbind/binding', '@stepbind/runtime', '@stepbind/runtime/ai-sdk', '@stepbind/runtime/internal', '@stepbind/runtime/langchain', '@stepbind/testkit'];
       (async () => {
         const out = {};
         for (const entry of entries) {
@@ -44,7 +50,7 @@ describe('packaging', () => {
       expect(entry.same).toBe(true);
       expect(entry.count).toBeGreaterThan(1);
     }
-    expect(Object.keys(out)).toHaveLength(5);
+    expect(Object.keys(out)).toHaveLength(6);
   });
 
   it('publishes declarations that compile for a consumer and name no unexported type of the public classes', () => {
@@ -67,9 +73,10 @@ describe('packaging', () => {
       const declared = new Set([
         pkg.name,
         ...Object.keys(pkg.dependencies ?? {}),
-        // A peer a declaration may name: required ones, and `ai` (only `/ai-sdk` declarations name it).
+        // A peer a declaration may name: required ones, and each adapter's framework (only its
+        // adapter's declarations name it).
         ...Object.keys(pkg.peerDependencies ?? {}).filter(
-          (peer) => pkg.peerDependenciesMeta?.[peer]?.optional !== true || peer === 'ai',
+          (peer) => pkg.peerDependenciesMeta?.[peer]?.optional !== true || peer in ADAPTER_PEERS,
         ),
       ]);
       const dist = fileURLToPath(new URL(`../../${name}/dist/`, import.meta.url));
@@ -85,7 +92,8 @@ describe('packaging', () => {
           const bare = specifier.startsWith('@')
             ? specifier.split('/').slice(0, 2).join('/')
             : (specifier.split('/')[0] ?? '');
-          if (bare === 'ai' && file !== 'adapters/ai-sdk.d.ts') found.push(`${name}/${file}: ai`);
+          const adapter = ADAPTER_PEERS[bare];
+          if (adapter !== undefined && file !== adapter) found.push(`${name}/${file}: ${bare}`);
           if (!declared.has(bare)) found.push(`${name}/${file}: ${specifier}`);
         }
       }
@@ -114,7 +122,7 @@ describe('packaging', () => {
     }
   });
 
-  it('makes fast-check a peer of testkit, and ai, better-sqlite3 and pg optional peers of runtime', () => {
+  it('makes fast-check a peer of testkit, and ai, better-sqlite3, pg and @langchain/core optional peers of runtime', () => {
     const read = (name: string): Record<string, Record<string, unknown>> =>
       JSON.parse(
         readFileSync(new URL(`../../${name}/package.json`, import.meta.url), 'utf8'),
@@ -128,11 +136,13 @@ describe('packaging', () => {
       ai: '^6.0.0 || ^7.0.0',
       'better-sqlite3': '^12.0.0',
       pg: '^8.11.0',
+      '@langchain/core': '^1.0.0',
     });
     expect(runtime['peerDependenciesMeta']).toEqual({
       ai: { optional: true },
       'better-sqlite3': { optional: true },
       pg: { optional: true },
+      '@langchain/core': { optional: true },
     });
     // Installing the runtime builds nothing native and pulls no database driver.
     expect(runtime['dependencies']?.['better-sqlite3']).toBeUndefined();

@@ -8,6 +8,7 @@ import { toolNameMatches } from '../nearest.js';
 import type { CallJournal } from '../journal/journal.js';
 import { searchTools, type ToolSearchHit, type ToolSearchOptions } from '../tools/search.js';
 import type { BindingView, LeftOutServer, ModelTool } from '../tools/view.js';
+import { admissionVerdict } from './admission.js';
 import { PreparedCall } from './prepared.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
 import type { CallPolicy } from './types.js';
@@ -154,6 +155,35 @@ export class McpBinding {
       );
     }
     return new PreparedCall(bound, this.stepId, this.policyEpoch, this.#policy, this.#state);
+  }
+
+  /**
+   * Whether a run of `modelName` would need an approval now (`ctx.approve()` in its `prepare`
+   * hook), by the admission rules `PreparedCall.run` applies (approval mode, catalog state, trusted
+   * `read`, `autoApprove`, standing approvals). Reads only: nothing is locked, journaled or sent.
+   * For adapters that ask the user before running (the AI SDK's `needsApproval`).
+   *
+   * @throws CallError as {@link prepareCall} (`UNKNOWN_TOOL`, `BINDING_RELEASED`), and
+   *   `TOOL_DENIED` or `POLICY_STALE` when a run would be refused anyway.
+   */
+  approvalRequired(modelName: string): boolean {
+    const call = this.prepareCall(modelName);
+    const bound = this.#view.byModelName.get(modelName);
+    if (bound === undefined)
+      throw new Error('stepbind: unreachable: a prepared call without a tool');
+    return admissionVerdict({
+      bound,
+      policy: this.#policy,
+      policyEpoch: this.policyEpoch,
+      detail: (extra) => ({
+        server: call.server,
+        tool: call.tool,
+        modelName,
+        stepId: this.stepId,
+        delivery: 'not-sent',
+        ...extra,
+      }),
+    }).approvalRequired;
   }
 
   /**

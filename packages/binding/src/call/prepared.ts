@@ -185,23 +185,6 @@ export class PreparedCall {
   }
 
   /**
-   * Whether a run of this call would need an approval now (`ctx.approve()` in its `prepare` hook),
-   * by the same admission rules `run` applies (approval mode, catalog state, trusted `read`,
-   * `autoApprove`, standing approvals). Reads only: nothing is locked, journaled or sent. For
-   * adapters that ask the user before running (the AI SDK's `needsApproval`).
-   *
-   * @throws CallError `TOOL_DENIED` or `POLICY_STALE` when the run would be refused anyway.
-   */
-  approvalRequired(): boolean {
-    return admissionVerdict({
-      bound: this.#bound,
-      policy: this.#policy,
-      policyEpoch: this.#policyEpoch,
-      detail: (extra) => this.#detail(extra),
-    }).approvalRequired;
-  }
-
-  /**
    * Opens the run's record. Every run the journal counts (`start()`) ends in exactly one of
    * complete, fail or replayed; unkeyed runs skip a journal that records only keyed runs (the
    * in-memory default).

@@ -172,7 +172,7 @@ export function stepToAiSdkTools(step: McpBinding, options: AiSdkToolsOptions = 
  */
 function needsApproval(step: McpBinding, modelName: string): boolean {
   try {
-    return step.prepareCall(modelName).approvalRequired();
+    return step.approvalRequired(modelName);
   } catch {
     return false;
   }
