@@ -79,6 +79,9 @@ export default defineConfig({
       '@stepbind/runtime/langchain': fileURLToPath(
         new URL('./packages/runtime/src/adapters/langchain.ts', import.meta.url),
       ),
+      '@stepbind/runtime/openai-agents': fileURLToPath(
+        new URL('./packages/runtime/src/adapters/openai-agents.ts', import.meta.url),
+      ),
       '@stepbind/runtime/internal': fileURLToPath(
         new URL('./packages/runtime/src/internal.ts', import.meta.url),
       ),

@@ -224,6 +224,16 @@ export const aiSdkToolsOptionsSchema = z.strictObject({
   approvals: z.enum(['ai-sdk', 'prepare']).describe('"ai-sdk" or "prepare"').optional(),
 });
 
+/** `OpenAiAgentsToolsOptions`: the options of `stepToAgentTools`. */
+export const openAiAgentsToolsOptionsSchema = z.strictObject({
+  prepare: fn('(context) => void | Promise<void>').optional(),
+  timeoutMs: millis(1).optional(),
+  onCall: fn('(event) => void').optional(),
+  stepKey: aiSdkToolsOptionsSchema.shape.stepKey,
+  idempotencyKeys: z.boolean().describe('a boolean').optional(),
+  approvals: z.enum(['agents', 'prepare']).describe('"agents" or "prepare"').optional(),
+});
+
 /** `LangChainToolsOptions`: the options of `stepToLangChainTools`. */
 export const langChainToolsOptionsSchema = z.strictObject({
   prepare: fn('(context) => void | Promise<void>').optional(),
@@ -231,6 +241,26 @@ export const langChainToolsOptionsSchema = z.strictObject({
   onCall: fn('(event) => void').optional(),
   stepKey: aiSdkToolsOptionsSchema.shape.stepKey,
   idempotencyKeys: z.boolean().describe('a boolean').optional(),
+});
+
+/** `OpenAiAgentsServerOptions`: the options of `stepbindServer`. */
+export const openAiAgentsServerOptionsSchema = z.strictObject({
+  name: z.string().min(1).describe('a non-empty string').optional(),
+  prepare: fn('(context) => void | Promise<void>').optional(),
+  timeoutMs: millis(1).optional(),
+  onCall: fn('(event) => void').optional(),
+  toolFilter: z
+    .union([
+      fn('(context, tool) => Promise<boolean>'),
+      z.strictObject({
+        allowedToolNames: z.array(z.string()).optional(),
+        blockedToolNames: z.array(z.string()).optional(),
+      }),
+    ])
+    .describe(
+      'a function (context, tool) => Promise<boolean> or { allowedToolNames?, blockedToolNames? }',
+    )
+    .optional(),
 });
 
 /** `SqliteJournalOptions`: the options of `openSqliteJournal`. */
@@ -271,6 +301,16 @@ export const OPTIONS_SCHEMAS: readonly {
   { name: 'RunOptions', fn: 'PreparedCall.run', schema: runOptionsSchema },
   { name: 'AiSdkToolsOptions', fn: 'stepToAiSdkTools', schema: aiSdkToolsOptionsSchema },
   { name: 'SqliteJournalOptions', fn: 'openSqliteJournal', schema: sqliteJournalOptionsSchema },
+  {
+    name: 'OpenAiAgentsServerOptions',
+    fn: 'stepbindServer',
+    schema: openAiAgentsServerOptionsSchema,
+  },
+  {
+    name: 'OpenAiAgentsToolsOptions',
+    fn: 'stepToAgentTools',
+    schema: openAiAgentsToolsOptionsSchema,
+  },
   {
     name: 'LangChainToolsOptions',
     fn: 'stepToLangChainTools',

@@ -2,6 +2,7 @@ import * as binding from '@stepbind/binding';
 import * as runtime from '@stepbind/runtime';
 import * as aiSdk from '@stepbind/runtime/ai-sdk';
 import * as langChain from '@stepbind/runtime/langchain';
+import * as openAiAgents from '@stepbind/runtime/openai-agents';
 import * as internal from '@stepbind/runtime/internal';
 import { describe, expect, it } from 'vitest';
 import { KNOWN_LEAKS, unexportedReachableTypes } from './support/public-types.js';
@@ -85,6 +86,10 @@ describe('@stepbind/runtime public surface', () => {
 
   it('keeps the LangChain adapter behind the langchain subpath', () => {
     expect(Object.keys(langChain).sort()).toEqual(['stepToLangChainTools', 'toLangChainContent']);
+  });
+
+  it('keeps the OpenAI Agents adapter behind the openai-agents subpath', () => {
+    expect(Object.keys(openAiAgents).sort()).toEqual(['stepToAgentTools', 'stepbindServer']);
   });
 
   it('keeps the connection layer behind the internal subpath, out of the root', () => {

@@ -28,12 +28,13 @@ interface PackageJson {
 const ADAPTER_PEERS: Readonly<Record<string, string>> = {
   ai: 'adapters/ai-sdk.d.ts',
   '@langchain/core': 'adapters/langchain.d.ts',
+  '@openai/agents': 'adapters/openai-agents.d.ts',
 };
 
 describe('packaging', () => {
   it('lets CommonJS require() every public entry point, with the same exports as import', () => {
     const run = node(`
-      const entries = ['@stepbind/binding', '@stepbind/runtime', '@stepbind/runtime/ai-sdk', '@stepbind/runtime/internal', '@stepbind/runtime/langchain', '@stepbind/testkit'];
+      const entries = ['@stepbind/binding', '@stepbind/runtime', '@stepbind/runtime/ai-sdk', '@stepbind/runtime/internal', '@stepbind/runtime/langchain', '@stepbind/runtime/openai-agents', '@stepbind/testkit'];
       (async () => {
         const out = {};
         for (const entry of entries) {
@@ -50,7 +51,7 @@ describe('packaging', () => {
       expect(entry.same).toBe(true);
       expect(entry.count).toBeGreaterThan(1);
     }
-    expect(Object.keys(out)).toHaveLength(6);
+    expect(Object.keys(out)).toHaveLength(7);
   });
 
   it('publishes declarations that compile for a consumer and name no unexported type of the public classes', () => {
@@ -122,7 +123,7 @@ describe('packaging', () => {
     }
   });
 
-  it('makes fast-check a peer of testkit, and ai, better-sqlite3, pg and @langchain/core optional peers of runtime', () => {
+  it('makes fast-check a peer of testkit, and ai, better-sqlite3, pg, @langchain/core and @openai/agents optional peers of runtime', () => {
     const read = (name: string): Record<string, Record<string, unknown>> =>
       JSON.parse(
         readFileSync(new URL(`../../${name}/package.json`, import.meta.url), 'utf8'),
@@ -137,12 +138,14 @@ describe('packaging', () => {
       'better-sqlite3': '^12.0.0',
       pg: '^8.11.0',
       '@langchain/core': '^1.0.0',
+      '@openai/agents': '^0.20.0',
     });
     expect(runtime['peerDependenciesMeta']).toEqual({
       ai: { optional: true },
       'better-sqlite3': { optional: true },
       pg: { optional: true },
       '@langchain/core': { optional: true },
+      '@openai/agents': { optional: true },
     });
     // Installing the runtime builds nothing native and pulls no database driver.
     expect(runtime['dependencies']?.['better-sqlite3']).toBeUndefined();

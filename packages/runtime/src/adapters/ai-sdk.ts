@@ -24,11 +24,9 @@
 import { randomUUID } from 'node:crypto';
 import { dynamicTool, jsonSchema, type Tool, type ToolSet } from 'ai';
 import {
-  CallError,
   checkOptions,
   sameKeys,
-  StepbindError,
-  toToolResult,
+  type StepbindError,
   toolResultParts,
   type CallReceipt,
   type McpBinding,
@@ -36,6 +34,7 @@ import {
   type ToolCallResult,
 } from '@stepbind/binding/internal';
 import { aiSdkToolsOptionsSchema } from '../options-schema.js';
+import { forModel } from './model-error.js';
 
 /** The AI SDK's tool model output (`ToolResultOutput` of `@ai-sdk/provider-utils`). */
 export type AiSdkToolOutput = Awaited<ReturnType<NonNullable<Tool['toModelOutput']>>>;
@@ -214,25 +213,6 @@ function approveThen(prepare: RunOptions['prepare']): NonNullable<RunOptions['pr
     ctx.approve();
     return prepare?.(ctx);
   };
-}
-
-/**
- * The `CallError` a tool throws to the AI SDK. AI SDK 6 shows the model `error.message`, AI SDK 7
- * `String(error)` (`CallError: ...`); with `toString` returning the message, both show the same
- * text.
- */
-class ModelShownCallError extends CallError {
-  override toString(): string {
-    return this.message;
-  }
-}
-
-function forModel(error: unknown, modelName: string): StepbindError {
-  const text = toToolResult(error).content[0].text;
-  if (error instanceof StepbindError) {
-    return new ModelShownCallError(error.code, text, { detail: error.detail, cause: error });
-  }
-  return new ModelShownCallError('TOOL_DENIED', text, { detail: { modelName }, cause: error });
 }
 
 /**

@@ -24,11 +24,9 @@ import { randomUUID } from 'node:crypto';
 import { ToolMessage } from '@langchain/core/messages';
 import { DynamicStructuredTool, type ToolRunnableConfig } from '@langchain/core/tools';
 import {
-  CallError,
   checkOptions,
   sameKeys,
-  StepbindError,
-  toToolResult,
+  type StepbindError,
   toolResultParts,
   type CallReceipt,
   type McpBinding,
@@ -36,6 +34,7 @@ import {
   type ToolCallResult,
 } from '@stepbind/binding/internal';
 import { langChainToolsOptionsSchema } from '../options-schema.js';
+import { forModel } from './model-error.js';
 
 /** What {@link LangChainToolsOptions.onCall} hears about each call. */
 export type LangChainCallEvent =
@@ -190,12 +189,4 @@ export function toLangChainContent(result: ToolCallResult): string | LangChainCo
           mimeType: p.mimeType,
         },
   );
-}
-
-function forModel(error: unknown, modelName: string): StepbindError {
-  const text = toToolResult(error).content[0].text;
-  if (error instanceof StepbindError) {
-    return new CallError(error.code, text, { detail: error.detail, cause: error });
-  }
-  return new CallError('TOOL_DENIED', text, { detail: { modelName }, cause: error });
 }
