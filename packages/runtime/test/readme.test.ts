@@ -113,6 +113,7 @@ declare function callYourModel(
 declare function askTheUser(tool: string, args: unknown): Promise<boolean>;
 declare function record(...values: unknown[]): void;
 declare function log(value: unknown): void;
+declare const chatModel: import('@langchain/core/language_models/chat_models').BaseChatModel;
 declare const myApp: {
   sendUserToLogin(server: string, url: URL, redirectUri: string, signal: AbortSignal): Promise<string>;
 };
@@ -133,6 +134,8 @@ beforeAll(() => {
   link(join(root, 'packages/runtime/node_modules/ai'), 'ai');
   link(join(root, 'packages/binding/node_modules/openai'), 'openai');
   link(join(root, 'node_modules/@types/node'), '@types/node');
+  link(join(root, 'packages/runtime/node_modules/@langchain/core'), '@langchain/core');
+  link(join(root, 'packages/runtime/node_modules/@openai/agents'), '@openai/agents');
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module' }));
   const server = stdioServerParams({
     scenario: 'fixture',
