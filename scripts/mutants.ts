@@ -1020,7 +1020,7 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'AI SDK tool error shown as "CallError: ..."',
-    file: 'packages/runtime/src/adapters/ai-sdk.ts',
+    file: 'packages/runtime/src/adapters/model-error.ts',
     find: '    return this.message;',
     replace: '    return super.toString();',
     testFile: 'packages/runtime/test/adapters/ai-sdk.test.ts',
@@ -1131,6 +1131,26 @@ const MUTANTS: readonly Mutant[] = [
     testFile: 'packages/testkit/test/model.provisional.prop.test.ts',
     testName: 'on every command of 400 generated warm-start sequences (in-memory servers)',
     diagnostic: 'OracleDisagreement',
+  },
+  {
+    name: 'AI SDK toolCallId not used as the idempotency key',
+    file: 'packages/runtime/src/adapters/ai-sdk.ts',
+    find: '...(keyed ? { idempotencyKey: `${stepKey}:${toolCallId}` } : {}),',
+    replace: '...(keyed ? { idempotencyKey: `${stepKey}:${randomUUID()}` } : {}),',
+    testFile: 'packages/runtime/test/adapters/ai-sdk.loops.test.ts',
+    testName:
+      'replays a repeated toolCallId under the same stepKey instead of sending it again (streamText)',
+    diagnostic: 'conversation-7:turn-3:r1',
+  },
+  {
+    name: 'Agents server calls on a fresh step, not the one its turn listed',
+    file: 'packages/runtime/src/adapters/openai-agents.ts',
+    find: '      const step = this.#step;',
+    replace: '      const step = await this.#runtime.captureBinding();',
+    testFile: 'packages/runtime/test/adapters/openai-agents.test.ts',
+    testName:
+      'refuses a call whose catalog changed after its turn listed the tools (STALE_CATALOG shown to the model)',
+    diagnostic: 'The tool catalog of server',
   },
 ];
 

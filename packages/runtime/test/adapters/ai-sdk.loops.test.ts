@@ -197,140 +197,145 @@ function toolOutputs(options: CallOptions | undefined): Map<string, unknown> {
 
 const user = (text: string): ModelMessage[] => [{ role: 'user', content: text }];
 
-describe.each(LOOPS)('stepToAiSdkTools in a real %s loop over a real stdio server', (_, loop) => {
-  it('runs a call the user approved through the AI SDK, with that approval, once', async () => {
-    const { runtime, calls } = await openOps();
-    await using step = await runtime.captureBinding();
-    const { model, prompts } = scripted((_o, n) =>
-      n === 1 ? callTool('d1', 'ops__deploy', { env: 'prod' }) : say('Deployed.'),
-    );
-    const seen: AiSdkCallEvent[] = [];
-    const tools = stepToAiSdkTools(step, { onCall: (e) => seen.push(e) });
-    const messages = user('Deploy to prod.');
-
-    // The loop stops at the approval request; nothing ran.
-    const first = await loop({ model, tools, messages });
-    const request = approvalRequestOf(first);
-    expect(request).toMatchObject({ toolCall: { toolCallId: 'd1', toolName: 'ops__deploy' } });
-    expect(await calls()).toEqual([]);
-    expect(seen).toEqual([]);
-
-    // The user approves; the AI SDK runs the call, stepbind admits it with that approval.
-    messages.push(...first.messages, {
-      role: 'tool',
-      content: [
-        {
-          type: 'tool-approval-response',
-          approvalId: request?.approvalId ?? 'none',
-          approved: true,
-        },
-      ],
-    });
-    const second = await loop({ model, tools, messages });
-    expect(second.text).toBe('Deployed.');
-    expect(toolOutputs(prompts[1]).get('d1')).toEqual({ type: 'text', value: 'deployed' });
-    expect(seen.map((e) => [e.modelName, e.ok && e.receipt.outcome])).toEqual([
-      ['ops__deploy', 'ok'],
-    ]);
-    expect(await calls()).toEqual(['deploy']);
-  });
-
-  it('never runs a call the user denied through the AI SDK', async () => {
-    const { runtime, calls } = await openOps();
-    await using step = await runtime.captureBinding();
-    const { model } = scripted((_o, n) =>
-      n === 1 ? callTool('d1', 'ops__deploy', { env: 'prod' }) : say('Not deployed.'),
-    );
-    const tools = stepToAiSdkTools(step);
-    const messages = user('Deploy to prod.');
-    const first = await loop({ model, tools, messages });
-    const request = approvalRequestOf(first);
-    messages.push(...first.messages, {
-      role: 'tool',
-      content: [
-        {
-          type: 'tool-approval-response',
-          approvalId: request?.approvalId ?? 'none',
-          approved: false,
-        },
-      ],
-    });
-    const second = await loop({ model, tools, messages });
-    expect(second.text).toBe('Not deployed.');
-    expect(await calls()).toEqual([]);
-  });
-
-  it('refuses a call across a catalog change (STALE_CATALOG, shown to the model, nothing sent)', async () => {
-    const { runtime, log, calls } = await openOps();
-    await using step = await runtime.captureBinding();
-    let swapped: Promise<unknown> | undefined;
-    const { model, prompts } = scripted(async (_o, n) => {
-      if (n === 1) {
-        swapped = nextEvent(log, 'catalog-swapped');
-        return callTool('c1', 'ops__plan');
-      }
-      if (n === 2) {
-        await swapped;
-        return callTool('c2', 'ops__report');
-      }
-      return say('Giving up.');
-    });
-    const result = await loop({
-      model,
-      tools: stepToAiSdkTools(step, { prepare: (ctx) => ctx.approve() }),
-      messages: user('Plan and report.'),
-    });
-    expect(result.text).toBe('Giving up.');
-    expect(toolOutputs(prompts[2]).get('c2')).toEqual({
-      type: 'error-text',
-      value:
-        'The tool catalog of server "ops" changed; this call was not run. Call again with the tools of the next step.',
-    });
-    expect(await calls()).toEqual(['plan']);
-  });
-
-  it('replays a repeated toolCallId under the same stepKey instead of sending it again', async () => {
-    const { runtime, calls } = await openOps();
-    const seen: AiSdkCallEvent[] = [];
-    const options = {
-      stepKey: 'conversation-7:turn-3',
-      prepare: (ctx: { approve(): void }) => ctx.approve(),
-      onCall: (e: AiSdkCallEvent) => seen.push(e),
-    };
-    // The same turn twice (a retried request, a workflow re-running a step): same tool call id.
-    for (let attempt = 0; attempt < 2; attempt++) {
+describe.each(LOOPS)(
+  'stepToAiSdkTools in a real %s loop over a real stdio server',
+  (entry, loop) => {
+    it(`runs a call the user approved through the AI SDK, with that approval, once (${entry})`, async () => {
+      const { runtime, calls } = await openOps();
       await using step = await runtime.captureBinding();
       const { model, prompts } = scripted((_o, n) =>
-        n === 1 ? callTool('r1', 'ops__report') : say('Healthy.'),
+        n === 1 ? callTool('d1', 'ops__deploy', { env: 'prod' }) : say('Deployed.'),
       );
+      const seen: AiSdkCallEvent[] = [];
+      const tools = stepToAiSdkTools(step, { onCall: (e) => seen.push(e) });
+      const messages = user('Deploy to prod.');
+
+      // The loop stops at the approval request; nothing ran.
+      const first = await loop({ model, tools, messages });
+      const request = approvalRequestOf(first);
+      expect(request).toMatchObject({ toolCall: { toolCallId: 'd1', toolName: 'ops__deploy' } });
+      expect(await calls()).toEqual([]);
+      expect(seen).toEqual([]);
+
+      // The user approves; the AI SDK runs the call, stepbind admits it with that approval.
+      messages.push(...first.messages, {
+        role: 'tool',
+        content: [
+          {
+            type: 'tool-approval-response',
+            approvalId: request?.approvalId ?? 'none',
+            approved: true,
+          },
+        ],
+      });
+      const second = await loop({ model, tools, messages });
+      expect(second.text).toBe('Deployed.');
+      expect(toolOutputs(prompts[1]).get('d1')).toEqual({ type: 'text', value: 'deployed' });
+      expect(seen.map((e) => [e.modelName, e.ok && e.receipt.outcome])).toEqual([
+        ['ops__deploy', 'ok'],
+      ]);
+      expect(await calls()).toEqual(['deploy']);
+    });
+
+    it(`never runs a call the user denied through the AI SDK (${entry})`, async () => {
+      const { runtime, calls } = await openOps();
+      await using step = await runtime.captureBinding();
+      const { model } = scripted((_o, n) =>
+        n === 1 ? callTool('d1', 'ops__deploy', { env: 'prod' }) : say('Not deployed.'),
+      );
+      const tools = stepToAiSdkTools(step);
+      const messages = user('Deploy to prod.');
+      const first = await loop({ model, tools, messages });
+      const request = approvalRequestOf(first);
+      messages.push(...first.messages, {
+        role: 'tool',
+        content: [
+          {
+            type: 'tool-approval-response',
+            approvalId: request?.approvalId ?? 'none',
+            approved: false,
+          },
+        ],
+      });
+      const second = await loop({ model, tools, messages });
+      expect(second.text).toBe('Not deployed.');
+      expect(await calls()).toEqual([]);
+    });
+
+    it(`refuses a call across a catalog change (STALE_CATALOG, shown to the model, nothing sent) (${entry})`, async () => {
+      const { runtime, log, calls } = await openOps();
+      await using step = await runtime.captureBinding();
+      let swapped: Promise<unknown> | undefined;
+      const { model, prompts } = scripted(async (_o, n) => {
+        if (n === 1) {
+          swapped = nextEvent(log, 'catalog-swapped');
+          return callTool('c1', 'ops__plan');
+        }
+        if (n === 2) {
+          await swapped;
+          return callTool('c2', 'ops__report');
+        }
+        return say('Giving up.');
+      });
       const result = await loop({
         model,
-        tools: stepToAiSdkTools(step, options),
-        messages: user('Report.'),
+        tools: stepToAiSdkTools(step, { prepare: (ctx) => ctx.approve() }),
+        messages: user('Plan and report.'),
       });
-      expect(result.text).toBe('Healthy.');
-      expect(toolOutputs(prompts[1]).get('r1')).toEqual({ type: 'text', value: 'all healthy' });
-    }
-    expect(seen.map((e) => e.ok && [e.replayed, e.receipt.idempotencyKey])).toEqual([
-      [false, 'conversation-7:turn-3:r1'],
-      [true, 'conversation-7:turn-3:r1'],
-    ]);
-    expect(await calls()).toEqual(['report']);
+      expect(result.text).toBe('Giving up.');
+      expect(toolOutputs(prompts[2]).get('c2')).toEqual({
+        type: 'error-text',
+        value:
+          'The tool catalog of server "ops" changed; this call was not run. Call again with the tools of the next step.',
+      });
+      expect(await calls()).toEqual(['plan']);
+    });
 
-    // Another stepKey is another key: the call runs; with keys off it is unkeyed.
-    await using step = await runtime.captureBinding();
-    for (const other of [{ stepKey: 'conversation-8:turn-1' }, { idempotencyKeys: false }]) {
-      const { model } = scripted((_o, n) => (n === 1 ? callTool('r1', 'ops__report') : say('ok')));
-      await loop({
-        model,
-        tools: stepToAiSdkTools(step, { ...options, ...other }),
-        messages: user('Report.'),
-      });
-    }
-    expect(seen.slice(2).map((e) => e.ok && [e.replayed, e.receipt.idempotencyKey])).toEqual([
-      [false, 'conversation-8:turn-1:r1'],
-      [false, undefined],
-    ]);
-    expect(await calls()).toEqual(['report', 'report', 'report']);
-  });
-});
+    it(`replays a repeated toolCallId under the same stepKey instead of sending it again (${entry})`, async () => {
+      const { runtime, calls } = await openOps();
+      const seen: AiSdkCallEvent[] = [];
+      const options = {
+        stepKey: 'conversation-7:turn-3',
+        prepare: (ctx: { approve(): void }) => ctx.approve(),
+        onCall: (e: AiSdkCallEvent) => seen.push(e),
+      };
+      // The same turn twice (a retried request, a workflow re-running a step): same tool call id.
+      for (let attempt = 0; attempt < 2; attempt++) {
+        await using step = await runtime.captureBinding();
+        const { model, prompts } = scripted((_o, n) =>
+          n === 1 ? callTool('r1', 'ops__report') : say('Healthy.'),
+        );
+        const result = await loop({
+          model,
+          tools: stepToAiSdkTools(step, options),
+          messages: user('Report.'),
+        });
+        expect(result.text).toBe('Healthy.');
+        expect(toolOutputs(prompts[1]).get('r1')).toEqual({ type: 'text', value: 'all healthy' });
+      }
+      expect(seen.map((e) => e.ok && [e.replayed, e.receipt.idempotencyKey])).toEqual([
+        [false, 'conversation-7:turn-3:r1'],
+        [true, 'conversation-7:turn-3:r1'],
+      ]);
+      expect(await calls()).toEqual(['report']);
+
+      // Another stepKey is another key: the call runs; with keys off it is unkeyed.
+      await using step = await runtime.captureBinding();
+      for (const other of [{ stepKey: 'conversation-8:turn-1' }, { idempotencyKeys: false }]) {
+        const { model } = scripted((_o, n) =>
+          n === 1 ? callTool('r1', 'ops__report') : say('ok'),
+        );
+        await loop({
+          model,
+          tools: stepToAiSdkTools(step, { ...options, ...other }),
+          messages: user('Report.'),
+        });
+      }
+      expect(seen.slice(2).map((e) => e.ok && [e.replayed, e.receipt.idempotencyKey])).toEqual([
+        [false, 'conversation-8:turn-1:r1'],
+        [false, undefined],
+      ]);
+      expect(await calls()).toEqual(['report', 'report', 'report']);
+    });
+  },
+);
