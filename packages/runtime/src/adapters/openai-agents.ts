@@ -243,10 +243,7 @@ sameKeys<OpenAiAgentsToolsOptions>()(openAiAgentsToolsOptionsSchema);
  *
  * @throws RuntimeError `INVALID_OPTIONS` for an unknown or wrong option (no tools are made).
  */
-export function stepToAgentTools(
-  step: McpBinding,
-  options: OpenAiAgentsToolsOptions = {},
-): Tool[] {
+export function stepToAgentTools(step: McpBinding, options: OpenAiAgentsToolsOptions = {}): Tool[] {
   checkOptions(openAiAgentsToolsOptionsSchema, options, {
     fn: 'stepToAgentTools',
     consequence: 'No tools were made; fix the option and call again.',
