@@ -12,7 +12,9 @@
  *   acknowledgement against the filter it asked for, and re-opening it when it ends
  *   (`era/listen.ts`);
  * - answers `input_required` results of `tools/call` (MRTR) through the application's elicitation
- *   and sampling handlers, retrying with a new request id, for at most `MAX_INPUT_ROUNDS` (8, `era/mrtr.ts`).
+ *   and sampling handlers, retrying with a new request id, for at most `MAX_INPUT_ROUNDS` (8, `era/mrtr.ts`);
+ * - routes `notifications/progress` (on the call's response stream over HTTP) to the call that
+ *   asked for it (`call-progress.ts`).
  */
 import type { RuntimeClock } from '../clock.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -22,6 +24,7 @@ import {
   RuntimeError,
   StepbindError,
   onAbort,
+  MAX_TIMER_MS,
   type ChangeFeed,
   type Delivery,
   type ListPageRequest,
@@ -53,6 +56,7 @@ import { traceRequest } from '../telemetry.js';
 import { ListenStream } from './listen.js';
 import { callWithInput } from './mrtr.js';
 import { ConnectionListeners, type StderrFeed } from '../connection-listeners.js';
+import { ProgressRoutes, wantsProgress } from '../call-progress.js';
 
 type Listener = () => void;
 
@@ -107,6 +111,8 @@ export class ModernConnection implements Connection {
   readonly discover: DiscoverInfo;
   readonly #transport: Transport;
   readonly #pending = new Map<number, Pending>();
+  /** The progress tokens of the calls in flight that asked for progress (DESIGN §20.1). */
+  readonly #progress = new ProgressRoutes();
   readonly #handlers: ClientHandlers;
   readonly #listeners: ConnectionListeners;
   readonly #fault: FaultSource;
@@ -268,23 +274,56 @@ export class ModernConnection implements Connection {
             : {}),
       },
       ({ span, meta }) => {
-        const traced = Object.keys(meta).length > 0;
-        const send = (params: Record<string, unknown>): Promise<unknown> =>
-          this.#request('tools/call', traced ? withMeta(params, meta) : params, {
-            timeoutMs,
-            ...(signal === undefined ? {} : { signal }),
-            tool,
-            delivery,
-            ...(span.isRecording()
-              ? { onId: (id: number) => span.setAttribute('jsonrpc.request.id', String(id)) }
-              : {}),
-          });
-        return callWithInput(
+        // Progress (DESIGN §20.1): one token for every MRTR round of the call; a watch that owns
+        // the timeout cancels the round in flight through its own signal (reset by progress,
+        // capped by maxTotalTimeoutMs), its idle timer stopped while the application answers.
+        const watch = wantsProgress(options)
+          ? this.#progress.open(options, {
+              server: this.name,
+              tool,
+              delivery: () => delivery.delivery,
+              span,
+            })
+          : undefined;
+        const owned = watch?.ownsTimeout === true ? ownedSignal(signal) : undefined;
+        if (watch !== undefined && owned !== undefined) {
+          watch.onTimeout = (error) => owned.controller.abort(error);
+          watch.start();
+        }
+        const callSignal = owned?.controller.signal ?? signal;
+        const callMeta = watch === undefined ? meta : { ...meta, progressToken: watch.token };
+        const traced = Object.keys(callMeta).length > 0;
+        const send = async (params: Record<string, unknown>): Promise<unknown> => {
+          watch?.arm();
+          try {
+            return await this.#request('tools/call', traced ? withMeta(params, callMeta) : params, {
+              timeoutMs: owned === undefined ? timeoutMs : MAX_TIMER_MS,
+              ...(callSignal === undefined ? {} : { signal: callSignal }),
+              tool,
+              delivery,
+              ...(span.isRecording()
+                ? { onId: (id: number) => span.setAttribute('jsonrpc.request.id', String(id)) }
+                : {}),
+              // Nothing the server writes after its answer is delivered (DESIGN §20.1).
+              ...(watch === undefined ? {} : { onSettled: () => watch.disarm() }),
+            });
+          } finally {
+            watch?.disarm();
+          }
+        };
+        const done = callWithInput(
           { server: this.name, handlers: this.#handlers, send },
           tool,
           args,
-          options,
+          callSignal === signal || callSignal === undefined
+            ? options
+            : { ...options, signal: callSignal },
         );
+        if (watch === undefined) return done;
+        return done.finally(() => {
+          this.#progress.close(watch);
+          owned?.dispose();
+        });
       },
       (result) => (result.isError === true ? 'tool_error' : undefined),
     );
@@ -319,6 +358,7 @@ export class ModernConnection implements Connection {
     return new Promise<unknown>((resolve, reject) => {
       let detach: () => void = () => undefined;
       const settle = (): void => {
+        options.onSettled?.();
         clearTimeout(timer);
         detach();
         this.#pending.delete(id);
@@ -456,6 +496,8 @@ export class ModernConnection implements Connection {
           ),
         );
       }
+    } else if (method === 'notifications/progress') {
+      this.#progress.route(params);
     } else if (method === 'notifications/message') {
       const level = params['level'];
       const logger = params['logger'];
@@ -555,6 +597,8 @@ interface RequestOptions {
   readonly delivery?: DeliveryRecord;
   /** Told the JSON-RPC id the request goes out with. */
   readonly onId?: (id: number) => void;
+  /** Told synchronously when the request settles (its answer arrived, or it failed). */
+  readonly onSettled?: () => void;
 }
 
 type Ctx = { readonly server: string; readonly method: string; readonly tool?: string };
@@ -583,4 +627,18 @@ function withMeta(
 ): Record<string, unknown> {
   const own = params['_meta'];
   return { ...params, _meta: { ...(isRecord(own) ? own : {}), ...meta } };
+}
+
+/** A signal of the call's own that follows the caller's; `dispose()` detaches it. */
+function ownedSignal(outer: AbortSignal | undefined): {
+  readonly controller: AbortController;
+  dispose(): void;
+} {
+  const controller = new AbortController();
+  if (outer === undefined) return { controller, dispose: () => undefined };
+  if (outer.aborted) {
+    controller.abort(outer.reason);
+    return { controller, dispose: () => undefined };
+  }
+  return { controller, dispose: onAbort(outer, () => controller.abort(outer.reason)) };
 }
