@@ -7,8 +7,9 @@ import {
   type FixtureProgress,
   type ScriptedServerEra,
 } from '@stepbind/testkit';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { McpRuntime } from '../../src/index.js';
+import { auditEntry } from '../support/audit.js';
 
 /** One tool, `work`, whose call sends `progress` (for the call's token) before its result. */
 function config(era: ScriptedServerEra, progress: readonly FixtureProgress[], auditPath?: string) {
@@ -41,7 +42,11 @@ async function failure(promise: Promise<unknown>): Promise<StepbindError> {
 
 /** Steps of `gapMs` each, `count` of them: the whole call takes about count × gapMs. */
 function steady(count: number, gapMs: number): FixtureProgress[] {
-  return Array.from({ length: count }, (_, i) => ({ progress: i + 1, total: count, delayMs: gapMs }));
+  return Array.from({ length: count }, (_, i) => ({
+    progress: i + 1,
+    total: count,
+    delayMs: gapMs,
+  }));
 }
 
 describe.each(['legacy', 'modern'] as const)('long calls over stdio (%s era)', (era) => {
@@ -190,10 +195,8 @@ describe.each(['legacy', 'modern'] as const)('long calls over stdio (%s era)', (
       );
       expect(error.code).toBe('ABORTED');
       expect(error.detail['delivery']).toBe('sent');
-      await vi.waitFor(
-        () => expect(readFileSync(audit, 'utf8')).toContain('"notifications/cancelled"'),
-        { timeout: 5000, interval: 20 },
-      );
+      // The server's trail, written as each message arrives, records the cancellation.
+      await auditEntry(audit, (e) => e.method === 'notifications/cancelled');
       expect(seen).toEqual([1, 2]);
     } finally {
       await runtime.close();

@@ -17,7 +17,6 @@ import type {
   CallToolResult,
   ListToolsResult,
   RequestId,
-  ServerNotification,
 } from '@modelcontextprotocol/sdk/types.js';
 import {
   checkGeneration,
@@ -461,7 +460,7 @@ export function createScriptedServer(
         ...(step.message === undefined ? {} : { message: step.message }),
       };
       await server.notification(
-        { method: 'notifications/progress', params } as ServerNotification,
+        { method: 'notifications/progress', params },
         extra === undefined ? {} : { relatedRequestId: extra.requestId },
       );
     }
