@@ -11,6 +11,8 @@
 import type { Span } from '@opentelemetry/api';
 import {
   ErrorCode,
+  MAX_TIMER_MS,
+  onAbort,
   ProgressGate,
   RuntimeError,
   type Delivery,
@@ -154,6 +156,30 @@ export class CallProgressWatch {
   }
 }
 
+/** How one call's requests run under its progress watch (see {@link ProgressRoutes.run}). */
+export interface WiredCall {
+  /** The call's options, their signal the watch's own when it owns the timeout (it follows the caller's). */
+  readonly options: CallRequestOptions;
+  /**
+   * `meta` with the call's progress token, when it asked for progress; `undefined` when that leaves
+   * nothing to add to the request's `_meta`.
+   */
+  meta(meta: Readonly<Record<string, string>>): Readonly<Record<string, string>> | undefined;
+  /**
+   * Runs one request of the call with progress delivered. `send` gets what the request runs with:
+   * its own timeout (`timeoutMs`, or 2^31−1 when the watch owns the timeout), the call's signal,
+   * and `onSettled`, to be called synchronously when the request's answer arrives.
+   */
+  request<T>(send: (request: WiredRequest) => Promise<T>): Promise<T>;
+}
+
+/** What one request of a wired call runs with (see {@link WiredCall.request}). */
+export interface WiredRequest {
+  readonly timeoutMs: number;
+  readonly signal?: AbortSignal;
+  readonly onSettled?: () => void;
+}
+
 /** The progress tokens of one connection's calls in flight. */
 export class ProgressRoutes {
   readonly #watches = new Map<string, CallProgressWatch>();
@@ -174,9 +200,72 @@ export class ProgressRoutes {
     this.#watches.get(token)?.receive(params);
   }
 
+  /**
+   * Runs one call (`body`) under a watch when its options ask for progress (else as it is): the
+   * token in its `_meta`, delivery armed while a request is in flight (and stopped when its answer
+   * arrives), and with `resetTimeoutOnProgress` the watch's timers cancelling the request in flight
+   * through a signal of the call's own; the watch is closed when the call settles.
+   */
+  async run<T>(
+    options: CallRequestOptions,
+    call: WatchedCall,
+    body: (wired: WiredCall) => Promise<T>,
+  ): Promise<T> {
+    const { signal, timeoutMs } = options;
+    if (!wantsProgress(options)) {
+      const plain: WiredRequest = { timeoutMs, ...(signal === undefined ? {} : { signal }) };
+      return body({
+        options,
+        meta: (meta) => (Object.keys(meta).length === 0 ? undefined : meta),
+        request: (send) => send(plain),
+      });
+    }
+    const watch = this.open(options, call);
+    const owned = watch.ownsTimeout ? ownedSignal(signal) : undefined;
+    if (owned !== undefined) watch.onTimeout = (error) => owned.controller.abort(error);
+    watch.start();
+    const callSignal = owned?.controller.signal ?? signal;
+    const wired: WiredRequest = {
+      timeoutMs: owned === undefined ? timeoutMs : MAX_TIMER_MS,
+      ...(callSignal === undefined ? {} : { signal: callSignal }),
+      onSettled: () => watch.disarm(),
+    };
+    try {
+      return await body({
+        options: callSignal === signal ? options : { ...options, signal: callSignal },
+        meta: (meta) => ({ ...meta, progressToken: watch.token }),
+        request: async (send) => {
+          watch.arm();
+          try {
+            return await send(wired);
+          } finally {
+            watch.disarm();
+          }
+        },
+      });
+    } finally {
+      this.close(watch);
+      owned?.dispose();
+    }
+  }
+
   /** Ends `watch` and forgets its token. */
   close(watch: CallProgressWatch): void {
     watch.end();
     this.#watches.delete(watch.token);
   }
+}
+
+/** A signal of the call's own that follows the caller's; `dispose()` detaches it. */
+function ownedSignal(outer: AbortSignal | undefined): {
+  readonly controller: AbortController;
+  dispose(): void;
+} {
+  const controller = new AbortController();
+  if (outer === undefined) return { controller, dispose: () => undefined };
+  if (outer.aborted) {
+    controller.abort(outer.reason);
+    return { controller, dispose: () => undefined };
+  }
+  return { controller, dispose: onAbort(outer, () => controller.abort(outer.reason)) };
 }

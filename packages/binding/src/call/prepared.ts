@@ -32,7 +32,7 @@ import {
   type FailingCall,
 } from './failure.js';
 import { InputRoundLog } from './input-rounds.js';
-import { progressRelay } from './progress.js';
+import { progressOptions } from './progress.js';
 import { callContext, receiptOf, type CallCapture } from './receipt.js';
 import { checkRunOptions } from './run-options.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
@@ -444,23 +444,17 @@ export class PreparedCall {
     caller: ToolCaller,
     callArgs: Readonly<Record<string, unknown>>,
   ): Promise<ToolCallResult> {
-    const { signal, onProgress, resetTimeoutOnProgress, maxTotalTimeoutMs } = run.options;
+    const { signal } = run.options;
     run.phase = 'call';
-    // Progress reaches the caller only while the call runs (DESIGN §20.1).
-    const relay = onProgress === undefined ? undefined : progressRelay(onProgress);
-    let result: ToolCallResult;
-    try {
-      result = await caller.callTool(this.tool, callArgs, {
+    const progress = progressOptions(run.options);
+    const result = await caller
+      .callTool(this.tool, callArgs, {
         timeoutMs: run.timeoutMs,
         ...(signal === undefined ? {} : { signal }),
         onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
-        ...(relay === undefined ? {} : { onProgress: relay.listener }),
-        ...(resetTimeoutOnProgress === true ? { resetTimeoutOnProgress } : {}),
-        ...(maxTotalTimeoutMs === undefined ? {} : { maxTotalTimeoutMs }),
-      });
-    } finally {
-      relay?.end();
-    }
+        ...progress.options,
+      })
+      .finally(progress.end);
     run.tCalled = performance.now();
     run.phase = 'output';
     return result;

@@ -6,7 +6,7 @@
  *
  * @packageDocumentation
  */
-import type { CallProgress, ProgressListener } from './types.js';
+import type { CallProgress, ProgressListener, RunOptions } from './types.js';
 
 /** The longest progress message passed on; longer ones are cut to this many characters. */
 export const MAX_PROGRESS_MESSAGE_CHARS = 1000;
@@ -59,5 +59,29 @@ export function progressRelay(listener: ProgressListener): {
     end: () => {
       live = false;
     },
+  };
+}
+
+/**
+ * The progress options of one call's `callTool` (only those given), its listener behind a
+ * {@link progressRelay}; `end` when the call settled: nothing reaches the caller after it.
+ */
+export function progressOptions(options: RunOptions): {
+  readonly options: {
+    readonly onProgress?: ProgressListener;
+    readonly resetTimeoutOnProgress?: boolean;
+    readonly maxTotalTimeoutMs?: number;
+  };
+  readonly end: () => void;
+} {
+  const { onProgress, resetTimeoutOnProgress, maxTotalTimeoutMs } = options;
+  const relay = onProgress === undefined ? undefined : progressRelay(onProgress);
+  return {
+    options: {
+      ...(relay === undefined ? {} : { onProgress: relay.listener }),
+      ...(resetTimeoutOnProgress === true ? { resetTimeoutOnProgress } : {}),
+      ...(maxTotalTimeoutMs === undefined ? {} : { maxTotalTimeoutMs }),
+    },
+    end: () => relay?.end(),
   };
 }

@@ -13,8 +13,7 @@
  *   (`era/listen.ts`);
  * - answers `input_required` results of `tools/call` (MRTR) through the application's elicitation
  *   and sampling handlers, retrying with a new request id, for at most `MAX_INPUT_ROUNDS` (8, `era/mrtr.ts`);
- * - routes `notifications/progress` (on the call's response stream over HTTP) to the call that
- *   asked for it (`call-progress.ts`).
+ * - routes `notifications/progress` to the call that asked for it (`call-progress.ts`).
  */
 import type { RuntimeClock } from '../clock.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -24,7 +23,6 @@ import {
   RuntimeError,
   StepbindError,
   onAbort,
-  MAX_TIMER_MS,
   type ChangeFeed,
   type Delivery,
   type ListPageRequest,
@@ -56,7 +54,7 @@ import { traceRequest } from '../telemetry.js';
 import { ListenStream } from './listen.js';
 import { callWithInput } from './mrtr.js';
 import { ConnectionListeners, type StderrFeed } from '../connection-listeners.js';
-import { ProgressRoutes, wantsProgress } from '../call-progress.js';
+import { ProgressRoutes } from '../call-progress.js';
 
 type Listener = () => void;
 
@@ -111,7 +109,7 @@ export class ModernConnection implements Connection {
   readonly discover: DiscoverInfo;
   readonly #transport: Transport;
   readonly #pending = new Map<number, Pending>();
-  /** The progress tokens of the calls in flight that asked for progress (DESIGN §20.1). */
+  /** The progress tokens of the calls in flight that asked for progress (one per call, all rounds). */
   readonly #progress = new ProgressRoutes();
   readonly #handlers: ClientHandlers;
   readonly #listeners: ConnectionListeners;
@@ -256,7 +254,6 @@ export class ModernConnection implements Connection {
     args: Readonly<Record<string, unknown>>,
     options: CallRequestOptions,
   ): Promise<RawCallResult> {
-    const { signal, timeoutMs } = options;
     // One record for the whole call: once any round was written, the call may have run, so a later
     // round that fails (even before it is written) is never reported as not sent.
     const delivery: DeliveryRecord = { delivery: 'not-sent' };
@@ -273,58 +270,31 @@ export class ModernConnection implements Connection {
             ? { transport: 'tcp' as const }
             : {}),
       },
-      ({ span, meta }) => {
-        // Progress (DESIGN §20.1): one token for every MRTR round of the call; a watch that owns
-        // the timeout cancels the round in flight through its own signal (reset by progress,
-        // capped by maxTotalTimeoutMs), its idle timer stopped while the application answers.
-        const watch = wantsProgress(options)
-          ? this.#progress.open(options, {
-              server: this.name,
+      ({ span, meta }) =>
+        this.#progress.run(
+          options,
+          { server: this.name, tool, delivery: () => delivery.delivery, span },
+          (wired) => {
+            const callMeta = wired.meta(meta);
+            const send = (params: Record<string, unknown>): Promise<unknown> =>
+              wired.request((request) =>
+                this.#request('tools/call', withMeta(params, callMeta), {
+                  ...request,
+                  tool,
+                  delivery,
+                  ...(span.isRecording()
+                    ? { onId: (id: number) => span.setAttribute('jsonrpc.request.id', String(id)) }
+                    : {}),
+                }),
+              );
+            return callWithInput(
+              { server: this.name, handlers: this.#handlers, send },
               tool,
-              delivery: () => delivery.delivery,
-              span,
-            })
-          : undefined;
-        const owned = watch?.ownsTimeout === true ? ownedSignal(signal) : undefined;
-        if (watch !== undefined && owned !== undefined) {
-          watch.onTimeout = (error) => owned.controller.abort(error);
-          watch.start();
-        }
-        const callSignal = owned?.controller.signal ?? signal;
-        const callMeta = watch === undefined ? meta : { ...meta, progressToken: watch.token };
-        const traced = Object.keys(callMeta).length > 0;
-        const send = async (params: Record<string, unknown>): Promise<unknown> => {
-          watch?.arm();
-          try {
-            return await this.#request('tools/call', traced ? withMeta(params, callMeta) : params, {
-              timeoutMs: owned === undefined ? timeoutMs : MAX_TIMER_MS,
-              ...(callSignal === undefined ? {} : { signal: callSignal }),
-              tool,
-              delivery,
-              ...(span.isRecording()
-                ? { onId: (id: number) => span.setAttribute('jsonrpc.request.id', String(id)) }
-                : {}),
-              // Nothing the server writes after its answer is delivered (DESIGN §20.1).
-              ...(watch === undefined ? {} : { onSettled: () => watch.disarm() }),
-            });
-          } finally {
-            watch?.disarm();
-          }
-        };
-        const done = callWithInput(
-          { server: this.name, handlers: this.#handlers, send },
-          tool,
-          args,
-          callSignal === signal || callSignal === undefined
-            ? options
-            : { ...options, signal: callSignal },
-        );
-        if (watch === undefined) return done;
-        return done.finally(() => {
-          this.#progress.close(watch);
-          owned?.dispose();
-        });
-      },
+              args,
+              wired.options,
+            );
+          },
+        ),
       (result) => (result.isError === true ? 'tool_error' : undefined),
     );
   }
@@ -588,7 +558,7 @@ export class ModernConnection implements Connection {
   }
 }
 
-/** Options of one request of a {@link ModernConnection}. */
+/** Options of one request of a {@link ModernConnection}; `onSettled` is told synchronously. */
 interface RequestOptions {
   readonly timeoutMs: number;
   readonly signal?: AbortSignal | undefined;
@@ -597,7 +567,6 @@ interface RequestOptions {
   readonly delivery?: DeliveryRecord;
   /** Told the JSON-RPC id the request goes out with. */
   readonly onId?: (id: number) => void;
-  /** Told synchronously when the request settles (its answer arrived, or it failed). */
   readonly onSettled?: () => void;
 }
 
@@ -620,25 +589,12 @@ function detailOf(
   };
 }
 
-/** `params` with the trace context added to its `_meta` (the envelope is added on sending). */
+/** `params` with `meta` (trace context, progress token) in its `_meta`; as is without `meta`. */
 function withMeta(
   params: Record<string, unknown>,
-  meta: Readonly<Record<string, string>>,
+  meta: Readonly<Record<string, string>> | undefined,
 ): Record<string, unknown> {
+  if (meta === undefined) return params;
   const own = params['_meta'];
   return { ...params, _meta: { ...(isRecord(own) ? own : {}), ...meta } };
-}
-
-/** A signal of the call's own that follows the caller's; `dispose()` detaches it. */
-function ownedSignal(outer: AbortSignal | undefined): {
-  readonly controller: AbortController;
-  dispose(): void;
-} {
-  const controller = new AbortController();
-  if (outer === undefined) return { controller, dispose: () => undefined };
-  if (outer.aborted) {
-    controller.abort(outer.reason);
-    return { controller, dispose: () => undefined };
-  }
-  return { controller, dispose: onAbort(outer, () => controller.abort(outer.reason)) };
 }
