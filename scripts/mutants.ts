@@ -1132,6 +1132,26 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'on every command of 400 generated warm-start sequences (in-memory servers)',
     diagnostic: 'OracleDisagreement',
   },
+  {
+    name: 'progress does not reset the call timeout',
+    file: 'packages/runtime/src/call-progress.ts',
+    find: '    if (this.ownsTimeout) this.arm();\n',
+    replace: '\n',
+    testFile: 'packages/runtime/test/long-calls/progress.stdio.test.ts',
+    testName:
+      'a timeout shorter than the call but longer than the gaps between reports succeeds with resetTimeoutOnProgress and fails TIMEOUT (sent) without it',
+    diagnostic: 'without progress',
+  },
+  {
+    name: 'progress written after the result is delivered',
+    file: 'packages/runtime/src/sdk/sdk-connection.ts',
+    find: '          if (id !== undefined) this.#watched.get(id)?.disarm();',
+    replace:
+      '          if (id !== undefined && (false as boolean)) this.#watched.get(id)?.disarm();',
+    testFile: 'packages/runtime/test/long-calls/progress.stdio.test.ts',
+    testName: 'progress the server sends after the result is not delivered',
+    diagnostic: 'expected [ 1, 2, 3 ] to deeply equal [ 1 ]',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
