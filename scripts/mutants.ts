@@ -1139,18 +1139,19 @@ const MUTANTS: readonly Mutant[] = [
     replace: '\n',
     testFile: 'packages/runtime/test/long-calls/progress.stdio.test.ts',
     testName:
-      'a timeout shorter than the call but longer than the gaps between reports succeeds with resetTimeoutOnProgress and fails TIMEOUT (sent) without it',
+      'long calls over stdio (legacy era) a timeout shorter than the call but longer than the gaps between reports succeeds with resetTimeoutOnProgress and fails TIMEOUT (sent) without it',
     diagnostic: 'without progress',
   },
   {
-    name: 'progress written after the result is delivered',
+    name: 'progress written with the answer is delivered after it',
     file: 'packages/runtime/src/sdk/sdk-connection.ts',
     find: '          if (id !== undefined) this.#watched.get(id)?.disarm();',
     replace:
       '          if (id !== undefined && (false as boolean)) this.#watched.get(id)?.disarm();',
     testFile: 'packages/runtime/test/long-calls/progress.stdio.test.ts',
-    testName: 'progress the server sends after the result is not delivered',
-    diagnostic: 'expected [ 1, 2, 3 ] to deeply equal [ 1 ]',
+    testName:
+      'a report after the result in the same write as the answer is not delivered (raw 2025 server)',
+    diagnostic: 'expected [ 1, 2 ] to deeply equal [ 1 ]',
   },
 ];
 

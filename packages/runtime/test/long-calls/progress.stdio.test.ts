@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { isStepbindError, type CallProgress, type StepbindError } from '@stepbind/binding';
 import {
+  hostileServerParams,
   scriptedTool,
   stdioServerParams,
   tempDir,
@@ -217,6 +218,30 @@ describe.each(['legacy', 'modern'] as const)('long calls over stdio (%s era)', (
       await step.prepareCall('s__work').run({}, { onProgress: (p) => seen.push(p.progress) });
       // The late reports are written right after the result; a second call's round trip follows them.
       await step.prepareCall('s__work').run({}, { onProgress: () => undefined });
+      expect(seen).toEqual([1]);
+    } finally {
+      await runtime.close();
+    }
+  });
+});
+
+describe('progress written with the answer', () => {
+  it('a report after the result in the same write as the answer is not delivered (raw 2025 server)', async () => {
+    const runtime = await McpRuntime.open({
+      mcpServers: {
+        h: {
+          ...hostileServerParams({ replies: { 'tools/call': { kind: 'progress-around' } } }),
+          approval: 'none',
+        },
+      },
+    });
+    try {
+      await using step = await runtime.captureBinding();
+      const seen: number[] = [];
+      const { result } = await step
+        .prepareCall('h__echo')
+        .run({}, { onProgress: (p) => seen.push(p.progress) });
+      expect(result.content).toEqual([{ type: 'text', text: 'ok' }]);
       expect(seen).toEqual([1]);
     } finally {
       await runtime.close();
