@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { isStepbindError, type CallProgress, type StepbindError } from '@stepbind/binding';
 import {
   hostileServerParams,
@@ -11,6 +12,9 @@ import {
 import { describe, expect, it } from 'vitest';
 import { McpRuntime } from '../../src/index.js';
 import { auditEntry } from '../support/audit.js';
+
+/** testkit's raw era server (`node raw-server.js modern`: 2026-07-28 only). */
+const RAW = fileURLToPath(new URL('../../../testkit/dist/era/raw-server.js', import.meta.url));
 
 /** One tool, `work`, whose call sends `progress` (for the call's token) before its result. */
 function config(era: ScriptedServerEra, progress: readonly FixtureProgress[], auditPath?: string) {
@@ -242,6 +246,21 @@ describe('progress written with the answer', () => {
         .prepareCall('h__echo')
         .run({}, { onProgress: (p) => seen.push(p.progress) });
       expect(result.content).toEqual([{ type: 'text', text: 'ok' }]);
+      expect(seen).toEqual([1]);
+    } finally {
+      await runtime.close();
+    }
+  });
+  it('a report after the result in the same write as the answer is not delivered (raw 2026-07-28 server)', async () => {
+    const runtime = await McpRuntime.open({
+      mcpServers: { s: { command: process.execPath, args: [RAW, 'modern'], approval: 'none' } },
+    });
+    try {
+      await using step = await runtime.captureBinding();
+      const seen: number[] = [];
+      await step
+        .prepareCall('s__echo')
+        .run({ progress: true }, { onProgress: (p) => seen.push(p.progress) });
       expect(seen).toEqual([1]);
     } finally {
       await runtime.close();
