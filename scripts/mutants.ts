@@ -1152,6 +1152,27 @@ const MUTANTS: readonly Mutant[] = [
       'refuses a call whose catalog changed after its turn listed the tools (STALE_CATALOG shown to the model)',
     diagnostic: 'The tool catalog of server',
   },
+  {
+    name: 'progress does not reset the call timeout',
+    file: 'packages/runtime/src/call-progress.ts',
+    find: '    if (this.ownsTimeout) this.arm();\n',
+    replace: '\n',
+    testFile: 'packages/runtime/test/long-calls/progress.stdio.test.ts',
+    testName:
+      'long calls over stdio (legacy era) a timeout shorter than the call but longer than the gaps between reports succeeds with resetTimeoutOnProgress and fails TIMEOUT (sent) without it',
+    diagnostic: 'without progress',
+  },
+  {
+    name: 'progress written with the answer is delivered after it',
+    file: 'packages/runtime/src/sdk/sdk-connection.ts',
+    find: '          if (id !== undefined) this.#watched.get(id)?.disarm();',
+    replace:
+      '          if (id !== undefined && (false as boolean)) this.#watched.get(id)?.disarm();',
+    testFile: 'packages/runtime/test/long-calls/progress.stdio.test.ts',
+    testName:
+      'a report after the result in the same write as the answer is not delivered (raw 2025 server)',
+    diagnostic: 'expected [ 1, 2 ] to deeply equal [ 1 ]',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

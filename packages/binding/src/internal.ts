@@ -117,3 +117,5 @@ export {
 } from './options-check.js';
 export type { OptionsContext } from './options-check.js';
 export { runOptionsSchema } from './call/run-options.js';
+export { MAX_PROGRESS_MESSAGE_CHARS, ProgressGate, progressRelay } from './call/progress.js';
+export type { CallProgress, ProgressListener } from './call/types.js';

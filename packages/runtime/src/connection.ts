@@ -11,6 +11,7 @@ import type {
   InputRoundListener,
   ListPageRequest,
   McpContentBlock,
+  ProgressListener,
   StepbindError,
   ToolListSource,
 } from '@stepbind/binding/internal';
@@ -54,6 +55,16 @@ export interface CallRequestOptions {
    * at. A 2025-era connection never calls it (its server asks with requests of its own instead).
    */
   readonly onInputRound?: InputRoundListener;
+  /**
+   * Told of every accepted `notifications/progress` of this call while it runs (bounded, in order:
+   * DESIGN §20.1). The request carries a progress token only with this or
+   * {@link resetTimeoutOnProgress}.
+   */
+  readonly onProgress?: ProgressListener;
+  /** Each accepted progress report restarts `timeoutMs`, up to `maxTotalTimeoutMs`. @default false */
+  readonly resetTimeoutOnProgress?: boolean;
+  /** With `resetTimeoutOnProgress`: the absolute cap from the send, in ms. @default no cap */
+  readonly maxTotalTimeoutMs?: number;
 }
 
 /**

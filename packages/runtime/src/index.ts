@@ -220,3 +220,4 @@ export {
 } from './journal/sqlite.js';
 export type { SqliteJournalOptions } from './journal/sqlite.js';
 export type { JournalDriver, JournalDriverOption } from './journal/sqlite-driver.js';
+export type { CallProgress, ProgressListener } from '@stepbind/binding/internal';

@@ -5,7 +5,8 @@
  * with `mcp.method.name`, `mcp.session.id`, `mcp.protocol.version`, `jsonrpc.request.id`,
  * `gen_ai.tool.name`, `gen_ai.operation.name`, `network.transport` and `error.type`; the trace context
  * is injected into the request's `params._meta`; the `mcp.client.operation.duration` histogram (s).
- * Arguments, results, header values and environment values are never recorded.
+ * Each accepted progress report of a `tools/call` is an `mcp.progress` span event with its numbers.
+ * Arguments, results, progress messages, header values and environment values are never recorded.
  */
 import {
   context,
@@ -21,7 +22,7 @@ import {
   type MeterProvider,
   type Span,
 } from '@opentelemetry/api';
-import { StepbindError } from '@stepbind/binding/internal';
+import { StepbindError, type CallProgress } from '@stepbind/binding/internal';
 
 /** The instrumentation scope of every span and metric. */
 export const TELEMETRY_SCOPE = '@stepbind/runtime';
@@ -177,4 +178,17 @@ export async function traceDiscovery<T>(
   } finally {
     span.end();
   }
+}
+
+/**
+ * Records one accepted progress report on a `tools/call` span: an `mcp.progress` event with
+ * `mcp.progress.value` and, when known, `mcp.progress.total`. The server's message is not recorded
+ * (it is server text, like a result).
+ */
+export function recordProgress(span: Span, progress: CallProgress): void {
+  if (!span.isRecording()) return;
+  span.addEvent('mcp.progress', {
+    'mcp.progress.value': progress.progress,
+    ...(progress.total === undefined ? {} : { 'mcp.progress.total': progress.total }),
+  });
 }

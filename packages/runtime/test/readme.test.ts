@@ -98,6 +98,15 @@ const FIXTURE: ServerFixture = {
       ],
     },
   ],
+  // For "A long call with progress" (sent only to a call that carries a progress token).
+  calls: {
+    echo: {
+      progress: [
+        { progress: 1, total: 2, message: 'half' },
+        { progress: 2, total: 2 },
+      ],
+    },
+  },
 };
 
 /** The README's placeholders, declared for the `ts` blocks (their types are what the blocks need). */

@@ -65,6 +65,31 @@ export interface FixtureCallResult {
    * @default false
    */
   readonly isError?: boolean;
+  /**
+   * `notifications/progress` sent for the call's progress token (only when the request carries
+   * one), in order, before the result; the values are sent as given (hostile ones included).
+   * @default none
+   */
+  readonly progress?: readonly FixtureProgress[];
+}
+
+/** One progress notification (or a run of them) of a {@link FixtureCallResult}. */
+export interface FixtureProgress {
+  /** Sent as `progress`, as is (any JSON value). */
+  readonly progress: unknown;
+  /** Sent as `total` when given. */
+  readonly total?: unknown;
+  /** Sent as `message` when given. */
+  readonly message?: unknown;
+  /** Wait this long (cancellable by the request's cancellation) before sending. @default 0 */
+  readonly delayMs?: number;
+  /**
+   * Send it this many times; a numeric `progress` goes up by 1 each time (a flood).
+   * @default 1
+   */
+  readonly repeat?: number;
+  /** Send it after the result instead of before (a late report). @default false */
+  readonly afterResult?: boolean;
 }
 
 /** The requests a trigger reacts to. */
@@ -294,7 +319,26 @@ function checkTrigger(value: unknown, path: string, generations: number): Fixtur
 }
 
 function checkCallResult(value: unknown, path: string): FixtureCallResult {
-  const result = expectObject(value, path, ['text', 'structuredContent', 'isError']);
+  const result = expectObject(value, path, ['text', 'structuredContent', 'isError', 'progress']);
+  if (result.progress !== undefined) {
+    expectArray(result.progress, `${path}.progress`).forEach((step, i) => {
+      const at = `${path}.progress[${i}]`;
+      const entry = expectObject(step, at, [
+        'progress',
+        'total',
+        'message',
+        'delayMs',
+        'repeat',
+        'afterResult',
+      ]);
+      for (const key of ['delayMs', 'repeat'] as const) {
+        const n = entry[key];
+        if (n !== undefined && (typeof n !== 'number' || !Number.isInteger(n) || n < 0)) {
+          throw new FixtureError(`${at}.${key}`, `expected a whole number, got ${describe(n)}`);
+        }
+      }
+    });
+  }
   if (result.text !== undefined) expectString(result.text, `${path}.text`);
   if (result.structuredContent !== undefined && !isObject(result.structuredContent)) {
     throw new FixtureError(`${path}.structuredContent`, 'expected an object');

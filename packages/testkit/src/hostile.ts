@@ -14,6 +14,8 @@ import { stdioEntryPath, type StdioServerParams } from './connect.js';
  * - `oversized`: a valid answer padded to at least `bytes` bytes on one line.
  * - `not-json`: a line that is not JSON, and no answer.
  * - `silent`: no answer at all.
+ * - `progress-around`: a valid answer written in one piece with a `notifications/progress` for the
+ *   request's token before it (progress 1 of 2) and one after it (2 of 2, a report after the result).
  */
 export type HostileReply =
   | { readonly kind: 'normal' }
@@ -22,7 +24,8 @@ export type HostileReply =
   | { readonly kind: 'invalid-id'; readonly id: unknown }
   | { readonly kind: 'oversized'; readonly bytes: number }
   | { readonly kind: 'not-json' }
-  | { readonly kind: 'silent' };
+  | { readonly kind: 'silent' }
+  | { readonly kind: 'progress-around' };
 
 /**
  * Options of a hostile stdio server: a raw JSON-RPC process that answers `initialize` (tools

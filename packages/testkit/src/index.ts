@@ -30,6 +30,7 @@ export type {
   FixtureTrigger,
   FixtureTriggerMatch,
   ServerFixture,
+  FixtureProgress,
 } from './fixture.js';
 export { CATALOG_REVISION_META_KEY, scriptedTool } from './scenarios.js';
 export { createScriptedServer } from './server/scripted.js';

@@ -32,6 +32,7 @@ import {
   type FailingCall,
 } from './failure.js';
 import { InputRoundLog } from './input-rounds.js';
+import { progressOptions } from './progress.js';
 import { callContext, receiptOf, type CallCapture } from './receipt.js';
 import { checkRunOptions } from './run-options.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
@@ -445,11 +446,15 @@ export class PreparedCall {
   ): Promise<ToolCallResult> {
     const { signal } = run.options;
     run.phase = 'call';
-    const result = await caller.callTool(this.tool, callArgs, {
-      timeoutMs: run.timeoutMs,
-      ...(signal === undefined ? {} : { signal }),
-      onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
-    });
+    const progress = progressOptions(run.options);
+    const result = await caller
+      .callTool(this.tool, callArgs, {
+        timeoutMs: run.timeoutMs,
+        ...(signal === undefined ? {} : { signal }),
+        onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
+        ...progress.options,
+      })
+      .finally(progress.end);
     run.tCalled = performance.now();
     run.phase = 'output';
     return result;

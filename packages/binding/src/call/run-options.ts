@@ -7,13 +7,14 @@
 import * as z from 'zod/v4';
 import { MAX_TIMER_MS } from '../discovery.js';
 import { CallError } from '../errors.js';
-import { abortSignal, bagOf, checkOptions, fn } from '../options-check.js';
+import { abortSignal, bagOf, checkOptions, fn, problemIssue } from '../options-check.js';
 import type { RunOptions } from './types.js';
 
 /**
  * The schema of `RunOptions`: a `timeoutMs` from 1 to 2^31−1 (Node clamps other values to 1 ms,
- * so the call would be sent and then time out), an `AbortSignal`, a `prepare` function and an
- * idempotency key of 1 to 512 characters without control characters.
+ * so the call would be sent and then time out), an `AbortSignal`, a `prepare` function, an
+ * idempotency key of 1 to 512 characters without control characters, an `onProgress` function, a
+ * boolean `resetTimeoutOnProgress` and a `maxTotalTimeoutMs` like `timeoutMs` and not below it.
  */
 export const runOptionsSchema = bagOf<RunOptions>()({
   prepare: fn<RunOptions['prepare']>('(context) => void | Promise<void>').optional(),
@@ -33,6 +34,25 @@ export const runOptionsSchema = bagOf<RunOptions>()({
     .regex(/^[^\u0000-\u001f]*$/)
     .describe('a string of 1 to 512 characters without control characters')
     .optional(),
+  onProgress: fn<RunOptions['onProgress']>('(progress) => void').optional(),
+  resetTimeoutOnProgress: z.boolean().describe('a boolean').optional(),
+  maxTotalTimeoutMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_TIMER_MS)
+    .describe(`an integer from 1 to ${MAX_TIMER_MS} (milliseconds), at least timeoutMs`)
+    .optional(),
+}).superRefine((bag, ctx) => {
+  const { timeoutMs, maxTotalTimeoutMs } = bag;
+  if (timeoutMs !== undefined && maxTotalTimeoutMs !== undefined && maxTotalTimeoutMs < timeoutMs) {
+    ctx.addIssue(
+      problemIssue(
+        ['maxTotalTimeoutMs'],
+        `must be at least timeoutMs (${timeoutMs}): it caps the whole call, including every reset timeout`,
+      ),
+    );
+  }
 });
 
 /**

@@ -41,6 +41,15 @@ export interface ToolCaller {
       readonly timeoutMs: number;
       /** Told of every MRTR round (2026-07-28 era) as it is answered, or stopped at. */
       readonly onInputRound?: InputRoundListener;
+      /**
+       * Told of every accepted `notifications/progress` of this call (a progress token is sent only
+       * when this or {@link resetTimeoutOnProgress} is given). See {@link RunOptions.onProgress}.
+       */
+      readonly onProgress?: ProgressListener;
+      /** Each accepted progress notification restarts `timeoutMs`. @default false */
+      readonly resetTimeoutOnProgress?: boolean;
+      /** With {@link resetTimeoutOnProgress}: the absolute cap from the send, in ms. */
+      readonly maxTotalTimeoutMs?: number;
     },
   ): Promise<ToolCallResult>;
 }
@@ -118,7 +127,42 @@ export interface RunOptions {
    * the step: `` `${stepKey}:${toolCall.id}` ``. 1 to 512 characters.
    */
   readonly idempotencyKey?: string;
+  /**
+   * Told of every `notifications/progress` the server sends for this call, in order, only while
+   * the call runs (nothing after it settled). What a server sends is bounded first: a message is
+   * cut to 1,000 characters, a non-finite or non-numeric `progress`/`total` and a `progress` that
+   * does not increase are dropped. A listener that throws does not affect the call. Giving it makes
+   * the call carry a progress token. @default none (no progress token is sent)
+   */
+  readonly onProgress?: ProgressListener;
+  /**
+   * Each accepted progress notification restarts {@link timeoutMs} (a long tool that reports
+   * progress is not timed out while it does), up to {@link maxTotalTimeoutMs}. Makes the call carry
+   * a progress token. A timeout after sending is still `TIMEOUT` with `delivery: 'sent'`.
+   * @default false (the timeout runs from the send, whatever the server reports)
+   */
+  readonly resetTimeoutOnProgress?: boolean;
+  /**
+   * The absolute cap, from the send, of a call whose timeout progress extends: an integer from 1 to
+   * 2^31−1 ms, at least {@link timeoutMs} when both are given (else `INVALID_OPTIONS`). Reaching it
+   * is `TIMEOUT` (`detail.maxTotalTimeoutMs`). Used only with {@link resetTimeoutOnProgress}.
+   * @default no cap beyond the reset timeout
+   */
+  readonly maxTotalTimeoutMs?: number;
 }
+
+/** One progress report of a running call (`notifications/progress`), as a server sent it, bounded. */
+export interface CallProgress {
+  /** The progress so far; each report's is greater than the previous one's. */
+  readonly progress: number;
+  /** The total, when the server knows it. */
+  readonly total?: number;
+  /** A human-readable message from the server (untrusted text, at most 1,000 characters). */
+  readonly message?: string;
+}
+
+/** Told of each accepted {@link CallProgress} of a running call. */
+export type ProgressListener = (progress: CallProgress) => void;
 
 /** Proof of what ran: binds a call to the catalog the model saw. */
 export interface CallReceipt {

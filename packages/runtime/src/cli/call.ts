@@ -13,6 +13,7 @@ import {
   StepbindError,
   isStepbindError,
   toolResultParts,
+  type CallProgress,
   type CallReceipt,
   type ToolCallResult,
 } from '@stepbind/binding/internal';
@@ -56,7 +57,9 @@ The arguments (--args, --key) are checked before any server starts.
 --json: { "ok": true, "result": CallToolResult, "receipt": CallReceipt, "replayed": boolean } or
         { "ok": false, "error": { "code", "message", "detail" } }.
 Exit code 0 when the call ran (or was replayed) and the tool reported no error; 1 when it was refused,
-failed or the tool reported an error; 2 for usage or config errors.`,
+failed or the tool reported an error; 2 for usage or config errors.
+Progress the server reports goes to stderr: a one-line bar on a terminal (cleared at the end),
+otherwise one "progress:" line per report; each report restarts the server's callTimeoutMs.`,
 };
 
 /** The largest idempotency key, as the binding checks it. */
@@ -211,6 +214,7 @@ export async function runCallCommand(args: readonly string[], io: CliIo): Promis
       return 1;
     }
     const approve = parsed.flags.has('approve');
+    const shown = progressOutput(tool, io);
     const { result, receipt, replayed } = await step
       .prepareCall(modelName)
       .run(callArgs as Readonly<Record<string, unknown>>, {
@@ -218,7 +222,11 @@ export async function runCallCommand(args: readonly string[], io: CliIo): Promis
         ...(key === undefined ? {} : { idempotencyKey: key }),
         // --approve is the operator's approval of this one call.
         ...(approve ? { prepare: (ctx: { approve(): void }) => ctx.approve() } : {}),
-      });
+        // A long tool that reports progress is not timed out while it does (DESIGN §20.1).
+        onProgress: shown.onProgress,
+        resetTimeoutOnProgress: true,
+      })
+      .finally(shown.end);
     io.stdout(
       json
         ? `${JSON.stringify({ ok: true, result, receipt, replayed })}\n`
@@ -234,6 +242,49 @@ export async function runCallCommand(args: readonly string[], io: CliIo): Promis
   } finally {
     await runtime.close();
   }
+}
+
+/** Control characters (a server's message must not move the cursor or recolour the terminal). */
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+
+/** Width of the progress bar, in characters. */
+const BAR_WIDTH = 24;
+
+/**
+ * Where `call` shows a tool's progress (stderr, so `--json` output is unchanged): on a terminal
+ * (`io.progress`) one bar redrawn in place and cleared by `end()`, otherwise one line per report.
+ * The server's message is untrusted text: control characters are dropped before it is printed.
+ */
+export function progressOutput(
+  tool: string,
+  io: CliIo,
+): { readonly onProgress: (progress: CallProgress) => void; readonly end: () => void } {
+  const live = io.progress;
+  let drawn = false;
+  return {
+    onProgress: (p) => {
+      const message = p.message === undefined ? '' : ` ${p.message.replace(CONTROL, '')}`;
+      const fraction =
+        p.total !== undefined && p.total > 0
+          ? Math.min(1, Math.max(0, p.progress / p.total))
+          : undefined;
+      const count = p.total === undefined ? `${p.progress}` : `${p.progress}/${p.total}`;
+      const percent = fraction === undefined ? '' : ` (${Math.round(fraction * 100)}%)`;
+      if (live === undefined) {
+        io.stderr(`progress: ${tool} ${count}${percent}${message}\n`);
+        return;
+      }
+      const filled = fraction === undefined ? 0 : Math.round(fraction * BAR_WIDTH);
+      const bar =
+        fraction === undefined ? '' : `[${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}] `;
+      drawn = true;
+      live(`${tool} ${bar}${count}${percent}${message}`);
+    },
+    end: () => {
+      if (drawn) live?.('');
+    },
+  };
 }
 
 /** The `matches` of the `UNKNOWN_TOOL` that `prepare` throws (none when it does not throw it). */

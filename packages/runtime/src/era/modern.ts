@@ -12,7 +12,8 @@
  *   acknowledgement against the filter it asked for, and re-opening it when it ends
  *   (`era/listen.ts`);
  * - answers `input_required` results of `tools/call` (MRTR) through the application's elicitation
- *   and sampling handlers, retrying with a new request id, for at most `MAX_INPUT_ROUNDS` (8, `era/mrtr.ts`).
+ *   and sampling handlers, retrying with a new request id, for at most `MAX_INPUT_ROUNDS` (8, `era/mrtr.ts`);
+ * - routes `notifications/progress` to the call that asked for it (`call-progress.ts`).
  */
 import type { RuntimeClock } from '../clock.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -53,6 +54,7 @@ import { traceRequest } from '../telemetry.js';
 import { ListenStream } from './listen.js';
 import { callWithInput } from './mrtr.js';
 import { ConnectionListeners, type StderrFeed } from '../connection-listeners.js';
+import { ProgressRoutes } from '../call-progress.js';
 
 type Listener = () => void;
 
@@ -107,6 +109,8 @@ export class ModernConnection implements Connection {
   readonly discover: DiscoverInfo;
   readonly #transport: Transport;
   readonly #pending = new Map<number, Pending>();
+  /** The progress tokens of the calls in flight that asked for progress (one per call, all rounds). */
+  readonly #progress = new ProgressRoutes();
   readonly #handlers: ClientHandlers;
   readonly #listeners: ConnectionListeners;
   readonly #fault: FaultSource;
@@ -250,7 +254,6 @@ export class ModernConnection implements Connection {
     args: Readonly<Record<string, unknown>>,
     options: CallRequestOptions,
   ): Promise<RawCallResult> {
-    const { signal, timeoutMs } = options;
     // One record for the whole call: once any round was written, the call may have run, so a later
     // round that fails (even before it is written) is never reported as not sent.
     const delivery: DeliveryRecord = { delivery: 'not-sent' };
@@ -267,25 +270,31 @@ export class ModernConnection implements Connection {
             ? { transport: 'tcp' as const }
             : {}),
       },
-      ({ span, meta }) => {
-        const traced = Object.keys(meta).length > 0;
-        const send = (params: Record<string, unknown>): Promise<unknown> =>
-          this.#request('tools/call', traced ? withMeta(params, meta) : params, {
-            timeoutMs,
-            ...(signal === undefined ? {} : { signal }),
-            tool,
-            delivery,
-            ...(span.isRecording()
-              ? { onId: (id: number) => span.setAttribute('jsonrpc.request.id', String(id)) }
-              : {}),
-          });
-        return callWithInput(
-          { server: this.name, handlers: this.#handlers, send },
-          tool,
-          args,
+      ({ span, meta }) =>
+        this.#progress.run(
           options,
-        );
-      },
+          { server: this.name, tool, delivery: () => delivery.delivery, span },
+          (wired) => {
+            const callMeta = wired.meta(meta);
+            const send = (params: Record<string, unknown>): Promise<unknown> =>
+              wired.request((request) =>
+                this.#request('tools/call', withMeta(params, callMeta), {
+                  ...request,
+                  tool,
+                  delivery,
+                  ...(span.isRecording()
+                    ? { onId: (id: number) => span.setAttribute('jsonrpc.request.id', String(id)) }
+                    : {}),
+                }),
+              );
+            return callWithInput(
+              { server: this.name, handlers: this.#handlers, send },
+              tool,
+              args,
+              wired.options,
+            );
+          },
+        ),
       (result) => (result.isError === true ? 'tool_error' : undefined),
     );
   }
@@ -319,6 +328,7 @@ export class ModernConnection implements Connection {
     return new Promise<unknown>((resolve, reject) => {
       let detach: () => void = () => undefined;
       const settle = (): void => {
+        options.onSettled?.();
         clearTimeout(timer);
         detach();
         this.#pending.delete(id);
@@ -456,6 +466,8 @@ export class ModernConnection implements Connection {
           ),
         );
       }
+    } else if (method === 'notifications/progress') {
+      this.#progress.route(params);
     } else if (method === 'notifications/message') {
       const level = params['level'];
       const logger = params['logger'];
@@ -546,7 +558,7 @@ export class ModernConnection implements Connection {
   }
 }
 
-/** Options of one request of a {@link ModernConnection}. */
+/** Options of one request of a {@link ModernConnection}; `onSettled` is told synchronously. */
 interface RequestOptions {
   readonly timeoutMs: number;
   readonly signal?: AbortSignal | undefined;
@@ -555,6 +567,7 @@ interface RequestOptions {
   readonly delivery?: DeliveryRecord;
   /** Told the JSON-RPC id the request goes out with. */
   readonly onId?: (id: number) => void;
+  readonly onSettled?: () => void;
 }
 
 type Ctx = { readonly server: string; readonly method: string; readonly tool?: string };
@@ -576,11 +589,12 @@ function detailOf(
   };
 }
 
-/** `params` with the trace context added to its `_meta` (the envelope is added on sending). */
+/** `params` with `meta` (trace context, progress token) in its `_meta`; as is without `meta`. */
 function withMeta(
   params: Record<string, unknown>,
-  meta: Readonly<Record<string, string>>,
+  meta: Readonly<Record<string, string>> | undefined,
 ): Record<string, unknown> {
+  if (meta === undefined) return params;
   const own = params['_meta'];
   return { ...params, _meta: { ...(isRecord(own) ? own : {}), ...meta } };
 }

@@ -15,9 +15,11 @@ import {
   RuntimeError,
   StepbindError,
   type ChangeFeed,
+  type Delivery,
   type ListPageRequest,
   type ToolListSource,
   onAbort,
+  MAX_TIMER_MS,
 } from '@stepbind/binding/internal';
 import type {
   CallRequestOptions,
@@ -28,10 +30,12 @@ import type {
   ServerLogMessage,
 } from '../connection.js';
 import { ConnectionListeners } from '../connection-listeners.js';
+import { ProgressRoutes, wantsProgress, type CallProgressWatch } from '../call-progress.js';
 import { createDebug } from '../log.js';
 import { NO_REDACTION, type Redactor } from '../redact.js';
 import { traceRequest } from '../telemetry.js';
 import type { FaultSource } from '../transports/guard.js';
+import type { Span } from '@opentelemetry/api';
 import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transports/http-session.js';
 import type { StderrTail } from '../transports/stderr-tail.js';
 import { connectionClosed, mapSdkError } from './sdk-errors.js';
@@ -67,6 +71,10 @@ export class SdkConnection implements Connection {
   #probing = false;
   /** Delivery of each `tools/call` in flight, keyed by the identity of its `params` object. */
   readonly #outgoing = new WeakMap<object, DeliveryRecord>();
+  /** The progress tokens of the calls in flight that asked for progress (DESIGN §20.1). */
+  readonly #progress = new ProgressRoutes();
+  /** The progress watch of each call in flight that has one, by request id. */
+  readonly #watched = new Map<string | number, CallProgressWatch>();
 
   /** @internal use `connectServer`. */
   constructor(
@@ -152,7 +160,7 @@ export class SdkConnection implements Connection {
   /**
    * Marks a `tools/call` as sent the moment the transport is asked to write it. The SDK's
    * `request()` spreads our request into the JSON-RPC message, so `params` is our object (we pass
-   * no progress handler or task options, which would copy it). Only a synchronous throw from
+   * no progress handler or task options, which would copy it: progress tokens are our own). Only a synchronous throw from
    * `send` leaves it unsent; a rejected `send` (the transports report failures that way, also a
    * pipe that was already closed) counts as sent, which errs on the safe side: `OUTCOME_UNKNOWN`
    * rather than a retry that could run the call twice.
@@ -160,6 +168,24 @@ export class SdkConnection implements Connection {
   #trackDelivery(): void {
     const transport = this.client.transport;
     if (transport === undefined) return;
+    const onmessage = transport.onmessage;
+    if (onmessage !== undefined) {
+      transport.onmessage = (message, extra) => {
+        // Progress is ours (we pass the SDK no `onprogress`): routed by our tokens, in arrival
+        // order with the answers, bounded by the call's gate (a malformed report is dropped, not
+        // an SDK error). A watched call's answer stops its progress at once, before the SDK's
+        // asynchronous dispatch: a report the server wrote after its result is never delivered.
+        if ('method' in message && message.method === 'notifications/progress') {
+          this.#progress.route(message.params);
+          return;
+        }
+        if (this.#watched.size > 0 && 'id' in message && !('method' in message)) {
+          const id = message.id;
+          if (id !== undefined) this.#watched.get(id)?.disarm();
+        }
+        onmessage.call(transport, message, extra);
+      };
+    }
     const send = transport.send.bind(transport);
     transport.send = (message, options) => {
       const params =
@@ -337,9 +363,16 @@ export class SdkConnection implements Connection {
         ...(transport === undefined ? {} : { transport }),
       },
       ({ span, meta }) =>
-        this.#callTool(tool, args, options, meta, (id) => {
-          span.setAttribute('jsonrpc.request.id', String(id));
-        }),
+        this.#callTool(
+          tool,
+          args,
+          options,
+          meta,
+          (id) => {
+            span.setAttribute('jsonrpc.request.id', String(id));
+          },
+          span,
+        ),
       (result) => (result.isError === true ? 'tool_error' : undefined),
     );
     if (!debugCall.enabled) return traced;
@@ -365,24 +398,50 @@ export class SdkConnection implements Connection {
     options: CallRequestOptions,
     meta: Readonly<Record<string, string>>,
     onRequestId: (id: string | number) => void,
+    span?: Span,
   ): Promise<RawCallResult> {
+    const watch = wantsProgress(options)
+      ? this.#watch(tool, options, () => delivery.delivery, span)
+      : undefined;
+    let requestId: string | number | undefined;
+    const delivery: DeliveryRecord = {
+      delivery: 'not-sent',
+      onId:
+        watch === undefined
+          ? onRequestId
+          : (id) => {
+              requestId = id;
+              this.#watched.set(id, watch);
+              onRequestId(id);
+            },
+    };
     // The SDK never removes its abort listener: give it a per-call signal linked to the caller's,
     // so a long-lived signal neither leaks listeners nor cancels requests that already finished.
-    // Over HTTP there always is one: the session watch aborts a call whose response was lost.
-    const link = linkSignal(options.signal, this.#http !== undefined);
+    // Over HTTP there always is one: the session watch aborts a call whose response was lost; so
+    // is there when progress owns the timeout (its timer aborts the request).
+    const link = linkSignal(
+      options.signal,
+      this.#http !== undefined || watch?.ownsTimeout === true,
+    );
     // Trace context travels in params._meta (OpenTelemetry MCP conventions); empty without an SDK.
+    // Our own progress token (not the SDK's `onprogress`, which would copy `params`: see below).
+    const extraMeta = watch === undefined ? meta : { ...meta, progressToken: watch.token };
     const params = {
       name: tool,
       arguments: args as Record<string, unknown>,
-      ...(Object.keys(meta).length === 0 ? {} : { _meta: { ...meta } }),
+      ...(Object.keys(extraMeta).length === 0 ? {} : { _meta: { ...extraMeta } }),
     };
-    const delivery: DeliveryRecord = { delivery: 'not-sent', onId: onRequestId };
     this.#outgoing.set(params, delivery);
     const send = (): Promise<RawCallResult> =>
       this.client.request({ method: 'tools/call', params }, CallToolResultSchema, {
-        timeout: options.timeoutMs,
+        // A watch that owns the timeout aborts the request itself (reset by progress, capped).
+        timeout: watch?.ownsTimeout === true ? MAX_TIMER_MS : options.timeoutMs,
         ...(link === undefined ? {} : { signal: link.signal }),
       });
+    if (watch !== undefined) {
+      if (watch.ownsTimeout && link !== undefined) watch.onTimeout = (error) => link.abort(error);
+      watch.start();
+    }
     let tracked: TrackedRequest | undefined;
     let pending: Promise<RawCallResult>;
     if (this.#http === undefined) {
@@ -393,6 +452,8 @@ export class SdkConnection implements Connection {
     try {
       return await pending;
     } catch (error) {
+      // The progress watch's timer ended it: TIMEOUT (after sending, `sent`), not ABORTED.
+      if (watch?.timedOut !== undefined) throw watch.timedOut;
       if (tracked !== undefined && options.signal?.aborted !== true) {
         const lostError = this.#lostCallError(tool, tracked);
         if (lostError !== undefined) throw lostError;
@@ -409,9 +470,21 @@ export class SdkConnection implements Connection {
         }),
       );
     } finally {
+      if (watch !== undefined) this.#progress.close(watch);
+      if (requestId !== undefined) this.#watched.delete(requestId);
       if (tracked !== undefined) this.#http?.untrack(tracked);
       link?.dispose();
     }
+  }
+
+  /** The progress watch of one call; its timeout handler is set once the request's signal exists. */
+  #watch(
+    tool: string,
+    options: CallRequestOptions,
+    delivery: () => Delivery,
+    span: Span | undefined,
+  ): CallProgressWatch {
+    return this.#progress.open(options, { server: this.name, tool, delivery, span });
   }
 
   /**

@@ -7,7 +7,8 @@
  * - `modern`: 2026-07-28 only. `server/discover`; `tools/list` in two pages with their own
  *   `ttlMs`/`cacheScope`; `subscriptions/listen` acknowledged, and a `list_changed` on it after a
  *   call to `change`; `echo` with `{ "endListen": true }` also ends the listen stream (its
- *   request answered, as a server does that closes it); `ask` answers `input_required` until the retry carries `inputResponses`
+ *   request answered, as a server does that closes it); with `{ "progress": true }` it writes a
+ *   progress report for the call's token before its answer and one after it, in one write; `ask` answers `input_required` until the retry carries `inputResponses`
  *   (with `{ rounds: N, kinds: ["elicitation", "sampling", "roots", ...] }`: N rounds, one
  *   request per kind, and a result that never echoes the answers);
  *   every request without the envelope is refused with -32602, an unknown version with -32022.
@@ -126,6 +127,18 @@ export function runRawServer(mode: string): void {
           reply({ content: [{ type: 'text', text: 'listen ended' }] });
           if (listenId !== undefined) send({ jsonrpc: '2.0', id: listenId, result: {} });
           listenId = undefined;
+          return;
+        }
+        if (name === 'echo' && isRecord(params['arguments']) && params['arguments']['progress']) {
+          // A progress report before the answer and one after it, all in one write.
+          const note = (progress: number): string =>
+            JSON.stringify({
+              jsonrpc: '2.0',
+              method: 'notifications/progress',
+              params: { progressToken: meta['progressToken'], progress, total: 2 },
+            });
+          const answer = { jsonrpc: '2.0', id: m.id, result: stamp({ content: [] }) };
+          process.stdout.write(`${note(1)}\n${JSON.stringify(answer)}\n${note(2)}\n`);
           return;
         }
         if (name === 'ask' && isRecord(params['arguments']) && 'rounds' in params['arguments']) {

@@ -30,7 +30,10 @@ function ownPgid(): number | undefined {
 interface Request {
   readonly id?: unknown;
   readonly method?: unknown;
-  readonly params?: { readonly protocolVersion?: unknown };
+  readonly params?: {
+    readonly protocolVersion?: unknown;
+    readonly _meta?: { readonly progressToken?: unknown };
+  };
 }
 
 function normalResult(method: string, request: Request): Record<string, unknown> | undefined {
@@ -91,6 +94,17 @@ function answerText(request: Request, reply: HostileReply): string | undefined {
       return `this is not JSON (answering ${method})`;
     case 'silent':
       return undefined;
+    case 'progress-around': {
+      const token = request.params?._meta?.progressToken;
+      const progress = (n: number): string =>
+        JSON.stringify({
+          jsonrpc: '2.0',
+          method: 'notifications/progress',
+          params: { progressToken: token, progress: n, total: 2 },
+        });
+      const answer = JSON.stringify({ jsonrpc: '2.0', id, result });
+      return token === undefined ? answer : [progress(1), answer, progress(2)].join('\n');
+    }
   }
 }
 

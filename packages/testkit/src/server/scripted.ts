@@ -23,6 +23,7 @@ import {
   FixtureError,
   parseServerFixture,
   type FixtureGeneration,
+  type FixtureProgress,
   type FixturePage,
   type FixtureTrigger,
   type ServerFixture,
@@ -383,7 +384,7 @@ export function createScriptedServer(
     baseDelayMs: number,
     requestId: RequestId,
     signal: AbortSignal,
-    respond: () => T,
+    respond: () => T | Promise<T>,
   ): Promise<T> => {
     const delayMs = fired.reduce((sum, trigger) => sum + (trigger.delayMs ?? 0), baseDelayMs);
     if (delayMs > 0) await sleep(delayMs, undefined, { signal });
@@ -396,7 +397,7 @@ export function createScriptedServer(
       throw new McpError(ErrorCode.ConnectionClosed, `scripted exit ${exit}`);
     }
     try {
-      return respond();
+      return await respond();
     } finally {
       for (const trigger of fired) if (trigger.stateChange !== 'before') applyState(trigger);
       if (fired.some((trigger) => trigger.notify === 'after')) {
@@ -418,14 +419,52 @@ export function createScriptedServer(
 
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
     const name = request.params.name;
+    const token = request.params._meta?.progressToken;
+    const steps = token === undefined ? [] : (fixture.calls?.[name]?.progress ?? []);
     return scripted(
       matching('tools/call', undefined, name),
       callDelayMs,
       extra.requestId,
       extra.signal,
-      () => callTool(name),
+      async () => {
+        if (token === undefined || steps.length === 0) return callTool(name);
+        for (const step of steps) {
+          if (step.afterResult !== true) await sendProgress(step, token, extra);
+        }
+        const late = steps.filter((step) => step.afterResult === true);
+        if (late.length > 0) {
+          afterResponse.set(extra.requestId, async () => {
+            for (const step of late) await sendProgress(step, token, undefined);
+          });
+        }
+        return callTool(name);
+      },
     );
   });
+
+  /** Sends one fixture progress step (or its run) for `token`; during a call, on its stream. */
+  const sendProgress = async (
+    step: FixtureProgress,
+    token: string | number,
+    extra: { readonly signal: AbortSignal; readonly requestId: RequestId } | undefined,
+  ): Promise<void> => {
+    if ((step.delayMs ?? 0) > 0) {
+      await sleep(step.delayMs, undefined, extra === undefined ? {} : { signal: extra.signal });
+    }
+    for (let i = 0; i < (step.repeat ?? 1); i++) {
+      const progress = typeof step.progress === 'number' ? step.progress + i : step.progress;
+      const params = {
+        progressToken: token,
+        progress,
+        ...(step.total === undefined ? {} : { total: step.total }),
+        ...(step.message === undefined ? {} : { message: step.message }),
+      };
+      await server.notification(
+        { method: 'notifications/progress', params },
+        extra === undefined ? {} : { relatedRequestId: extra.requestId },
+      );
+    }
+  };
 
   const close = async (): Promise<void> => {
     if (closed) return;
