@@ -198,3 +198,4 @@ export type {
   StoredReceipt,
   UpdateResult,
 } from './journal/store.js';
+export type { TaskCallRequest, TaskSupport } from './call/task.js';

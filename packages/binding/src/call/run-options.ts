@@ -33,6 +33,23 @@ export const runOptionsSchema = bagOf<RunOptions>()({
     .regex(/^[^\u0000-\u001f]*$/)
     .describe('a string of 1 to 512 characters without control characters')
     .optional(),
+  task: z
+    .union([
+      z.boolean(),
+      z
+        .object({
+          ttlMs: z
+            .number()
+            .int()
+            .min(1)
+            .max(MAX_TIMER_MS)
+            .describe(`an integer from 1 to ${MAX_TIMER_MS} (milliseconds)`)
+            .optional(),
+        })
+        .strict(),
+    ])
+    .describe('true, false or { ttlMs }')
+    .optional(),
 });
 
 /**

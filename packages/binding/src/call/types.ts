@@ -8,6 +8,7 @@ import type { StepbindError } from '../errors.js';
 import type { EffectClass } from '../snapshot/snapshot.js';
 import type { McpContentBlock } from '../tools/content.js';
 import type { InputRoundListener, InputRounds } from './input-rounds.js';
+import type { TaskCallRequest } from './task.js';
 
 /** A raw `tools/call` result (content, structuredContent, isError, _meta...). */
 export interface ToolCallResult {
@@ -41,6 +42,12 @@ export interface ToolCaller {
       readonly timeoutMs: number;
       /** Told of every MRTR round (2026-07-28 era) as it is answered, or stopped at. */
       readonly onInputRound?: InputRoundListener;
+      /**
+       * Run the call as an MCP task (2025-11-25 `tools/call` with `task`), or resume polling one
+       * (DESIGN §20.2). A caller that cannot make tasks fails a `required` one with a typed error,
+       * nothing sent, and sends an `optional` one as a plain call.
+       */
+      readonly task?: TaskCallRequest;
     },
   ): Promise<ToolCallResult>;
 }
@@ -118,6 +125,13 @@ export interface RunOptions {
    * the step: `` `${stepKey}:${toolCall.id}` ``. 1 to 512 characters.
    */
   readonly idempotencyKey?: string;
+  /**
+   * Runs a tool whose descriptor says `execution.taskSupport: "optional"` as an MCP task
+   * (DESIGN §20.2): `true`, or `{ ttlMs }` to ask the server to keep the task that long (an integer
+   * from 1 to 2^31−1). A `"required"` tool always runs as a task; a tool without task support
+   * ignores it. @default false
+   */
+  readonly task?: boolean | { readonly ttlMs?: number };
 }
 
 /** Proof of what ran: binds a call to the catalog the model saw. */
@@ -143,6 +157,11 @@ export interface CallReceipt {
    */
   readonly inputRounds?: InputRounds;
   readonly effectClass: EffectClass;
+  /**
+   * The MCP task the call ran as (DESIGN §20.2), when it ran as one; absent otherwise. A run that
+   * resumed polling a task a crashed run created names that task.
+   */
+  readonly taskId?: string;
   /** `ok`, or `tool-error` when the server returned `isError: true`. */
   readonly outcome: 'ok' | 'tool-error';
   /** The run's idempotency key, if it had one. */

@@ -27,6 +27,7 @@ import {
   type ListPageRequest,
   type ToolListSource,
 } from '@stepbind/binding/internal';
+import type { TaskCallRequest } from '@stepbind/binding/internal';
 import type { ClientHandlers } from '../client-capabilities.js';
 import type {
   CallRequestOptions,
@@ -50,6 +51,7 @@ import {
 } from './envelope.js';
 import { ModernHttpTransport } from './http.js';
 import { traceRequest } from '../telemetry.js';
+import { tasksUnsupportedError } from '../tasks/task-call.js';
 import { ListenStream } from './listen.js';
 import { callWithInput } from './mrtr.js';
 import { ConnectionListeners, type StderrFeed } from '../connection-listeners.js';
@@ -251,6 +253,13 @@ export class ModernConnection implements Connection {
     options: CallRequestOptions,
   ): Promise<RawCallResult> {
     const { signal, timeoutMs } = options;
+    // DESIGN §20.2: this era has no tasks here; a task-required call (or a resume) is refused unsent.
+    const task = (options as { readonly task?: TaskCallRequest }).task;
+    if (task?.mode === 'required') {
+      return Promise.reject(
+        tasksUnsupportedError(this.name, tool, 'the 2026-07-28 protocol era has no tasks in stepbind yet'),
+      );
+    }
     // One record for the whole call: once any round was written, the call may have run, so a later
     // round that fails (even before it is written) is never reported as not sent.
     const delivery: DeliveryRecord = { delivery: 'not-sent' };

@@ -13,7 +13,7 @@ import { openSqliteDatabase, type JournalDriver, type SqliteDatabase } from './s
 export const JOURNAL_APPLICATION_ID = 0x73624a31;
 
 /** The schema version this build writes (`PRAGMA user_version`). */
-export const JOURNAL_SCHEMA_VERSION = 2;
+export const JOURNAL_SCHEMA_VERSION = 3;
 
 /**
  * The versioned, idempotent migrations: entry `i` takes `user_version` from `i` to `i + 1`. One
@@ -68,6 +68,8 @@ const MIGRATIONS: readonly string[] = [
        UNION ALL SELECT 0, '${'0'.repeat(64)}', 0
      ) ORDER BY rank DESC LIMIT 1;
    CREATE INDEX IF NOT EXISTS receipts_key ON receipts (key) WHERE key IS NOT NULL;`,
+  // 3: the MCP task a key's call created (DESIGN §20.2); older records have none.
+  `ALTER TABLE records ADD COLUMN task_id TEXT;`,
 ];
 
 /** Why a journal file cannot be used (`detail.reason` of its JournalError). */

@@ -14,6 +14,7 @@ import {
   ErrorCode,
   RuntimeError,
   StepbindError,
+  type TaskCallRequest,
   type ChangeFeed,
   type ListPageRequest,
   type ToolListSource,
@@ -31,6 +32,14 @@ import { ConnectionListeners } from '../connection-listeners.js';
 import { createDebug } from '../log.js';
 import { NO_REDACTION, type Redactor } from '../redact.js';
 import { traceRequest } from '../telemetry.js';
+import {
+  awaitTask,
+  createdTaskOf,
+  serverMakesTasks,
+  taskParam,
+  tasksUnsupportedError,
+  type TaskWait,
+} from '../tasks/task-call.js';
 import type { FaultSource } from '../transports/guard.js';
 import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transports/http-session.js';
 import type { StderrTail } from '../transports/stderr-tail.js';
@@ -362,10 +371,27 @@ export class SdkConnection implements Connection {
   async #callTool(
     tool: string,
     args: Readonly<Record<string, unknown>>,
-    options: CallRequestOptions,
+    options: CallRequestOptions & { readonly task?: TaskCallRequest },
     meta: Readonly<Record<string, string>>,
     onRequestId: (id: string | number) => void,
   ): Promise<RawCallResult> {
+    // DESIGN §20.2: a task-required tool needs a server that makes tasks; optional ones fall back.
+    const asked = options.task;
+    const task = asked !== undefined && serverMakesTasks(this.client) ? asked : undefined;
+    if (asked?.mode === 'required' && task === undefined) {
+      throw tasksUnsupportedError(this.name, tool, 'the server does not declare tasks for tools/call');
+    }
+    const deadline = performance.now() + options.timeoutMs;
+    const wait = (): TaskWait => ({
+      client: this.client,
+      server: this.name,
+      tool,
+      signal: options.signal,
+      deadline,
+      timeoutMs: options.timeoutMs,
+      mapError: (error) => this.#mapCallError(error, tool, options, 'sent'),
+    });
+    if (task?.resumeTaskId !== undefined) return await awaitTask(wait(), task.resumeTaskId, undefined);
     // The SDK never removes its abort listener: give it a per-call signal linked to the caller's,
     // so a long-lived signal neither leaks listeners nor cancels requests that already finished.
     // Over HTTP there always is one: the session watch aborts a call whose response was lost.
@@ -375,14 +401,23 @@ export class SdkConnection implements Connection {
       name: tool,
       arguments: args as Record<string, unknown>,
       ...(Object.keys(meta).length === 0 ? {} : { _meta: { ...meta } }),
+      ...(task === undefined ? {} : { task: taskParam(task) }),
     };
     const delivery: DeliveryRecord = { delivery: 'not-sent', onId: onRequestId };
     this.#outgoing.set(params, delivery);
-    const send = (): Promise<RawCallResult> =>
-      this.client.request({ method: 'tools/call', params }, CallToolResultSchema, {
-        timeout: options.timeoutMs,
-        ...(link === undefined ? {} : { signal: link.signal }),
-      });
+    const send = async (): Promise<RawCallResult> => {
+      const answer = await this.client.request(
+        { method: 'tools/call', params },
+        task === undefined ? CallToolResultSchema : ResultSchema,
+        { timeout: options.timeoutMs, ...(link === undefined ? {} : { signal: link.signal }) },
+      );
+      if (task === undefined) return answer as RawCallResult;
+      const created = createdTaskOf(answer);
+      if ('result' in created) return created.result;
+      // Recorded before the first poll: a crash from here on resumes this task (DESIGN §20.2).
+      await task.onCreated?.(created.task.taskId);
+      return await awaitTask(wait(), created.task.taskId, created.task);
+    };
     let tracked: TrackedRequest | undefined;
     let pending: Promise<RawCallResult>;
     if (this.#http === undefined) {
@@ -397,21 +432,31 @@ export class SdkConnection implements Connection {
         const lostError = this.#lostCallError(tool, tracked);
         if (lostError !== undefined) throw lostError;
       }
-      throw this.#redactor.error(
-        mapSdkError(error, {
-          server: this.name,
-          tool,
-          operation: 'tools/call',
-          timeoutMs: options.timeoutMs,
-          ...(options.signal === undefined ? {} : { signal: options.signal }),
-          fault: this.#fault(),
-          delivery: delivery.delivery,
-        }),
-      );
+      throw this.#mapCallError(error, tool, options, delivery.delivery);
     } finally {
       if (tracked !== undefined) this.#http?.untrack(tracked);
       link?.dispose();
     }
+  }
+
+  /** A failed `tools/call` (or task request of one) as a typed, redacted error. */
+  #mapCallError(
+    error: unknown,
+    tool: string,
+    options: CallRequestOptions,
+    delivery: 'sent' | 'not-sent',
+  ): StepbindError {
+    return this.#redactor.error(
+      mapSdkError(error, {
+        server: this.name,
+        tool,
+        operation: 'tools/call',
+        timeoutMs: options.timeoutMs,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        fault: this.#fault(),
+        delivery,
+      }),
+    );
   }
 
   /**
