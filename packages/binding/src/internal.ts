@@ -117,4 +117,3 @@ export {
 } from './options-check.js';
 export type { OptionsContext } from './options-check.js';
 export { runOptionsSchema } from './call/run-options.js';
-export { taskRequestOf, taskSupportOf } from './call/task.js';

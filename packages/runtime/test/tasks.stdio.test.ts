@@ -50,7 +50,9 @@ describe('task-augmented tools/call (2025-11-25), real stdio server', () => {
     expect(outcome.result.content).toEqual([{ type: 'text', text: 'done:a' }]);
     const seen = readTaskEvents(events);
     const created = ofKind(seen, 'create');
-    expect(ofKind(seen, 'call')).toEqual([{ event: 'call', tool: 'slow_job', key: 'a', task: true }]);
+    expect(ofKind(seen, 'call')).toEqual([
+      { event: 'call', tool: 'slow_job', key: 'a', task: true },
+    ]);
     expect(created).toHaveLength(1);
     expect(ofKind(seen, 'get').map((e) => e.taskId)).toEqual(Array(3).fill(created[0]?.taskId));
     expect(ofKind(seen, 'result')).toHaveLength(1);
@@ -237,9 +239,7 @@ describe('tasks and the SQLite journal', () => {
     const third = await open(restarted.url);
     await using thirdStep = await third.captureBinding();
     const unknown = await failure(
-      thirdStep
-        .prepareCall('t__slow_job')
-        .run({ key: 'g', hold: true }, { idempotencyKey: 'g' }),
+      thirdStep.prepareCall('t__slow_job').run({ key: 'g', hold: true }, { idempotencyKey: 'g' }),
     );
 
     expect(unknown.code).toBe('OUTCOME_UNKNOWN');
