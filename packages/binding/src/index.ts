@@ -198,4 +198,5 @@ export type {
   StoredReceipt,
   UpdateResult,
 } from './journal/store.js';
-export type { TaskCallRequest, TaskSupport } from './call/task.js';
+export type { TaskSupport } from './call/task.js';
+export type { TaskCallRequest } from './call/types.js';

@@ -10,12 +10,14 @@ import {
   spawnTaskHttpServer,
   taskServerParams,
   tempDir,
+  untilTaskEvent,
   type TaskServerEvent,
   type TaskServerOptions,
 } from '@stepbind/testkit';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { failure } from './support/errors.js';
 import { trackRuntimes } from './support/runtimes.js';
+import { within } from './support/wait.js';
 
 const { runtimes } = trackRuntimes();
 
@@ -142,7 +144,10 @@ describe('task-augmented tools/call (2025-11-25), real stdio server', () => {
     const running = failure(
       step.prepareCall('t__slow_job').run({ key: 'c', hold: true }, { signal: controller.signal }),
     );
-    await vi.waitFor(() => expect(ofKind(readTaskEvents(events), 'get').length).toBeGreaterThan(0));
+    await within(
+      untilTaskEvent(events, (e) => e.event === 'get'),
+      'a tasks/get',
+    );
     controller.abort();
     const aborted = await running;
 
@@ -168,7 +173,10 @@ describe('tasks and the SQLite journal', () => {
         .prepareCall('t__slow_job')
         .run({ key: 'k', hold: true }, { idempotencyKey: 'k', signal: controller.signal }),
     );
-    await vi.waitFor(() => expect(ofKind(readTaskEvents(events), 'get').length).toBeGreaterThan(0));
+    await within(
+      untilTaskEvent(events, (e) => e.event === 'get'),
+      'a tasks/get',
+    );
     const record = await runtime.journal.get('k');
     controller.abort();
     await running;

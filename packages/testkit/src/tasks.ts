@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, watch } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +20,10 @@ function taskEntryPath(): string {
  * `taskSupport: "required"` and `maybe_job` with `"optional"`; see `server/tasks.ts`).
  */
 export function taskServerParams(options: TaskServerOptions = {}): StdioServerParams {
-  return { command: process.execPath, args: [taskEntryPath(), '--options', JSON.stringify(options)] };
+  return {
+    command: process.execPath,
+    args: [taskEntryPath(), '--options', JSON.stringify(options)],
+  };
 }
 
 /** The task server over Streamable HTTP in a child process that outlives its clients. */
@@ -39,7 +42,9 @@ export interface TaskHttpServer {
  *
  * @throws Error when the process exits before listening.
  */
-export async function spawnTaskHttpServer(options: TaskServerOptions = {}): Promise<TaskHttpServer> {
+export async function spawnTaskHttpServer(
+  options: TaskServerOptions = {},
+): Promise<TaskHttpServer> {
   const child = spawn(
     process.execPath,
     [taskEntryPath(), '--options', JSON.stringify(options), '--http', '0'],
@@ -75,11 +80,36 @@ export async function spawnTaskHttpServer(options: TaskServerOptions = {}): Prom
   };
 }
 
-/** The events a task server appended to `path` so far (none when the file does not exist). */
+/** The events a task server appended to `path` so far, whole lines only (none without the file). */
 export function readTaskEvents(path: string): TaskServerEvent[] {
   if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line) as TaskServerEvent);
+  const lines = readFileSync(path, 'utf8').split('\n');
+  // The last piece is a line still being written (or empty after the final newline).
+  lines.pop();
+  return lines.map((line) => JSON.parse(line) as TaskServerEvent);
+}
+
+/**
+ * Resolves with the events of `path` once one of them satisfies `predicate` (checked now and on
+ * every change of the file, which `fs.watch` reports: no polling). The file must exist or be
+ * created in its directory.
+ */
+export function untilTaskEvent(
+  path: string,
+  predicate: (event: TaskServerEvent) => boolean,
+): Promise<TaskServerEvent[]> {
+  return new Promise((resolve, reject) => {
+    const watcher = watch(dirname(path), () => check());
+    watcher.once('error', (error) => {
+      watcher.close();
+      reject(error);
+    });
+    function check(): void {
+      const events = readTaskEvents(path);
+      if (!events.some(predicate)) return;
+      watcher.close();
+      resolve(events);
+    }
+    check();
+  });
 }

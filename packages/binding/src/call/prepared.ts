@@ -4,7 +4,7 @@
  *
  * @packageDocumentation
  */
-import { CallError, ErrorCode, StepbindError } from '../errors.js';
+import { CallError } from '../errors.js';
 import type { JournalClaim } from '../journal/claim.js';
 import type { CallJournal } from '../journal/journal.js';
 import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/store.js';
@@ -34,7 +34,7 @@ import {
 import { InputRoundLog } from './input-rounds.js';
 import { callContext, receiptOf, type CallCapture } from './receipt.js';
 import { checkRunOptions } from './run-options.js';
-import { taskRequestOf, type TaskCallRequest } from './task.js';
+import { resumeTask, taskOption } from './task.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
 import type { CallOutcome, CallPolicy, RunOptions, ToolCallResult, ToolCaller } from './types.js';
 
@@ -81,7 +81,7 @@ interface CallRun {
   io: StoreBound;
   /** MRTR rounds (2026-07-28 era): the log exists only once a server asks for input. */
   rounds: InputRoundLog | undefined;
-  /** The MCP task the call runs as, once the server created it (or the task a resume polls). */
+  /** The MCP task the call runs as, once created, or the one a resume polls (DESIGN §20.2). */
   taskId: string | undefined;
 }
 
@@ -173,8 +173,9 @@ export class PreparedCall {
       this.#enter(run);
       const replay = await this.#claimKey(run, args);
       if (replay !== undefined) return replay;
-      const resumeTaskId = run.claim?.resumeTaskId;
-      if (resumeTaskId !== undefined) return await this.#resume(run, args, resumeTaskId);
+      if (run.claim?.resumeTaskId !== undefined) {
+        return await this.#finish(run, await resumeTask(run, this.#call, args));
+      }
       await this.#lockRevision(run);
       const admitted = await this.#prepare(run, this.#admit(run, args));
       const caller = this.#admitAtPointOfUse(run, admitted);
@@ -451,77 +452,15 @@ export class PreparedCall {
   ): Promise<ToolCallResult> {
     const { signal } = run.options;
     run.phase = 'call';
-    const task = taskRequestOf(run.bound.descriptor, run.options);
     const result = await caller.callTool(this.tool, callArgs, {
       timeoutMs: run.timeoutMs,
       ...(signal === undefined ? {} : { signal }),
       onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
-      ...(task === undefined
-        ? {}
-        : { task: { ...task, onCreated: (taskId) => this.#taskCreated(run, taskId) } }),
+      ...taskOption(run, () => this.#recordIo(run), this.#state),
     });
     run.tCalled = performance.now();
     run.phase = 'output';
     return result;
-  }
-
-  /**
-   * The server created the call's task (DESIGN §20.2): its id goes on the key's `SENT` record
-   * (durable) before the caller polls, so a crash from here on resumes polling it. A journal
-   * failure is reported on the side (the key then ends `OUTCOME_UNKNOWN` after a crash, as before).
-   */
-  async #taskCreated(run: CallRun, taskId: string): Promise<void> {
-    run.taskId = taskId;
-    const { claim, journal } = run;
-    if (claim === undefined || journal === undefined) return;
-    try {
-      await journal.recordTask(claim, taskId, this.#recordIo(run));
-    } catch (error) {
-      this.#state.onJournalError(error);
-    }
-  }
-
-  /**
-   * Resumes a key whose earlier run created an MCP task and then ended without its outcome (a
-   * crash, a timeout; DESIGN §20.2): polls that task on the captured connection and returns its
-   * result, recorded as the key's outcome. Nothing new is sent, so neither the revision lock,
-   * admission nor the `prepare` hook runs; every failure says `sent` (the key's call was sent), so
-   * the key stays `OUTCOME_UNKNOWN` unless the server answered.
-   */
-  async #resume(
-    run: CallRun,
-    args: Readonly<Record<string, unknown>>,
-    taskId: string,
-  ): Promise<CallOutcome> {
-    const { signal } = run.options;
-    run.phase = 'call';
-    run.taskId = taskId;
-    // `required`: a caller that cannot poll tasks must refuse, never fall back to sending it.
-    const task: TaskCallRequest = { mode: 'required', resumeTaskId: taskId };
-    let result: ToolCallResult;
-    try {
-      result = await run.bound.server.caller.callTool(this.tool, args, {
-        timeoutMs: run.timeoutMs,
-        ...(signal === undefined ? {} : { signal }),
-        task,
-      });
-    } catch (error) {
-      throw this.#resumeFailure(error, taskId);
-    }
-    run.tCalled = performance.now();
-    run.phase = 'output';
-    checkOutput(this.#call, result);
-    return await this.#finish(run, result);
-  }
-
-  /** A resume's failure, never `not-sent`: the key's call was sent by the run that created the task. */
-  #resumeFailure(error: unknown, taskId: string): unknown {
-    if (!(error instanceof StepbindError) || error.detail['delivery'] !== 'not-sent') return error;
-    return new CallError(
-      ErrorCode.OUTCOME_UNKNOWN,
-      `Polling task "${taskId}" of "${this.modelName}" on server "${this.server}" could not start (${error.message}). The call was sent by an earlier run and may have run; call again with the same key to resume polling.`,
-      { detail: this.#detail({ delivery: 'sent', taskId, reason: 'resume-failed' }), cause: error },
-    );
   }
 
   /**

@@ -8,7 +8,6 @@ import type { StepbindError } from '../errors.js';
 import type { EffectClass } from '../snapshot/snapshot.js';
 import type { McpContentBlock } from '../tools/content.js';
 import type { InputRoundListener, InputRounds } from './input-rounds.js';
-import type { TaskCallRequest } from './task.js';
 
 /** A raw `tools/call` result (content, structuredContent, isError, _meta...). */
 export interface ToolCallResult {
@@ -50,6 +49,27 @@ export interface ToolCaller {
       readonly task?: TaskCallRequest;
     },
   ): Promise<ToolCallResult>;
+}
+
+/**
+ * What a prepared call asks its {@link ToolCaller} to do with MCP tasks (DESIGN §20.2). `mode`:
+ * `required` (the tool only runs as a task: a caller or server without tasks is a typed error,
+ * nothing sent) or `optional` (a task when the server can make one, else a plain call).
+ */
+export interface TaskCallRequest {
+  readonly mode: 'required' | 'optional';
+  /** The task's time to live the caller asks the server for (`task.ttl`), in milliseconds. */
+  readonly ttlMs?: number;
+  /**
+   * Poll this task (created by an earlier, crashed run of the same key) instead of sending
+   * `tools/call`: nothing new is sent; a task the server no longer knows is `OUTCOME_UNKNOWN`.
+   */
+  readonly resumeTaskId?: string;
+  /**
+   * Told the task id once the server answered `tools/call` with `CreateTaskResult`, before the
+   * caller polls (the journal records it there). Never rejects.
+   */
+  readonly onCreated?: (taskId: string) => Promise<void>;
 }
 
 /**

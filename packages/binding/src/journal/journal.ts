@@ -7,6 +7,7 @@ import { verifyChain, type ChainVerification } from './chain.js';
 import { JournalTime } from './clock.js';
 import { checkCallJournalOptions, positive, type CallJournalOptions } from './options.js';
 import { notSentError } from './unavailable.js';
+import { unknownOutcome } from './task.js';
 import {
   JournalClaim,
   signalOf,
@@ -23,7 +24,6 @@ import {
   inProgressError,
   keyMayHaveRun,
   localRefusal,
-  outcomeUnknownError,
   recordSummary,
 } from './rules.js';
 import type {
@@ -121,10 +121,8 @@ export class CallJournal {
    * - `COMPLETED`: `replay` with the stored outcome, also when only the descriptor changed;
    * - `INTENT`/`SENT` of a live holder within its expiry: `IDEMPOTENCY_IN_PROGRESS`; of a dead or
    *   expired holder: recovered first (to `NOT_SENT` or `OUTCOME_UNKNOWN`), then decided again;
-   * - `OUTCOME_UNKNOWN`: `OUTCOME_UNKNOWN` with the record, unless the tool is `read`, the server
-   *   allows `retryReads` and the descriptor is unchanged (then claimed again), or the record has
-   *   the MCP task its call created and the descriptor is unchanged (then claimed to resume polling
-   *   it: `claim.resumeTaskId`, nothing written, nothing sent; DESIGN §20.2).
+   * - `OUTCOME_UNKNOWN`: `OUTCOME_UNKNOWN` with the record, unless the descriptor is unchanged and
+   *   the tool is a `read` whose server allows `retryReads` (claimed again) or its task is known.
    *
    * @throws JournalError when the store fails.
    */
@@ -242,15 +240,7 @@ export class CallJournal {
             if (claimed !== undefined) return claimed;
             continue;
           }
-          if (existing.taskId !== undefined && sameDescriptor) {
-            // Its task is known (DESIGN §20.2): poll it again, never send the call again. Nothing
-            // is written until the outcome is known (then the same attempt completes).
-            const resume = new JournalClaim(existing, intent, undefined);
-            resume.sentRecorded = true;
-            resume.resumeTaskId = existing.taskId;
-            return { kind: 'claimed', claim: resume };
-          }
-          return { kind: 'refused', error: outcomeUnknownError(existing, intent.context) };
+          return unknownOutcome(existing, intent);
         }
       }
     }
@@ -323,35 +313,6 @@ export class CallJournal {
     claim.record = next;
     claim.pending = undefined;
     claim.sentRecorded = true;
-  }
-
-  /**
-   * Records on the key's `SENT` record the MCP task its call created (DESIGN §20.2), durably, as
-   * soon as the server answered `tools/call` with it: a crash from here on leaves a key whose next
-   * run resumes polling that task. A claim not written as `SENT`, or taken over, records nothing.
-   *
-   * @returns true when the task id was written.
-   * @throws JournalError when the store fails.
-   */
-  async recordTask(
-    claim: JournalClaim,
-    taskId: string,
-    options: StoreCallOptions = {},
-  ): Promise<boolean> {
-    const current = claim.record;
-    if (!claim.sentRecorded || claim.lost || current.state !== 'SENT') return false;
-    const next: JournalRecord = {
-      ...current,
-      taskId,
-      version: current.version + 1,
-      updatedAt: this.#now(),
-    };
-    const written = await this.store.update(next, current.version, {
-      durable: true,
-      ...signalOf(options),
-    });
-    if (written.ok) claim.record = next;
-    return written.ok;
   }
 
   /**

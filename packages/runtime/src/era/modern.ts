@@ -51,7 +51,7 @@ import {
 } from './envelope.js';
 import { ModernHttpTransport } from './http.js';
 import { traceRequest } from '../telemetry.js';
-import { tasksUnsupportedError } from '../tasks/task-call.js';
+import { tasksUnsupportedError } from '../sdk/task-call.js';
 import { ListenStream } from './listen.js';
 import { callWithInput } from './mrtr.js';
 import { ConnectionListeners, type StderrFeed } from '../connection-listeners.js';
@@ -257,7 +257,11 @@ export class ModernConnection implements Connection {
     const task = (options as { readonly task?: TaskCallRequest }).task;
     if (task?.mode === 'required') {
       return Promise.reject(
-        tasksUnsupportedError(this.name, tool, 'the 2026-07-28 protocol era has no tasks in stepbind yet'),
+        tasksUnsupportedError(
+          this.name,
+          tool,
+          'the 2026-07-28 protocol era has no tasks in stepbind yet',
+        ),
       );
     }
     // One record for the whole call: once any round was written, the call may have run, so a later

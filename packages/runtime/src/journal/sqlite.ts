@@ -257,7 +257,8 @@ export class SqliteJournalStore implements JournalStore {
     const schema = db.pragma('user_version', { simple: true }) as number;
     const hasHead = schema >= 2;
     // A schema-2 file read without migrating has no task column; nothing writes to it then.
-    const task = schema >= 3 ? { column: ', task_id', value: ', ?', set: ', task_id = ?' } : NO_TASK;
+    const task =
+      schema >= 3 ? { column: ', task_id', value: ', ?', set: ', task_id = ?' } : NO_TASK;
     this.#stmt = {
       get: db.prepare<[string], RecordRow>('SELECT * FROM records WHERE key = ?'),
       insert: db.prepare(

@@ -39,7 +39,7 @@ import {
   taskParam,
   tasksUnsupportedError,
   type TaskWait,
-} from '../tasks/task-call.js';
+} from './task-call.js';
 import type { FaultSource } from '../transports/guard.js';
 import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transports/http-session.js';
 import type { StderrTail } from '../transports/stderr-tail.js';
@@ -379,7 +379,11 @@ export class SdkConnection implements Connection {
     const asked = options.task;
     const task = asked !== undefined && serverMakesTasks(this.client) ? asked : undefined;
     if (asked?.mode === 'required' && task === undefined) {
-      throw tasksUnsupportedError(this.name, tool, 'the server does not declare tasks for tools/call');
+      throw tasksUnsupportedError(
+        this.name,
+        tool,
+        'the server does not declare tasks for tools/call',
+      );
     }
     const deadline = performance.now() + options.timeoutMs;
     const wait = (): TaskWait => ({
@@ -391,7 +395,8 @@ export class SdkConnection implements Connection {
       timeoutMs: options.timeoutMs,
       mapError: (error) => this.#mapCallError(error, tool, options, 'sent'),
     });
-    if (task?.resumeTaskId !== undefined) return await awaitTask(wait(), task.resumeTaskId, undefined);
+    if (task?.resumeTaskId !== undefined)
+      return await awaitTask(wait(), task.resumeTaskId, undefined);
     // The SDK never removes its abort listener: give it a per-call signal linked to the caller's,
     // so a long-lived signal neither leaks listeners nor cancels requests that already finished.
     // Over HTTP there always is one: the session watch aborts a call whose response was lost.
@@ -411,7 +416,7 @@ export class SdkConnection implements Connection {
         task === undefined ? CallToolResultSchema : ResultSchema,
         { timeout: options.timeoutMs, ...(link === undefined ? {} : { signal: link.signal }) },
       );
-      if (task === undefined) return answer as RawCallResult;
+      if (task === undefined) return answer;
       const created = createdTaskOf(answer);
       if ('result' in created) return created.result;
       // Recorded before the first poll: a crash from here on resumes this task (DESIGN §20.2).

@@ -34,7 +34,12 @@ export interface TaskServerOptions {
 /** What the task server records (one JSON line each in `options.events`). */
 export type TaskServerEvent =
   | { readonly event: 'call'; readonly tool: string; readonly key: string; readonly task: boolean }
-  | { readonly event: 'create'; readonly taskId: string; readonly key: string; readonly pid: number }
+  | {
+      readonly event: 'create';
+      readonly taskId: string;
+      readonly key: string;
+      readonly pid: number;
+    }
   | { readonly event: 'get'; readonly taskId: string; readonly at: number; readonly known: boolean }
   | { readonly event: 'result'; readonly taskId: string }
   | { readonly event: 'cancel'; readonly taskId: string };
@@ -157,7 +162,7 @@ export async function runTaskServer(argv: readonly string[]): Promise<void> {
       jobs.set(job.taskId, job);
       settle(job);
       record({ event: 'create', taskId: job.taskId, key: args.key ?? '', pid: process.pid });
-      return { task: view(job) } as never;
+      return { task: view(job) };
     });
     if (tasks) {
       server.setRequestHandler(GetTaskRequestSchema, (request) => {
@@ -167,18 +172,18 @@ export async function runTaskServer(argv: readonly string[]): Promise<void> {
         if (job === undefined) throw new McpError(-32602, `Unknown task: ${taskId}`);
         job.polls++;
         settle(job);
-        return view(job) as never;
+        return view(job);
       });
       server.setRequestHandler(GetTaskPayloadRequestSchema, (request) => {
         const job = known(request.params.taskId);
         record({ event: 'result', taskId: job.taskId });
-        return resultOf(job) as never;
+        return resultOf(job);
       });
       server.setRequestHandler(CancelTaskRequestSchema, (request) => {
         const job = known(request.params.taskId);
         record({ event: 'cancel', taskId: job.taskId });
         if (job.status === 'working') job.status = 'cancelled';
-        return view(job) as never;
+        return view(job);
       });
     }
     return server;

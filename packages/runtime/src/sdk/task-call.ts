@@ -44,8 +44,7 @@ export interface TaskState {
 /** True when the server declared `tasks.requests.tools.call` (it can run `tools/call` as a task). */
 export function serverMakesTasks(client: Client): boolean {
   const tasks = client.getServerCapabilities()?.tasks as
-    | { readonly requests?: { readonly tools?: { readonly call?: unknown } } }
-    | undefined;
+    { readonly requests?: { readonly tools?: { readonly call?: unknown } } } | undefined;
   return tasks?.requests?.tools?.call !== undefined;
 }
 
@@ -76,7 +75,7 @@ export function createdTaskOf(
   if (typeof result === 'object' && result !== null && 'task' in result) {
     return { task: CreateTaskResultSchema.parse(result).task };
   }
-  return { result: CallToolResultSchema.parse(result) as RawCallResult };
+  return { result: CallToolResultSchema.parse(result) };
 }
 
 /** What {@link awaitTask} needs from the connection. */
@@ -171,10 +170,14 @@ async function getTask(wait: TaskWait, taskId: string): Promise<TaskState> {
   const timeout = remaining(wait, taskId);
   wait.onPoll?.();
   try {
-    return await wait.client.request({ method: 'tasks/get', params: { taskId } }, GetTaskResultSchema, {
-      timeout,
-      ...(wait.signal === undefined ? {} : { signal: wait.signal }),
-    });
+    return await wait.client.request(
+      { method: 'tasks/get', params: { taskId } },
+      GetTaskResultSchema,
+      {
+        timeout,
+        ...(wait.signal === undefined ? {} : { signal: wait.signal }),
+      },
+    );
   } catch (error) {
     if (isAnswer(error) && wait.signal?.aborted !== true) {
       throw new RuntimeError(
@@ -194,11 +197,11 @@ async function getTask(wait: TaskWait, taskId: string): Promise<TaskState> {
 async function taskResult(wait: TaskWait, taskId: string): Promise<RawCallResult> {
   const timeout = remaining(wait, taskId);
   try {
-    return (await wait.client.request(
+    return await wait.client.request(
       { method: 'tasks/result', params: { taskId } },
       CallToolResultSchema,
       { timeout, ...(wait.signal === undefined ? {} : { signal: wait.signal }) },
-    )) as RawCallResult;
+    );
   } catch (error) {
     if (isTimeout(error)) throw timeoutError(wait, taskId);
     throw error;
@@ -208,9 +211,13 @@ async function taskResult(wait: TaskWait, taskId: string): Promise<RawCallResult
 /** Sends `tasks/cancel` and waits a bounded time for its answer; a failure changes nothing. */
 async function cancelTask(wait: TaskWait, taskId: string): Promise<void> {
   try {
-    await wait.client.request({ method: 'tasks/cancel', params: { taskId } }, CancelTaskResultSchema, {
-      timeout: CANCEL_TIMEOUT_MS,
-    });
+    await wait.client.request(
+      { method: 'tasks/cancel', params: { taskId } },
+      CancelTaskResultSchema,
+      {
+        timeout: CANCEL_TIMEOUT_MS,
+      },
+    );
   } catch {
     // The task may have ended meanwhile, or the connection is gone: the abort stands either way.
   }
@@ -232,15 +239,15 @@ function taskEndedError(wait: TaskWait, task: TaskState): RuntimeError {
 }
 
 function isTimeout(error: unknown): boolean {
-  return error instanceof McpError && error.code === RpcErrorCode.RequestTimeout;
+  return error instanceof McpError && error.code === Number(RpcErrorCode.RequestTimeout);
 }
 
 /** A JSON-RPC error response of the server (not the SDK's own timeout or closed connection). */
 function isAnswer(error: unknown): error is McpError {
   return (
     error instanceof McpError &&
-    error.code !== RpcErrorCode.RequestTimeout &&
-    error.code !== RpcErrorCode.ConnectionClosed
+    error.code !== Number(RpcErrorCode.RequestTimeout) &&
+    error.code !== Number(RpcErrorCode.ConnectionClosed)
   );
 }
 
