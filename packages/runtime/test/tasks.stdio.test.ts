@@ -4,6 +4,7 @@
  * result fetched, failures typed, abort → tasks/cancel, the journal's task id and resume.
  */
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { McpRuntime, type McpRuntimeOptions } from '@stepbind/runtime';
 import {
   readTaskEvents,
@@ -254,5 +255,34 @@ describe('tasks and the SQLite journal', () => {
     expect(unknown.detail).toMatchObject({ delivery: 'sent', reason: 'task-unknown' });
     expect(ofKind(readTaskEvents(events), 'create').map((e) => e.key)).toEqual(['r', 'g']);
     expect((await third.journal.get('g'))?.state).toBe('OUTCOME_UNKNOWN');
+  });
+});
+
+describe('tasks against @modelcontextprotocol/server-everything (stdio)', () => {
+  it('runs its task-required simulate-research-query as a task and returns the report, the receipt naming the task', async () => {
+    const entry = fileURLToPath(
+      new URL(
+        '../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js',
+        import.meta.url,
+      ),
+    );
+    const runtime = await McpRuntime.open(
+      {
+        mcpServers: {
+          everything: { command: process.execPath, args: [entry, 'stdio'], approval: 'none' },
+        },
+      },
+      {},
+    );
+    runtimes.push(runtime);
+    await using step = await runtime.captureBinding();
+
+    const outcome = await step
+      .prepareCall('everything__simulate-research-query')
+      .run({ topic: 'tasks' });
+
+    expect(outcome.receipt.taskId).toEqual(expect.any(String));
+    expect(JSON.stringify(outcome.result.content)).toContain('tasks');
+    expect(outcome.result.isError).not.toBe(true);
   });
 });
