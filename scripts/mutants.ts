@@ -1173,6 +1173,29 @@ const MUTANTS: readonly Mutant[] = [
       'a report after the result in the same write as the answer is not delivered (raw 2025 server)',
     diagnostic: 'expected [ 1, 2 ] to deeply equal [ 1 ]',
   },
+  {
+    name: 'resume a known task by sending the call again',
+    file: 'packages/binding/src/call/task.ts',
+    find: "task: { mode: 'required', resumeTaskId: taskId },",
+    replace: "task: { mode: 'required' },",
+    testFile: 'packages/runtime/test/tasks.stdio.test.ts',
+    testName:
+      'resumes polling the recorded task after a restart instead of sending again, then replays; a task the server forgot is OUTCOME_UNKNOWN',
+    diagnostic: 'to have a length of 1',
+  },
+  {
+    name: 'record the task id after polling instead of at creation',
+    file: 'packages/runtime/src/sdk/sdk-connection.ts',
+    find: `      await task.onCreated?.(created.task.taskId);
+      return await awaitTask(wait(), created.task.taskId, created.task);`,
+    replace: `      const polled = await awaitTask(wait(), created.task.taskId, created.task);
+      await task.onCreated?.(created.task.taskId);
+      return polled;`,
+    testFile: 'packages/runtime/test/tasks.stdio.test.ts',
+    testName:
+      'records the task id on the SENT record as soon as the task is created, before it completes',
+    diagnostic: 'expected undefined to be',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

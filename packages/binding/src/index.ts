@@ -199,3 +199,5 @@ export type {
   UpdateResult,
 } from './journal/store.js';
 export type { CallProgress, ProgressListener } from './call/types.js';
+export type { TaskSupport } from './call/task.js';
+export type { TaskCallRequest } from './call/types.js';

@@ -4,7 +4,8 @@ import {
   type DiscoverOptions,
   type ToolDiscovery,
 } from '@stepbind/binding/internal';
-import { clientListSource, type Client } from './sdk/sdk-connection.js';
+import type { Client } from './sdk/sdk-connection.js';
+import { clientListSource } from './sdk/sdk-requests.js';
 
 /** Options for {@link discoverTools}: discovery limits plus the server name used in errors. */
 export type DiscoverToolsOptions = Omit<DiscoverOptions, 'changes'> & {

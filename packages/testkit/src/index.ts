@@ -114,3 +114,5 @@ export type {
   ProtectedMcpServerCounts,
   ProtectedMcpServerOptions,
 } from './oauth/protected-server.js';
+export { readTaskEvents, spawnTaskHttpServer, taskServerParams, untilTaskEvent } from './tasks.js';
+export type { TaskHttpServer, TaskServerEvent, TaskServerOptions } from './tasks.js';

@@ -35,6 +35,7 @@ import { InputRoundLog } from './input-rounds.js';
 import { progressOptions } from './progress.js';
 import { callContext, receiptOf, type CallCapture } from './receipt.js';
 import { checkRunOptions } from './run-options.js';
+import { resumeTask, taskOption } from './task.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
 import type { CallOutcome, CallPolicy, RunOptions, ToolCallResult, ToolCaller } from './types.js';
 
@@ -81,6 +82,8 @@ interface CallRun {
   io: StoreBound;
   /** MRTR rounds (2026-07-28 era): the log exists only once a server asks for input. */
   rounds: InputRoundLog | undefined;
+  /** The MCP task the call runs as, once created, or the one a resume polls (DESIGN §20.2). */
+  taskId: string | undefined;
 }
 
 /** What admission decided before the `prepare` hook, and the arguments checked so far. */
@@ -171,6 +174,9 @@ export class PreparedCall {
       this.#enter(run);
       const replay = await this.#claimKey(run, args);
       if (replay !== undefined) return replay;
+      if (run.claim?.resumeTaskId !== undefined) {
+        return await this.#finish(run, await resumeTask(run, this.#call, args));
+      }
       await this.#lockRevision(run);
       const admitted = await this.#prepare(run, this.#admit(run, args));
       const caller = this.#admitAtPointOfUse(run, admitted);
@@ -222,6 +228,7 @@ export class PreparedCall {
       release: undefined,
       io: {},
       rounds: undefined,
+      taskId: undefined,
     };
   }
 
@@ -453,6 +460,7 @@ export class PreparedCall {
         ...(signal === undefined ? {} : { signal }),
         onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
         ...progress.options,
+        ...taskOption(run, () => this.#recordIo(run), this.#state),
       })
       .finally(progress.end);
     run.tCalled = performance.now();
@@ -474,6 +482,7 @@ export class PreparedCall {
         startedAt: run.startedAt,
         timings: run,
         rounds: run.rounds,
+        taskId: run.taskId,
       },
       result,
     );

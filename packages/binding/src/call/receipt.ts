@@ -33,6 +33,8 @@ export interface RunFacts {
   readonly startedAt: number;
   readonly timings: RunTimings;
   readonly rounds: InputRoundLog | undefined;
+  /** The MCP task the call ran as (DESIGN §20.2), if any. */
+  readonly taskId?: string | undefined;
 }
 
 /** The journal's context of a call: the step, the tool, the catalog and the policy epoch. */
@@ -83,6 +85,7 @@ export function receiptOf(
     ...protocolOf(catalog),
     ...run.rounds?.field(),
     effectClass: descriptor.effectClass,
+    ...(run.taskId === undefined ? {} : { taskId: run.taskId }),
     outcome: result.isError === true ? 'tool-error' : 'ok',
     idempotencyKey: run.key,
     argsDigest: run.argsDigest,

@@ -43,6 +43,23 @@ export const runOptionsSchema = bagOf<RunOptions>()({
     .max(MAX_TIMER_MS)
     .describe(`an integer from 1 to ${MAX_TIMER_MS} (milliseconds), at least timeoutMs`)
     .optional(),
+  task: z
+    .union([
+      z.boolean(),
+      z
+        .object({
+          ttlMs: z
+            .number()
+            .int()
+            .min(1)
+            .max(MAX_TIMER_MS)
+            .describe(`an integer from 1 to ${MAX_TIMER_MS} (milliseconds)`)
+            .optional(),
+        })
+        .strict(),
+    ])
+    .describe('true, false or { ttlMs }')
+    .optional(),
 }).superRefine((bag, ctx) => {
   const { timeoutMs, maxTotalTimeoutMs } = bag;
   if (timeoutMs !== undefined && maxTotalTimeoutMs !== undefined && maxTotalTimeoutMs < timeoutMs) {

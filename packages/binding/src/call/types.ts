@@ -50,8 +50,35 @@ export interface ToolCaller {
       readonly resetTimeoutOnProgress?: boolean;
       /** With {@link resetTimeoutOnProgress}: the absolute cap from the send, in ms. */
       readonly maxTotalTimeoutMs?: number;
+      /**
+       * Run the call as an MCP task (2025-11-25 `tools/call` with `task`), or resume polling one
+       * (DESIGN §20.2). A caller that cannot make tasks fails a `required` one with a typed error,
+       * nothing sent, and sends an `optional` one as a plain call.
+       */
+      readonly task?: TaskCallRequest;
     },
   ): Promise<ToolCallResult>;
+}
+
+/**
+ * What a prepared call asks its {@link ToolCaller} to do with MCP tasks (DESIGN §20.2). `mode`:
+ * `required` (the tool only runs as a task: a caller or server without tasks is a typed error,
+ * nothing sent) or `optional` (a task when the server can make one, else a plain call).
+ */
+export interface TaskCallRequest {
+  readonly mode: 'required' | 'optional';
+  /** The task's time to live the caller asks the server for (`task.ttl`), in milliseconds. */
+  readonly ttlMs?: number;
+  /**
+   * Poll this task (created by an earlier, crashed run of the same key) instead of sending
+   * `tools/call`: nothing new is sent; a task the server no longer knows is `OUTCOME_UNKNOWN`.
+   */
+  readonly resumeTaskId?: string;
+  /**
+   * Told the task id once the server answered `tools/call` with `CreateTaskResult`, before the
+   * caller polls (the journal records it there). Never rejects.
+   */
+  readonly onCreated?: (taskId: string) => Promise<void>;
 }
 
 /**
@@ -149,6 +176,13 @@ export interface RunOptions {
    * @default no cap beyond the reset timeout
    */
   readonly maxTotalTimeoutMs?: number;
+  /**
+   * Runs a tool whose descriptor says `execution.taskSupport: "optional"` as an MCP task
+   * (DESIGN §20.2): `true`, or `{ ttlMs }` to ask the server to keep the task that long (an integer
+   * from 1 to 2^31−1). A `"required"` tool always runs as a task; a tool without task support
+   * ignores it. @default false
+   */
+  readonly task?: boolean | { readonly ttlMs?: number };
 }
 
 /** One progress report of a running call (`notifications/progress`), as a server sent it, bounded. */
@@ -187,6 +221,11 @@ export interface CallReceipt {
    */
   readonly inputRounds?: InputRounds;
   readonly effectClass: EffectClass;
+  /**
+   * The MCP task the call ran as (DESIGN §20.2), when it ran as one; absent otherwise. A run that
+   * resumed polling a task a crashed run created names that task.
+   */
+  readonly taskId?: string;
   /** `ok`, or `tool-error` when the server returned `isError: true`. */
   readonly outcome: 'ok' | 'tool-error';
   /** The run's idempotency key, if it had one. */

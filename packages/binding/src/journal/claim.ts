@@ -54,6 +54,11 @@ export class JournalClaim {
   sentRecorded = false;
   /** @internal true when another holder took the key over (nothing more may be written). */
   lost = false;
+  /**
+   * The MCP task an earlier, crashed run of this key created (DESIGN §20.2): this claim resumes
+   * polling it and sends nothing. Its record stays `OUTCOME_UNKNOWN` until the outcome is known.
+   */
+  resumeTaskId: string | undefined = undefined;
 
   /** @internal */
   constructor(

@@ -7,6 +7,7 @@ import { verifyChain, type ChainVerification } from './chain.js';
 import { JournalTime } from './clock.js';
 import { checkCallJournalOptions, positive, type CallJournalOptions } from './options.js';
 import { notSentError } from './unavailable.js';
+import { unknownOutcome } from './task.js';
 import {
   JournalClaim,
   signalOf,
@@ -23,7 +24,6 @@ import {
   inProgressError,
   keyMayHaveRun,
   localRefusal,
-  outcomeUnknownError,
   recordSummary,
 } from './rules.js';
 import type {
@@ -121,8 +121,8 @@ export class CallJournal {
    * - `COMPLETED`: `replay` with the stored outcome, also when only the descriptor changed;
    * - `INTENT`/`SENT` of a live holder within its expiry: `IDEMPOTENCY_IN_PROGRESS`; of a dead or
    *   expired holder: recovered first (to `NOT_SENT` or `OUTCOME_UNKNOWN`), then decided again;
-   * - `OUTCOME_UNKNOWN`: `OUTCOME_UNKNOWN` with the record, unless the tool is `read`, the server
-   *   allows `retryReads` and the descriptor is unchanged (then claimed again).
+   * - `OUTCOME_UNKNOWN`: `OUTCOME_UNKNOWN` with the record, unless the descriptor is unchanged and
+   *   the tool is a `read` whose server allows `retryReads` (claimed again) or its task is known.
    *
    * @throws JournalError when the store fails.
    */
@@ -240,7 +240,7 @@ export class CallJournal {
             if (claimed !== undefined) return claimed;
             continue;
           }
-          return { kind: 'refused', error: outcomeUnknownError(existing, intent.context) };
+          return unknownOutcome(existing, intent);
         }
       }
     }

@@ -200,7 +200,10 @@ function descriptorNote(
 export function isAnswered(error: StepbindError): boolean {
   return (
     error.code === ErrorCode.INVALID_TOOL_OUTPUT ||
-    (error.code === ErrorCode.SERVER_ERROR && typeof error.detail.rpcCode === 'number')
+    (error.code === ErrorCode.SERVER_ERROR && typeof error.detail.rpcCode === 'number') ||
+    // A task the server reported failed or cancelled (DESIGN §20.2) is its answer.
+    (error.code === ErrorCode.SERVER_ERROR &&
+      (error.detail.taskStatus === 'failed' || error.detail.taskStatus === 'cancelled'))
   );
 }
 

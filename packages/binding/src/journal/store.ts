@@ -105,6 +105,12 @@ export interface JournalRecord {
   /** Why the key is `NOT_SENT` or `OUTCOME_UNKNOWN`. */
   readonly error: { readonly code: string; readonly message: string } | null;
   readonly resolution: Resolution | null;
+  /**
+   * The MCP task the key's call created (DESIGN §20.2), recorded as soon as the server answered
+   * `tools/call` with it: a repeated run of an `OUTCOME_UNKNOWN` key with a task id resumes polling
+   * that task instead of failing. Absent for calls that did not run as tasks.
+   */
+  readonly taskId?: string;
 }
 
 /**
@@ -157,6 +163,8 @@ export interface ReceiptBody extends CallContext {
   readonly state?: JournalState;
   /** `prune` receipts only: the anchor the kept chain starts from after that prune. */
   readonly anchor?: ChainAnchor;
+  /** The MCP task the run's call ran as (DESIGN §20.2); absent when it ran as none. */
+  readonly taskId?: string;
 }
 
 /** A receipt as a store keeps it: the exact text that was digested. */

@@ -56,8 +56,10 @@ export function intentRecord(
 
 /** A new attempt on a key whose last attempt ended without an answer (`NOT_SENT`). */
 export function reclaimRecord(holder: Holder, existing: JournalRecord, now: number): JournalRecord {
+  // A new attempt sends anew: the task an earlier attempt created is not this attempt's.
+  const { taskId: _earlier, ...rest } = existing;
   return {
-    ...existing,
+    ...rest,
     state: 'INTENT',
     version: existing.version + 1,
     attempt: existing.attempt + 1,
@@ -205,6 +207,7 @@ export function runReceipt(
     attempt: claim?.attempt ?? null,
     ...fields,
     ...(receipt.inputRounds === undefined ? {} : { inputRounds: receipt.inputRounds }),
+    ...(receipt.taskId === undefined ? {} : { taskId: receipt.taskId }),
   };
 }
 

@@ -28,6 +28,7 @@ import {
   type ListPageRequest,
   type ToolListSource,
 } from '@stepbind/binding/internal';
+import type { TaskCallRequest } from '@stepbind/binding/internal';
 import type { ClientHandlers } from '../client-capabilities.js';
 import type {
   CallRequestOptions,
@@ -51,6 +52,7 @@ import {
 } from './envelope.js';
 import { ModernHttpTransport } from './http.js';
 import { traceRequest } from '../telemetry.js';
+import { tasksUnsupportedError } from '../sdk/task-call.js';
 import { ListenStream } from './listen.js';
 import { callWithInput } from './mrtr.js';
 import { ConnectionListeners, type StderrFeed } from '../connection-listeners.js';
@@ -254,6 +256,11 @@ export class ModernConnection implements Connection {
     args: Readonly<Record<string, unknown>>,
     options: CallRequestOptions,
   ): Promise<RawCallResult> {
+    // DESIGN §20.2: this era has no tasks here; a task-required call (or a resume) is refused unsent.
+    if ((options as { readonly task?: TaskCallRequest }).task?.mode === 'required') {
+      const why = 'the 2026-07-28 protocol era has no tasks in stepbind yet';
+      return Promise.reject(tasksUnsupportedError(this.name, tool, why));
+    }
     // One record for the whole call: once any round was written, the call may have run, so a later
     // round that fails (even before it is written) is never reported as not sent.
     const delivery: DeliveryRecord = { delivery: 'not-sent' };

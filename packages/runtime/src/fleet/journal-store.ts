@@ -48,6 +48,7 @@ interface RecordRow {
   outcome: string | null;
   error: string | null;
   resolution: string | null;
+  task_id: string | null;
 }
 
 interface ReceiptRow {
@@ -58,7 +59,7 @@ interface ReceiptRow {
 }
 
 const COLUMNS =
-  'key, state, version, attempt, owner, context, args_digest, created_at, updated_at, lease_expires_at, expires_at, outcome, error, resolution';
+  'key, state, version, attempt, owner, context, args_digest, created_at, updated_at, lease_expires_at, expires_at, outcome, error, resolution, task_id';
 
 /**
  * The PostgreSQL {@link JournalStore}. Obtain it from `attachFleet` (which migrates the schema
@@ -110,7 +111,7 @@ export class PostgresJournalStore implements JournalStore {
   async insert(record: JournalRecord, options: StoreCallOptions = {}): Promise<boolean> {
     return this.#write('insert a record', options, async (client) => {
       const result = await client.query(
-        `INSERT INTO records (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+        `INSERT INTO records (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
          ON CONFLICT (key) DO NOTHING`,
         [record.key, ...rowValues(record)],
       );
@@ -127,8 +128,8 @@ export class PostgresJournalStore implements JournalStore {
       const result = await client.query(
         `UPDATE records SET state = $2, version = $3, attempt = $4, owner = $5, context = $6,
            args_digest = $7, created_at = $8, updated_at = $9, lease_expires_at = $10,
-           expires_at = $11, outcome = $12, error = $13, resolution = $14
-         WHERE key = $1 AND version = $15`,
+           expires_at = $11, outcome = $12, error = $13, resolution = $14, task_id = $15
+         WHERE key = $1 AND version = $16`,
         [record.key, ...rowValues(record), expectedVersion],
       );
       if (result.rowCount !== 1) return false;
@@ -331,6 +332,7 @@ export class PostgresJournalStore implements JournalStore {
         outcome: parseNullable(row.outcome) as JournalRecord['outcome'],
         error: parseNullable(row.error) as JournalRecord['error'],
         resolution: parseNullable(row.resolution) as JournalRecord['resolution'],
+        ...(row.task_id === null ? {} : { taskId: row.task_id }),
       };
     } catch (error) {
       throw this.#corrupt(
@@ -390,5 +392,6 @@ function rowValues(r: JournalRecord): unknown[] {
     r.outcome === null ? null : JSON.stringify(r.outcome),
     r.error === null ? null : JSON.stringify(r.error),
     r.resolution === null ? null : JSON.stringify(r.resolution),
+    r.taskId ?? null,
   ];
 }

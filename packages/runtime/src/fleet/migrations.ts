@@ -117,6 +117,8 @@ const MIGRATIONS: readonly string[] = [
      updated_at bigint NOT NULL,
      PRIMARY KEY (issuer, redirect_uri)
    );`,
+  // The MCP task a key's call created (DESIGN §20.2): a crashed run's key resumes polling it.
+  `ALTER TABLE records ADD COLUMN task_id text;`,
 ];
 
 /** The schema version this build writes. */

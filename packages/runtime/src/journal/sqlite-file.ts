@@ -13,7 +13,7 @@ import { openSqliteDatabase, type JournalDriver, type SqliteDatabase } from './s
 export const JOURNAL_APPLICATION_ID = 0x73624a31;
 
 /** The schema version this build writes (`PRAGMA user_version`). */
-export const JOURNAL_SCHEMA_VERSION = 2;
+export const JOURNAL_SCHEMA_VERSION = 3;
 
 /**
  * The versioned, idempotent migrations: entry `i` takes `user_version` from `i` to `i + 1`. One
@@ -22,7 +22,7 @@ export const JOURNAL_SCHEMA_VERSION = 2;
  * claim), and the other queries that would use one (recovery at open, pruning once a minute) run
  * rarely and scan.
  */
-const MIGRATIONS: readonly string[] = [
+const MIGRATIONS: readonly (string | ((db: SqliteDatabase) => void))[] = [
   `CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
    CREATE TABLE IF NOT EXISTS records (
      key TEXT PRIMARY KEY,
@@ -68,6 +68,14 @@ const MIGRATIONS: readonly string[] = [
        UNION ALL SELECT 0, '${'0'.repeat(64)}', 0
      ) ORDER BY rank DESC LIMIT 1;
    CREATE INDEX IF NOT EXISTS receipts_key ON receipts (key) WHERE key IS NOT NULL;`,
+  // 3: the MCP task a key's call created (DESIGN §20.2); older records have none. SQLite has no
+  // ADD COLUMN IF NOT EXISTS: a file whose version was set back by hand may have the column.
+  (db) => {
+    const columns = db.prepare<[], { name: string }>('PRAGMA table_info(records)').all();
+    if (!columns.some((c) => c.name === 'task_id')) {
+      db.exec('ALTER TABLE records ADD COLUMN task_id TEXT;');
+    }
+  },
 ];
 
 /** Why a journal file cannot be used (`detail.reason` of its JournalError). */
@@ -134,7 +142,8 @@ export function migrate(db: SqliteDatabase): void {
         const version = db.pragma('user_version', { simple: true }) as number;
         const migration = MIGRATIONS[version];
         if (migration === undefined) return false;
-        db.exec(migration);
+        if (typeof migration === 'string') db.exec(migration);
+        else migration(db);
         if (version === 0) db.pragma(`application_id = ${JOURNAL_APPLICATION_ID}`);
         db.pragma(`user_version = ${version + 1}`);
         return true;

@@ -109,6 +109,8 @@ interface RecordRow {
   outcome: string | null;
   error: string | null;
   resolution: string | null;
+  /** Schema 3 on (absent in an older file read without migrating). */
+  task_id?: string | null;
 }
 
 interface ReceiptRow {
@@ -252,18 +254,22 @@ export class SqliteJournalStore implements JournalStore {
     db.pragma('busy_timeout = 0');
     this.#db = db;
     this.sqliteVersion = db.prepare<[], { v: string }>('SELECT sqlite_version() AS v').get()!.v;
-    const hasHead = (db.pragma('user_version', { simple: true }) as number) >= 2;
+    const schema = db.pragma('user_version', { simple: true }) as number;
+    const hasHead = schema >= 2;
+    // A schema-2 file read without migrating has no task column; nothing writes to it then.
+    const task =
+      schema >= 3 ? { column: ', task_id', value: ', ?', set: ', task_id = ?' } : NO_TASK;
     this.#stmt = {
       get: db.prepare<[string], RecordRow>('SELECT * FROM records WHERE key = ?'),
       insert: db.prepare(
         `INSERT INTO records (key, state, version, attempt, owner, context, args_digest, created_at,
-           updated_at, lease_expires_at, expires_at, outcome, error, resolution)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+           updated_at, lease_expires_at, expires_at, outcome, error, resolution${task.column})
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?${task.value}) ON CONFLICT (key) DO NOTHING`,
       ),
       update: db.prepare(
         `UPDATE records SET state = ?, version = ?, attempt = ?, owner = ?, context = ?,
            args_digest = ?, created_at = ?, updated_at = ?, lease_expires_at = ?, expires_at = ?,
-           outcome = ?, error = ?, resolution = ?
+           outcome = ?, error = ?, resolution = ?${task.set}
          WHERE key = ? AND version = ?`,
       ),
       // A schema-1 file read without migrating has no head record (see checkIdentity).
@@ -527,6 +533,7 @@ export class SqliteJournalStore implements JournalStore {
         outcome: parseNullable(row.outcome) as JournalRecord['outcome'],
         error: parseNullable(row.error) as JournalRecord['error'],
         resolution: parseNullable(row.resolution) as JournalRecord['resolution'],
+        ...(typeof row.task_id === 'string' ? { taskId: row.task_id } : {}),
       };
     } catch (error) {
       throw new JournalError(
@@ -565,5 +572,9 @@ function rowValues(r: JournalRecord): unknown[] {
     r.outcome === null ? null : JSON.stringify(r.outcome),
     r.error === null ? null : JSON.stringify(r.error),
     r.resolution === null ? null : JSON.stringify(r.resolution),
+    r.taskId ?? null,
   ];
 }
+
+/** The task column's SQL fragments of a file older than schema 3 (none). */
+const NO_TASK = { column: '', value: '', set: '' } as const;

@@ -11,7 +11,8 @@ import type { FaultSource } from '../transports/guard.js';
 import type { HttpSessionWatch } from '../transports/http-session.js';
 import type { StderrTail } from '../transports/stderr-tail.js';
 import { installClientHandlers } from './client-handlers.js';
-import { linkSignal, SdkConnection } from './sdk-connection.js';
+import { SdkConnection } from './sdk-connection.js';
+import { linkSignal } from './sdk-requests.js';
 import { mapSdkError } from './sdk-errors.js';
 
 /** Transport errors kept to explain a start that fails. */

@@ -14,11 +14,11 @@ import {
   ErrorCode,
   RuntimeError,
   StepbindError,
+  type TaskCallRequest,
   type ChangeFeed,
   type Delivery,
   type ListPageRequest,
   type ToolListSource,
-  onAbort,
   MAX_TIMER_MS,
 } from '@stepbind/binding/internal';
 import type {
@@ -34,11 +34,20 @@ import { ProgressRoutes, wantsProgress, type CallProgressWatch } from '../call-p
 import { createDebug } from '../log.js';
 import { NO_REDACTION, type Redactor } from '../redact.js';
 import { traceRequest } from '../telemetry.js';
+import {
+  awaitTask,
+  createdTaskOf,
+  serverMakesTasks,
+  taskParam,
+  tasksUnsupportedError,
+  type TaskWait,
+} from './task-call.js';
 import type { FaultSource } from '../transports/guard.js';
 import type { Span } from '@opentelemetry/api';
 import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transports/http-session.js';
 import type { StderrTail } from '../transports/stderr-tail.js';
 import { connectionClosed, mapSdkError } from './sdk-errors.js';
+import { clientListSource, linkSignal, PROBE_TIMEOUT_MS, RESPONSE_LOST } from './sdk-requests.js';
 
 export { Client };
 export { mapSdkError } from './sdk-errors.js';
@@ -395,11 +404,33 @@ export class SdkConnection implements Connection {
   async #callTool(
     tool: string,
     args: Readonly<Record<string, unknown>>,
-    options: CallRequestOptions,
+    options: CallRequestOptions & { readonly task?: TaskCallRequest },
     meta: Readonly<Record<string, string>>,
     onRequestId: (id: string | number) => void,
     span?: Span,
   ): Promise<RawCallResult> {
+    // DESIGN §20.2: a task-required tool needs a server that makes tasks; optional ones fall back.
+    const asked = options.task;
+    const task = asked !== undefined && serverMakesTasks(this.client) ? asked : undefined;
+    if (asked?.mode === 'required' && task === undefined) {
+      throw tasksUnsupportedError(
+        this.name,
+        tool,
+        'the server does not declare tasks for tools/call',
+      );
+    }
+    const deadline = performance.now() + options.timeoutMs;
+    const wait = (): TaskWait => ({
+      client: this.client,
+      server: this.name,
+      tool,
+      signal: options.signal,
+      deadline,
+      timeoutMs: options.timeoutMs,
+      mapError: (error) => this.#mapCallError(error, tool, options, 'sent'),
+    });
+    if (task?.resumeTaskId !== undefined)
+      return await awaitTask(wait(), task.resumeTaskId, undefined);
     const watch = wantsProgress(options)
       ? this.#watch(tool, options, () => delivery.delivery, span)
       : undefined;
@@ -430,14 +461,26 @@ export class SdkConnection implements Connection {
       name: tool,
       arguments: args as Record<string, unknown>,
       ...(Object.keys(extraMeta).length === 0 ? {} : { _meta: { ...extraMeta } }),
+      ...(task === undefined ? {} : { task: taskParam(task) }),
     };
     this.#outgoing.set(params, delivery);
-    const send = (): Promise<RawCallResult> =>
-      this.client.request({ method: 'tools/call', params }, CallToolResultSchema, {
-        // A watch that owns the timeout aborts the request itself (reset by progress, capped).
-        timeout: watch?.ownsTimeout === true ? MAX_TIMER_MS : options.timeoutMs,
-        ...(link === undefined ? {} : { signal: link.signal }),
-      });
+    const send = async (): Promise<RawCallResult> => {
+      const answer = await this.client.request(
+        { method: 'tools/call', params },
+        task === undefined ? CallToolResultSchema : ResultSchema,
+        {
+          // A watch that owns the timeout aborts the request itself (reset by progress, capped).
+          timeout: watch?.ownsTimeout === true ? MAX_TIMER_MS : options.timeoutMs,
+          ...(link === undefined ? {} : { signal: link.signal }),
+        },
+      );
+      if (task === undefined) return answer;
+      const created = createdTaskOf(answer);
+      if ('result' in created) return created.result;
+      // Recorded before the first poll: a crash from here on resumes this task (DESIGN §20.2).
+      await task.onCreated?.(created.task.taskId);
+      return await awaitTask(wait(), created.task.taskId, created.task);
+    };
     if (watch !== undefined) {
       if (watch.ownsTimeout && link !== undefined) watch.onTimeout = (error) => link.abort(error);
       watch.start();
@@ -458,17 +501,7 @@ export class SdkConnection implements Connection {
         const lostError = this.#lostCallError(tool, tracked);
         if (lostError !== undefined) throw lostError;
       }
-      throw this.#redactor.error(
-        mapSdkError(error, {
-          server: this.name,
-          tool,
-          operation: 'tools/call',
-          timeoutMs: options.timeoutMs,
-          ...(options.signal === undefined ? {} : { signal: options.signal }),
-          fault: this.#fault(),
-          delivery: delivery.delivery,
-        }),
-      );
+      throw this.#mapCallError(error, tool, options, delivery.delivery);
     } finally {
       if (watch !== undefined) this.#progress.close(watch);
       if (requestId !== undefined) this.#watched.delete(requestId);
@@ -485,6 +518,26 @@ export class SdkConnection implements Connection {
     span: Span | undefined,
   ): CallProgressWatch {
     return this.#progress.open(options, { server: this.name, tool, delivery, span });
+  }
+
+  /** A failed `tools/call` (or task request of one) as a typed, redacted error. */
+  #mapCallError(
+    error: unknown,
+    tool: string,
+    options: CallRequestOptions,
+    delivery: 'sent' | 'not-sent',
+  ): StepbindError {
+    return this.#redactor.error(
+      mapSdkError(error, {
+        server: this.name,
+        tool,
+        operation: 'tools/call',
+        timeoutMs: options.timeoutMs,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        fault: this.#fault(),
+        delivery,
+      }),
+    );
   }
 
   /**
@@ -540,59 +593,4 @@ export class SdkConnection implements Connection {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
-}
-
-/** A per-request signal that follows `outer`; `dispose()` detaches it. */
-export function linkSignal(
-  outer: AbortSignal | undefined,
-  always = false,
-): { readonly signal: AbortSignal; abort(reason: unknown): void; dispose(): void } | undefined {
-  if (outer === undefined && !always) return undefined;
-  const controller = new AbortController();
-  const abort = (reason: unknown): void => controller.abort(reason);
-  if (outer === undefined) return { signal: controller.signal, abort, dispose: () => undefined };
-  if (outer.aborted) {
-    controller.abort(outer.reason);
-    return { signal: controller.signal, abort, dispose: () => undefined };
-  }
-  // One listener on the caller's signal however many calls share it (see onAbort).
-  const dispose = onAbort(outer, () => controller.abort(outer.reason));
-  return { signal: controller.signal, abort, dispose };
-}
-
-/** Budget of the `ping` that checks a session after one of its response streams broke. */
-const PROBE_TIMEOUT_MS = 5_000;
-/** The reason a call is aborted with when the session watch saw its response stream break. */
-const RESPONSE_LOST = 'the response stream broke before the answer arrived';
-
-/**
- * Wraps an already connected SDK `Client` as a {@link ToolListSource}, for `enumerateTools`.
- */
-export function clientListSource(
-  client: Client,
-  server: string,
-  fault: FaultSource = () => undefined,
-): ToolListSource {
-  return {
-    async listTools(request: ListPageRequest): Promise<unknown> {
-      try {
-        return await client.request(
-          {
-            method: 'tools/list',
-            params: request.cursor === undefined ? {} : { cursor: request.cursor },
-          },
-          ResultSchema,
-          { timeout: request.timeoutMs, signal: request.signal },
-        );
-      } catch (error) {
-        throw mapSdkError(error, {
-          server,
-          operation: 'tools/list',
-          timeoutMs: request.timeoutMs,
-          signal: request.signal,
-          fault: fault(),
-        });
-      }
-    },
-  };
 }

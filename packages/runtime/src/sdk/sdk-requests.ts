@@ -1,0 +1,64 @@
+/**
+ * Small request helpers of the 2025-era adapter: the per-request abort signal and the tool list
+ * source over an already connected SDK `Client`.
+ */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { onAbort, type ListPageRequest, type ToolListSource } from '@stepbind/binding/internal';
+import type { FaultSource } from '../transports/guard.js';
+import { mapSdkError } from './sdk-errors.js';
+
+/** Budget of the `ping` that checks a session after one of its response streams broke. */
+export const PROBE_TIMEOUT_MS = 5_000;
+/** The reason a call is aborted with when the session watch saw its response stream break. */
+export const RESPONSE_LOST = 'the response stream broke before the answer arrived';
+
+/** A per-request signal that follows `outer`; `dispose()` detaches it. */
+export function linkSignal(
+  outer: AbortSignal | undefined,
+  always = false,
+): { readonly signal: AbortSignal; abort(reason: unknown): void; dispose(): void } | undefined {
+  if (outer === undefined && !always) return undefined;
+  const controller = new AbortController();
+  const abort = (reason: unknown): void => controller.abort(reason);
+  if (outer === undefined) return { signal: controller.signal, abort, dispose: () => undefined };
+  if (outer.aborted) {
+    controller.abort(outer.reason);
+    return { signal: controller.signal, abort, dispose: () => undefined };
+  }
+  // One listener on the caller's signal however many calls share it (see onAbort).
+  const dispose = onAbort(outer, () => controller.abort(outer.reason));
+  return { signal: controller.signal, abort, dispose };
+}
+
+/**
+ * Wraps an already connected SDK `Client` as a {@link ToolListSource}, for `enumerateTools`.
+ */
+export function clientListSource(
+  client: Client,
+  server: string,
+  fault: FaultSource = () => undefined,
+): ToolListSource {
+  return {
+    async listTools(request: ListPageRequest): Promise<unknown> {
+      try {
+        return await client.request(
+          {
+            method: 'tools/list',
+            params: request.cursor === undefined ? {} : { cursor: request.cursor },
+          },
+          ResultSchema,
+          { timeout: request.timeoutMs, signal: request.signal },
+        );
+      } catch (error) {
+        throw mapSdkError(error, {
+          server,
+          operation: 'tools/list',
+          timeoutMs: request.timeoutMs,
+          signal: request.signal,
+          fault: fault(),
+        });
+      }
+    },
+  };
+}
