@@ -198,3 +198,20 @@ export type {
   StoredReceipt,
   UpdateResult,
 } from './journal/store.js';
+export type {
+  FeatureSupport,
+  StepPrompt,
+  StepPromptArgument,
+  StepResource,
+  StepResourceTemplate,
+} from './resources/types.js';
+export type {
+  CompletionRef,
+  CompletionResult,
+  FeatureCallOptions,
+  PromptMessage,
+  PromptResult,
+  ReadResourceOptions,
+  ResourceContents,
+  ResourceUpdatedListener,
+} from './resources/step.js';

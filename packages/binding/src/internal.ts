@@ -117,3 +117,18 @@ export {
 } from './options-check.js';
 export type { OptionsContext } from './options-check.js';
 export { runOptionsSchema } from './call/run-options.js';
+export { DEFAULT_FEATURE_LIST_LIMITS, LIST_METHOD, listFeature } from './resources/lists.js';
+export type {
+  DroppedItem,
+  FeatureListKind,
+  FeatureListLimits,
+  FeatureListing,
+} from './resources/lists.js';
+export type {
+  CapturedFeatures,
+  FeatureClient,
+  FeatureLists,
+  FeatureMethod,
+  FeatureRequestOptions,
+  FeatureSource,
+} from './resources/types.js';

@@ -9,12 +9,17 @@ import {
   ResultSchema,
   LoggingMessageNotificationSchema,
   ToolListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  PromptListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import {
   ErrorCode,
   RuntimeError,
   StepbindError,
   type ChangeFeed,
+  type FeatureMethod,
+  type FeatureRequestOptions,
   type ListPageRequest,
   type ToolListSource,
   onAbort,
@@ -35,6 +40,12 @@ import type { FaultSource } from '../transports/guard.js';
 import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transports/http-session.js';
 import type { StderrTail } from '../transports/stderr-tail.js';
 import { connectionClosed, mapSdkError } from './sdk-errors.js';
+import {
+  FeatureListeners,
+  serverFeaturesOf,
+  type FeatureNotification,
+  type ServerFeatures,
+} from '../resources/notifications.js';
 
 export { Client };
 export { mapSdkError } from './sdk-errors.js';
@@ -67,6 +78,9 @@ export class SdkConnection implements Connection {
   #probing = false;
   /** Delivery of each `tools/call` in flight, keyed by the identity of its `params` object. */
   readonly #outgoing = new WeakMap<object, DeliveryRecord>();
+  /** {@inheritDoc Connection.features} */
+  readonly features: ServerFeatures;
+  readonly #featureListeners = new FeatureListeners();
 
   /** @internal use `connectServer`. */
   constructor(
@@ -119,6 +133,8 @@ export class SdkConnection implements Connection {
       () => this.#probe(),
     );
     this.#trackDelivery();
+    this.features = serverFeaturesOf(client.getServerCapabilities(), 'legacy');
+    this.#listenFeatures();
   }
 
   /**
@@ -466,6 +482,59 @@ export class SdkConnection implements Connection {
   /** Same as {@link close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+
+  #listenFeatures(): void {
+    const emit = (notification: FeatureNotification): void =>
+      this.#featureListeners.emit(notification);
+    this.client.setNotificationHandler(ResourceListChangedNotificationSchema, () =>
+      emit({ kind: 'resources-list-changed' }),
+    );
+    this.client.setNotificationHandler(PromptListChangedNotificationSchema, () =>
+      emit({ kind: 'prompts-list-changed' }),
+    );
+    this.client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+      emit({ kind: 'resource-updated', uri: notification.params.uri });
+    });
+  }
+
+  /** {@inheritDoc Connection.onFeatureNotification} */
+  onFeatureNotification(listener: (notification: FeatureNotification) => void): () => void {
+    return this.#featureListeners.on(listener);
+  }
+
+  /** {@inheritDoc Connection.featureRequest} */
+  async featureRequest(
+    method: FeatureMethod,
+    params: Readonly<Record<string, unknown>>,
+    options: FeatureRequestOptions,
+  ): Promise<unknown> {
+    if (this.closed) {
+      throw (
+        this.#fault()?.({ id: -1, method }) ??
+        this.#closedError(`${method} on server "${this.name}"`, { server: this.name })
+      );
+    }
+    // The SDK never removes its abort listener: a per-request signal linked to the caller's.
+    const link = linkSignal(options.signal);
+    try {
+      return await this.client.request({ method, params: { ...params } }, ResultSchema, {
+        timeout: options.timeoutMs,
+        ...(link === undefined ? {} : { signal: link.signal }),
+      });
+    } catch (error) {
+      throw this.#redactor.error(
+        mapSdkError(error, {
+          server: this.name,
+          operation: method,
+          timeoutMs: options.timeoutMs,
+          ...(options.signal === undefined ? {} : { signal: options.signal }),
+          fault: this.#fault(),
+        }),
+      );
+    } finally {
+      link?.dispose();
+    }
   }
 }
 
