@@ -215,3 +215,20 @@ export type {
   ResourceContents,
   ResourceUpdatedListener,
 } from './resources/step.js';
+export {
+  resourceParts,
+  toAnthropicPromptMessages,
+  toAnthropicResourceBlocks,
+  toGeminiPromptContents,
+  toGeminiResourceParts,
+  toOpenAIChatPromptMessages,
+  toOpenAIChatResourceParts,
+  toOpenAIResponsesResourceParts,
+} from './resources/provider.js';
+export type {
+  AnthropicPromptMessage,
+  GeminiPromptContent,
+  GeminiResourcePart,
+  OpenAIChatPromptMessage,
+  ResourceContentsLike,
+} from './resources/provider.js';
