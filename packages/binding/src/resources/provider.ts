@@ -28,8 +28,7 @@ import type { PromptResult, ResourceContents } from './step.js';
 
 /** A Gemini content part (`Part`): text or inline data. */
 export type GeminiResourcePart =
-  | { text: string }
-  | { inlineData: { mimeType: string; data: string; displayName: string } };
+  { text: string } | { inlineData: { mimeType: string; data: string; displayName: string } };
 
 /** What the helpers take: `readResource`'s answer, or its `contents`. */
 export type ResourceContentsLike = ResourceContents | readonly McpResourceContents[];
@@ -112,11 +111,10 @@ export function toAnthropicResourceBlocks(
 
 /** Resource contents as Gemini parts (`Part[]`): text, or inline data for any blob. */
 export function toGeminiResourceParts(contents: ResourceContentsLike): GeminiResourcePart[] {
-  return resourceParts(contents).map(
-    (p): GeminiResourcePart =>
-      p.kind === 'text'
-        ? { text: p.text }
-        : { inlineData: { mimeType: p.mimeType, data: p.data, displayName: p.name } },
+  return resourceParts(contents).map((p): GeminiResourcePart =>
+    p.kind === 'text'
+      ? { text: p.text }
+      : { inlineData: { mimeType: p.mimeType, data: p.data, displayName: p.name } },
   );
 }
 
@@ -139,8 +137,7 @@ export function toAnthropicPromptMessages(prompt: PromptResult): AnthropicPrompt
 
 /** A prompt message for Chat Completions (`ChatCompletionMessageParam`). */
 export type OpenAIChatPromptMessage =
-  | { role: 'user'; content: OpenAIChatContentPart[] }
-  | { role: 'assistant'; content: string };
+  { role: 'user'; content: OpenAIChatContentPart[] } | { role: 'assistant'; content: string };
 
 /**
  * A prompt's messages for Chat Completions: user messages keep their media parts; assistant
@@ -153,7 +150,9 @@ export function toOpenAIChatPromptMessages(prompt: PromptResult): OpenAIChatProm
     return {
       role: 'assistant',
       content: parts
-        .map((p) => (p.type === 'text' ? p.text : `[${p.type} omitted: assistant messages are text]`))
+        .map((p) =>
+          p.type === 'text' ? p.text : `[${p.type} omitted: assistant messages are text]`,
+        )
         .join('\n'),
     };
   });
@@ -194,11 +193,10 @@ function toChatParts(parts: ToolResultPart[]): OpenAIChatContentPart[] {
 }
 
 function toGeminiParts(parts: ToolResultPart[]): GeminiResourcePart[] {
-  return parts.map(
-    (p): GeminiResourcePart =>
-      p.kind === 'text'
-        ? { text: p.text }
-        : { inlineData: { mimeType: p.mimeType, data: p.data, displayName: p.name } },
+  return parts.map((p): GeminiResourcePart =>
+    p.kind === 'text'
+      ? { text: p.text }
+      : { inlineData: { mimeType: p.mimeType, data: p.data, displayName: p.name } },
   );
 }
 

@@ -292,7 +292,7 @@ export class StepFeatures {
           { uri: ref.uri, delivery: 'not-sent' },
         );
       }
-      server = owners[0] as string;
+      server = owners[0] ?? '';
       wireRef = { type: 'ref/resource', uri: ref.uri };
     }
     this.#supported(server, 'completions', what, {});
@@ -334,7 +334,7 @@ export class StepFeatures {
     const total = completion['total'];
     const hasMore = completion['hasMore'];
     return Object.freeze({
-      values: Object.freeze([...(values as string[])]),
+      values: Object.freeze([...values]),
       ...(Number.isSafeInteger(total) ? { total: total as number } : {}),
       ...(typeof hasMore === 'boolean' ? { hasMore } : {}),
     });

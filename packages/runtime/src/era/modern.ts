@@ -586,10 +586,14 @@ export class ModernConnection implements Connection {
         ),
       );
     }
-    return this.#request(method, { ...params }, {
-      timeoutMs: options.timeoutMs,
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
-    });
+    return this.#request(
+      method,
+      { ...params },
+      {
+        timeoutMs: options.timeoutMs,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      },
+    );
   }
 }
 

@@ -57,7 +57,7 @@ describe('server-everything over stdio: resources and prompts in the step', () =
     const read = await step.readResource('demo://resource/static/document/architecture.md');
     expect(read.server).toBe('everything');
     const first = read.contents[0];
-    expect(first !== undefined && 'text' in first && first.text.length > 0).toBe(true);
+    expect(first !== undefined && 'text' in first && String(first.text).length > 0).toBe(true);
     expect(Object.isFrozen(read.contents)).toBe(true);
   });
 

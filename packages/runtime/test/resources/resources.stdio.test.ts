@@ -64,9 +64,17 @@ describe('resources and prompts of a scripted server (2025 era)', () => {
     await before.prepareCall('s__change').run({});
     await listed;
     await using after = await r.runtime.captureBinding();
-    expect(before.resources.map((x) => x.uri)).toEqual(['test://r/0/1-0', 'test://r/0/1-1', 'test://big']);
+    expect(before.resources.map((x) => x.uri)).toEqual([
+      'test://r/0/1-0',
+      'test://r/0/1-1',
+      'test://big',
+    ]);
     expect(before.prompts.map((p) => p.modelName)).toEqual(['s__greet']);
-    expect(after.resources.map((x) => x.uri)).toEqual(['test://r/1/1-0', 'test://r/1/1-1', 'test://big']);
+    expect(after.resources.map((x) => x.uri)).toEqual([
+      'test://r/1/1-0',
+      'test://r/1/1-1',
+      'test://big',
+    ]);
     expect(after.prompts.map((p) => p.modelName)).toEqual(['s__greet', 's__added-1']);
     expect(r.log.count('feature-list-changed')).toBeGreaterThanOrEqual(2);
     // The captured step still refuses what it was not shown.
@@ -110,7 +118,11 @@ describe('resources and prompts of a scripted server (2025 era)', () => {
 
   it("bounds contents by the server's limits.maxOutputBytes by default", async () => {
     await using r = await open({
-      s: entry('legacy', { RESOURCE_SERVER_BIG_BYTES: '5000' }, { limits: { maxOutputBytes: 4096 } }),
+      s: entry(
+        'legacy',
+        { RESOURCE_SERVER_BIG_BYTES: '5000' },
+        { limits: { maxOutputBytes: 4096 } },
+      ),
     });
     await using step = await r.runtime.captureBinding();
     expect((await failure(step.readResource('test://big'))).code).toBe('CONTENT_TOO_LARGE');
@@ -143,9 +155,15 @@ describe('resources and prompts of a scripted server (2025 era)', () => {
   it('completes prompt and resource-template arguments', async () => {
     await using r = await open({ s: entry('legacy') });
     await using step = await r.runtime.captureBinding();
-    const prompt = await step.complete({ type: 'ref/prompt', name: 's__greet' }, { name: 'name', value: 'al' });
+    const prompt = await step.complete(
+      { type: 'ref/prompt', name: 's__greet' },
+      { name: 'name', value: 'al' },
+    );
     expect(prompt.values).toEqual(['alpha', 'alpine']);
-    const template = await step.complete({ type: 'ref/resource', uri: 'test://t/{id}' }, { name: 'id', value: 'b' });
+    const template = await step.complete(
+      { type: 'ref/resource', uri: 'test://t/{id}' },
+      { name: 'id', value: 'b' },
+    );
     expect(template.values).toEqual(['beta']);
     const unknown = await failure(
       step.complete({ type: 'ref/resource', uri: 'test://nope/{id}' }, { name: 'id', value: '' }),
@@ -183,10 +201,16 @@ describe('resources and prompts of a scripted server (2025 era)', () => {
     await using r = await open({ s: entry('hostile', { RESOURCE_SERVER_PAGES: '1' }) });
     const [listed] = await firstEvents(r.log, 'features-listed', 1);
     await using step = await r.runtime.captureBinding();
-    expect(step.resources.map((x) => x.uri)).toEqual(['test://r/0/1-0', 'test://r/0/1-1', 'test://big']);
+    expect(step.resources.map((x) => x.uri)).toEqual([
+      'test://r/0/1-0',
+      'test://r/0/1-1',
+      'test://big',
+    ]);
     expect(step.prompts.map((p) => p.name)).toEqual(['greet']);
     expect(listed?.droppedCount).toBe(7);
-    expect(listed?.dropped.map((d) => d.reason)).toContain('repeats "test://r/0/1-0" listed before');
+    expect(listed?.dropped.map((d) => d.reason)).toContain(
+      'repeats "test://r/0/1-0" listed before',
+    );
   });
 
   it('refuses a listing whose cursors cycle (CURSOR_REPEATED) and lists the rest', async () => {

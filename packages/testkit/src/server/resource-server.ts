@@ -82,7 +82,10 @@ export function runResourceServer(mode: string): void {
     },
     ...(generation > 0 ? [{ name: `added-${generation}` }] : []),
     ...(mode === 'hostile'
-      ? [{ name: 'bad name with spaces' }, { name: 'twice', arguments: [{ name: 'a' }, { name: 'a' }] }]
+      ? [
+          { name: 'bad name with spaces' },
+          { name: 'twice', arguments: [{ name: 'a' }, { name: 'a' }] },
+        ]
       : []),
   ];
   const handle = (m: Message): unknown => {
@@ -132,7 +135,9 @@ export function runResourceServer(mode: string): void {
         return resourcePage(params['cursor']);
       case 'resources/templates/list':
         return {
-          resourceTemplates: [{ uriTemplate: 'test://t/{id}', name: 'by id', mimeType: 'text/plain' }],
+          resourceTemplates: [
+            { uriTemplate: 'test://t/{id}', name: 'by id', mimeType: 'text/plain' },
+          ],
         };
       case 'resources/read': {
         const uri = String(params['uri']);
@@ -158,11 +163,12 @@ export function runResourceServer(mode: string): void {
       }
       case 'completion/complete': {
         const argument = isRecord(params['argument']) ? params['argument'] : {};
-        const value = String(argument['value'] ?? '');
+        const value = typeof argument['value'] === 'string' ? argument['value'] : '';
         return {
           completion: { values: ['alpha', 'beta', 'alpine'].filter((v) => v.startsWith(value)) },
         };
       }
+      case undefined:
       default:
         throw Object.assign(new Error(`Method not found: ${String(m.method)}`), { code: -32601 });
     }
