@@ -24,8 +24,6 @@ import {
   onAbort,
   type ChangeFeed,
   type Delivery,
-  type FeatureMethod,
-  type FeatureRequestOptions,
   type ListPageRequest,
   type ToolListSource,
 } from '@stepbind/binding/internal';
@@ -55,12 +53,7 @@ import { traceRequest } from '../telemetry.js';
 import { ListenStream } from './listen.js';
 import { callWithInput } from './mrtr.js';
 import { ConnectionListeners, type StderrFeed } from '../connection-listeners.js';
-import {
-  FeatureListeners,
-  serverFeaturesOf,
-  type FeatureNotification,
-  type ServerFeatures,
-} from '../resources/notifications.js';
+import { ModernFeatures } from './modern-features.js';
 
 type Listener = () => void;
 
@@ -124,7 +117,10 @@ export class ModernConnection implements Connection {
   #serverInfo: { readonly name: string; readonly version: string } | undefined;
   readonly #listen: ListenStream;
   #pages: PageHints[] = [];
-  readonly #featureListeners = new FeatureListeners();
+  /** Resources, prompts and completions in this era (`era/modern-features.ts`). */
+  readonly features: Connection['features'];
+  readonly onFeatureNotification: Connection['onFeatureNotification'];
+  readonly featureRequest: Connection['featureRequest'];
   #listingPages: PageHints[] = [];
 
   constructor(options: ModernConnectionOptions) {
@@ -144,6 +140,12 @@ export class ModernConnection implements Connection {
       protocolVersion: MODERN_PROTOCOL_VERSION,
       listChanged: isRecord(tools) && tools['listChanged'] === true,
     });
+    const features = new ModernFeatures(this.name, options.discover.capabilities, (m, p, o) =>
+      this.#request(m, p, o),
+    );
+    this.features = features.support;
+    this.onFeatureNotification = (listener) => features.listeners.on(listener);
+    this.featureRequest = (method, params, o) => features.request(method, params, o);
     this.#transport.onmessage = (message) => this.#receive(message);
     this.#transport.onerror = (error) => this.#listeners.error(this.#redactor.error(error));
     this.#transport.onclose = () => this.#markClosed();
@@ -552,48 +554,6 @@ export class ModernConnection implements Connection {
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
-  }
-
-  /**
-   * {@inheritDoc Connection.features} From `server/discover`: no resource subscriptions and no
-   * resources/prompts list notifications in this era (DESIGN §20.3).
-   */
-  get features(): ServerFeatures {
-    return serverFeaturesOf(this.discover.capabilities, 'modern');
-  }
-
-  /** Never called in this era (stepbind listens for tools only); kept for the interface. */
-  onFeatureNotification(listener: (notification: FeatureNotification) => void): () => void {
-    return this.#featureListeners.on(listener);
-  }
-
-  /**
-   * {@inheritDoc Connection.featureRequest} With the envelope, like every request of this era.
-   * `resources/subscribe` and `resources/unsubscribe` are `FEATURE_UNSUPPORTED`: this era
-   * delivers updates through `subscriptions/listen`, which stepbind opens for tools only.
-   */
-  featureRequest(
-    method: FeatureMethod,
-    params: Readonly<Record<string, unknown>>,
-    options: FeatureRequestOptions,
-  ): Promise<unknown> {
-    if (method === 'resources/subscribe' || method === 'resources/unsubscribe') {
-      return Promise.reject(
-        new RuntimeError(
-          ErrorCode.FEATURE_UNSUPPORTED,
-          `${method} on server "${this.name}" is not supported in the ${MODERN_PROTOCOL_VERSION} era by stepbind; read the resource again instead, or pin the server to "protocol": "2025-11-25".`,
-          { detail: { server: this.name, capability: 'resources.subscribe' } },
-        ),
-      );
-    }
-    return this.#request(
-      method,
-      { ...params },
-      {
-        timeoutMs: options.timeoutMs,
-        ...(options.signal === undefined ? {} : { signal: options.signal }),
-      },
-    );
   }
 }
 
