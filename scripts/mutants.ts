@@ -1132,6 +1132,26 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'on every command of 400 generated warm-start sequences (in-memory servers)',
     diagnostic: 'OracleDisagreement',
   },
+  {
+    name: 'read a returned resource_link from the first server of the step',
+    file: 'packages/binding/src/resources/step.ts',
+    find: 'for (const s of this.#links.get(uri) ?? []) owners.add(s);',
+    replace:
+      'for (const s of this.#links.get(uri) ?? []) owners.add([...this.#servers.keys()][0] ?? s);',
+    testFile: 'packages/runtime/test/resources/resources.stdio.test.ts',
+    testName: 'reads a resource_link from the server whose tool returned it, not another one',
+    diagnostic: '"server": "b"',
+  },
+  {
+    name: 'keep resource subscriptions after the step is released',
+    file: 'packages/binding/src/call/binding.ts',
+    find: '    this.#features.endSubscriptions();\n',
+    replace: '',
+    testFile: 'packages/runtime/test/resources/resources.stdio.test.ts',
+    testName:
+      'ends subscriptions at release: the listener hears no more and resources/unsubscribe is sent',
+    diagnostic: 'test://r/0/1-0',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
