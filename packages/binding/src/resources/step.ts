@@ -13,6 +13,7 @@ import type { McpContentBlock, McpResourceContents } from '../tools/content.js';
 import { isRecord } from './lists.js';
 import type {
   CapturedFeatures,
+  FeatureLists,
   FeatureMethod,
   FeatureSource,
   StepPrompt,
@@ -110,7 +111,7 @@ export class StepFeatures {
   readonly prompts: readonly StepPrompt[];
   readonly #stepId: string;
   readonly #servers = new Map<string, CapturedFeatures & { readonly maxBytes: number }>();
-  readonly #promptsByName = new Map<string, StepPrompt>();
+  readonly #promptsByName: ReadonlyMap<string, StepPrompt>;
   /** uri → the servers whose tool results (in this step) returned it as a link or embedded. */
   readonly #links = new Map<string, Set<string>>();
   readonly #subscriptions = new Set<Subscription>();
@@ -127,30 +128,21 @@ export class StepFeatures {
   ) {
     this.#stepId = stepId;
     this.#released = released;
-    const resources: StepResource[] = [];
-    const templates: StepResourceTemplate[] = [];
-    const prompts: StepPrompt[] = [];
+    const captured: FeatureLists[] = [];
     for (const server of servers) {
       if (server.features === undefined) continue;
-      const captured = server.features.capture();
+      const features = server.features.capture();
       this.#servers.set(server.name, {
-        ...captured,
+        ...features,
         maxBytes: server.maxOutputBytes ?? DEFAULT_CALL_LIMITS.maxOutputBytes,
       });
-      resources.push(...captured.lists.resources);
-      templates.push(...captured.lists.resourceTemplates);
-      prompts.push(...captured.lists.prompts);
+      captured.push(features.lists);
     }
-    const names = assignModelNames(prompts.map((p) => ({ server: p.server, tool: p.name })));
-    const named = prompts.map((p) => {
-      const modelName = names.forward(p.server, p.name) ?? `${p.server}__${p.name}`;
-      const prompt = Object.freeze({ ...p, modelName });
-      this.#promptsByName.set(modelName, prompt);
-      return prompt;
-    });
-    this.resources = Object.freeze(resources);
-    this.resourceTemplates = Object.freeze(templates);
-    this.prompts = Object.freeze(named);
+    const joined = joinLists(captured);
+    this.resources = joined.resources;
+    this.resourceTemplates = joined.resourceTemplates;
+    this.prompts = joined.prompts;
+    this.#promptsByName = joined.promptsByName;
   }
 
   /** Records the resource links and embedded resources of a tool result `server` returned. */
@@ -471,6 +463,47 @@ export class StepFeatures {
   #error(code: ErrorCode, message: string, detail: Record<string, unknown>): StepbindError {
     return new CallError(code, message, { detail: { stepId: this.#stepId, ...detail } });
   }
+}
+
+/** Every server's lists joined into a step's, prompts named `server__prompt`. */
+interface JoinedLists {
+  readonly resources: readonly StepResource[];
+  readonly resourceTemplates: readonly StepResourceTemplate[];
+  readonly prompts: readonly StepPrompt[];
+  readonly promptsByName: ReadonlyMap<string, StepPrompt>;
+}
+
+/**
+ * The last join, keyed by the identities of the (frozen) lists it joined: steps captured while no
+ * list changed share it, so a capture costs O(servers), not O(items).
+ */
+let lastJoin: { readonly from: readonly FeatureLists[]; readonly joined: JoinedLists } | undefined;
+
+function joinLists(from: readonly FeatureLists[]): JoinedLists {
+  if (
+    lastJoin !== undefined &&
+    lastJoin.from.length === from.length &&
+    lastJoin.from.every((lists, i) => lists === from[i])
+  ) {
+    return lastJoin.joined;
+  }
+  const prompts = from.flatMap((lists) => lists.prompts);
+  const names = assignModelNames(prompts.map((p) => ({ server: p.server, tool: p.name })));
+  const promptsByName = new Map<string, StepPrompt>();
+  const named = prompts.map((p) => {
+    const modelName = names.forward(p.server, p.name) ?? `${p.server}__${p.name}`;
+    const prompt = Object.freeze({ ...p, modelName });
+    promptsByName.set(modelName, prompt);
+    return prompt;
+  });
+  const joined: JoinedLists = {
+    resources: Object.freeze(from.flatMap((lists) => lists.resources)),
+    resourceTemplates: Object.freeze(from.flatMap((lists) => lists.resourceTemplates)),
+    prompts: Object.freeze(named),
+    promptsByName,
+  };
+  lastJoin = { from, joined };
+  return joined;
 }
 
 /** Why `args` do not fit `prompt`'s declared arguments (empty when they do). */
