@@ -8,7 +8,7 @@
  * (legacy; the first resources page and the prompts hold invalid items among valid ones).
  *
  * Environment: `RESOURCE_SERVER_TAG` names the server in every read (default `rs`);
- * `RESOURCE_SERVER_PAGES` resource pages of two items each (default 3);
+ * `RESOURCE_SERVER_PAGES` resource pages (default 3) of `RESOURCE_SERVER_PER_PAGE` items (default 2);
  * `RESOURCE_SERVER_BIG_BYTES` size of `test://big` (default 2 MiB);
  * `RESOURCE_SERVER_LOG` a file every request is appended to as one JSON line.
  *
@@ -36,6 +36,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> =>
 export function runResourceServer(mode: string): void {
   const tag = process.env['RESOURCE_SERVER_TAG'] ?? 'rs';
   const pages = Number(process.env['RESOURCE_SERVER_PAGES'] ?? 3);
+  const perPage = Number(process.env['RESOURCE_SERVER_PER_PAGE'] ?? 2);
   const bigBytes = Number(process.env['RESOURCE_SERVER_BIG_BYTES'] ?? 2 * 1024 * 1024);
   const log = process.env['RESOURCE_SERVER_LOG'];
   let generation = 0;
@@ -52,7 +53,7 @@ export function runResourceServer(mode: string): void {
   };
   const resourcePage = (cursor: unknown): Record<string, unknown> => {
     const page = typeof cursor === 'string' ? Number(cursor.slice(1)) : 1;
-    const items: unknown[] = [0, 1].map((i) => ({
+    const items: unknown[] = Array.from({ length: perPage }, (_, i) => ({
       uri: `test://r/${generation}/${page}-${i}`,
       name: `r${generation}-${page}-${i}`,
       mimeType: 'text/plain',
