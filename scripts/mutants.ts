@@ -1152,6 +1152,15 @@ const MUTANTS: readonly Mutant[] = [
       'ends subscriptions at release: the listener hears no more and resources/unsubscribe is sent',
     diagnostic: 'test://r/0/1-0',
   },
+  {
+    name: 'a new step reuses the lists an older step joined after a list changed',
+    file: 'packages/binding/src/resources/step.ts',
+    find: '    lastJoin.from.every((lists, i) => lists === from[i])',
+    replace: '    (true as boolean)',
+    testFile: 'packages/runtime/test/resources/resources.stdio.test.ts',
+    testName: 'list_changed refreshes the lists of the next step, never those of a captured step',
+    diagnostic: 'test://r/1/1-0',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -42,6 +42,8 @@ export interface FeatureListsOptions {
   readonly closeSignal: AbortSignal;
   /** @default DEFAULT_FEATURE_LIST_LIMITS */
   readonly limits?: FeatureListLimits;
+  /** The server's connection until {@link ServerFeatureLists.attach} follows another. */
+  readonly connection: Connection;
 }
 
 const EMPTY: FeatureLists = Object.freeze({
@@ -59,8 +61,8 @@ export class ServerFeatureLists implements FeatureSource {
   readonly #resourcesChanged: ListChangedDebouncer;
   readonly #promptsChanged: ListChangedDebouncer;
   #lists: FeatureLists = EMPTY;
-  #connection: Connection | undefined;
-  #client: FeatureClient | undefined;
+  #connection: Connection;
+  #client: FeatureClient;
   /** Listings run one at a time, in order. */
   #queue: Promise<void> = Promise.resolve();
   #pending = 0;
@@ -77,6 +79,8 @@ export class ServerFeatureLists implements FeatureSource {
       });
     this.#resourcesChanged = debounced(['resources', 'resourceTemplates']);
     this.#promptsChanged = debounced(['prompts']);
+    this.#connection = options.connection;
+    this.#client = clientOf(options.connection);
   }
 
   /** The lists in force (frozen; empty before the first listing). */
@@ -95,16 +99,7 @@ export class ServerFeatureLists implements FeatureSource {
    */
   attach(connection: Connection): () => void {
     this.#connection = connection;
-    this.#client = Object.freeze({
-      get closed(): boolean {
-        return connection.closed;
-      },
-      request: connection.featureRequest.bind(connection),
-      onResourceUpdated: (listener: (uri: string) => void) =>
-        connection.onFeatureNotification((n) => {
-          if (n.kind === 'resource-updated') listener(n.uri);
-        }),
-    });
+    this.#client = clientOf(connection);
     const off = connection.onFeatureNotification((n) => {
       if (!this.#options.active()) return;
       if (n.kind === 'resources-list-changed') {
@@ -131,9 +126,6 @@ export class ServerFeatureLists implements FeatureSource {
   capture(): CapturedFeatures {
     const connection = this.#connection;
     const client = this.#client;
-    if (connection === undefined || client === undefined) {
-      throw new Error(`stepbind: server ${this.#options.server} has no connection`);
-    }
     return Object.freeze({
       lists: this.#lists,
       support: connection.features,
@@ -167,7 +159,7 @@ export class ServerFeatureLists implements FeatureSource {
   async #list(kinds: readonly FeatureListKind[]): Promise<void> {
     const connection = this.#connection;
     const { server, emit } = this.#options;
-    if (connection === undefined || connection.closed || !this.#options.active()) return;
+    if (connection.closed || !this.#options.active()) return;
     const offered = connection.features;
     const next: { -readonly [K in keyof FeatureLists]: FeatureLists[K] } = { ...this.#lists };
     const dropped: (DroppedItem & { readonly list: FeatureListKind })[] = [];
@@ -212,4 +204,18 @@ export class ServerFeatureLists implements FeatureSource {
       dropped: dropped.slice(0, MAX_DROPPED_REPORTED),
     });
   }
+}
+
+/** `connection` as the {@link FeatureClient} a step sends its requests through. */
+function clientOf(connection: Connection): FeatureClient {
+  return Object.freeze({
+    get closed(): boolean {
+      return connection.closed;
+    },
+    request: connection.featureRequest.bind(connection),
+    onResourceUpdated: (listener: (uri: string) => void) =>
+      connection.onFeatureNotification((n) => {
+        if (n.kind === 'resource-updated') listener(n.uri);
+      }),
+  });
 }

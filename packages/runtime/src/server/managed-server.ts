@@ -147,6 +147,7 @@ export class ManagedServer implements PublicationTarget {
       requestTimeoutMs: () => this.#config.requestTimeoutMs,
       callTimeoutMs: () => this.#config.callTimeoutMs,
       closeSignal: host.closeSignal,
+      connection,
     });
   }
 
