@@ -98,8 +98,8 @@ export class ServerFeatureLists implements FeatureSource {
    * in the background and subscribes to its list notifications. @returns the unsubscribe.
    */
   attach(connection: Connection): () => void {
+    if (connection !== this.#connection) this.#client = clientOf(connection);
     this.#connection = connection;
-    this.#client = clientOf(connection);
     const off = connection.onFeatureNotification((n) => {
       if (!this.#options.active()) return;
       if (n.kind === 'resources-list-changed') {
@@ -206,13 +206,43 @@ export class ServerFeatureLists implements FeatureSource {
   }
 }
 
-/** `connection` as the {@link FeatureClient} a step sends its requests through. */
+/**
+ * `connection` as the {@link FeatureClient} a step sends its requests through. Subscriptions are
+ * counted per uri: the server is sent `resources/subscribe` for the first step that subscribes and
+ * `resources/unsubscribe` when the last one ends, since the subscription belongs to the session.
+ */
 function clientOf(connection: Connection): FeatureClient {
+  const subscribers = new Map<string, number>();
+  const request: FeatureClient['request'] = async (method, params, options) => {
+    const uri = params['uri'];
+    if (typeof uri === 'string' && method === 'resources/subscribe') {
+      const count = subscribers.get(uri) ?? 0;
+      subscribers.set(uri, count + 1);
+      if (count > 0) return {};
+      try {
+        return await connection.featureRequest(method, params, options);
+      } catch (error) {
+        release(uri);
+        throw error;
+      }
+    }
+    if (typeof uri === 'string' && method === 'resources/unsubscribe' && release(uri) > 0) {
+      return {};
+    }
+    return connection.featureRequest(method, params, options);
+  };
+  /** One subscriber of `uri` fewer. @returns how many are left. */
+  const release = (uri: string): number => {
+    const left = (subscribers.get(uri) ?? 1) - 1;
+    if (left > 0) subscribers.set(uri, left);
+    else subscribers.delete(uri);
+    return left;
+  };
   return Object.freeze({
     get closed(): boolean {
       return connection.closed;
     },
-    request: connection.featureRequest.bind(connection),
+    request,
     onResourceUpdated: (listener: (uri: string) => void) =>
       connection.onFeatureNotification((n) => {
         if (n.kind === 'resource-updated') listener(n.uri);

@@ -197,6 +197,31 @@ describe('resources and prompts of a scripted server (2025 era)', () => {
     expect(sent).toContain('resources/unsubscribe');
   });
 
+  it('keeps the session subscribed while another step still listens: one subscribe, one unsubscribe', async () => {
+    await using dir = tempDir('resources');
+    const file = dir.file('s.jsonl');
+    await using r = await open({ s: entry('legacy', { RESOURCE_SERVER_LOG: file }) });
+    const first = await r.runtime.captureBinding();
+    await using second = await r.runtime.captureBinding();
+    const heard: string[] = [];
+    await first.subscribeResource('test://r/0/1-0', () => undefined);
+    await second.subscribeResource('test://r/0/1-0', (uri) => heard.push(uri));
+    first.release();
+    await second.prepareCall('s__touch').run({});
+    expect(heard).toEqual(['test://r/0/1-0']);
+    expect(
+      (await methods(file)).filter((m) => m.startsWith('resources/') && m.endsWith('subscribe')),
+    ).toEqual(['resources/subscribe']);
+    second.release();
+    // The last step's release sends the unsubscribe; a ping after it is answered after it.
+    await using third = await r.runtime.captureBinding();
+    await third.prepareCall('s__links').run({});
+    expect((await methods(file)).filter((m) => m.endsWith('subscribe'))).toEqual([
+      'resources/subscribe',
+      'resources/unsubscribe',
+    ]);
+  });
+
   it('drops invalid items with a features-listed event and keeps the valid ones', async () => {
     await using r = await open({ s: entry('hostile', { RESOURCE_SERVER_PAGES: '1' }) });
     const [listed] = await firstEvents(r.log, 'features-listed', 1);
