@@ -75,4 +75,18 @@ describe('server-everything over Streamable HTTP: resources and prompts', () => 
     );
     expect(done.values).toContain('Marketing');
   });
+
+  it('delivers notifications/resources/updated of a subscription over the session', async () => {
+    await using step = await runtime.captureBinding();
+    const uri = 'demo://resource/static/document/architecture.md';
+    let heard: (uri: string) => void = () => undefined;
+    const updated = new Promise<string>((resolve) => {
+      heard = resolve;
+    });
+    const unsubscribe = await step.subscribeResource(uri, (u) => heard(u));
+    await step.prepareCall('everything__toggle-subscriber-updates').run({});
+    expect(await within(updated, 'a resources/updated notification')).toBe(uri);
+    await unsubscribe();
+    await step.prepareCall('everything__toggle-subscriber-updates').run({});
+  });
 });
