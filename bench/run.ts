@@ -14,6 +14,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runCallBench } from './call.js';
 import { runCaptureBench } from './capture.js';
+import { runResourcesBench } from './resources.js';
 import { runEnumerateBench } from './enumerate.js';
 import { runEraBench } from './era.js';
 import { runHardRefreshBench } from './hard-refresh.js';
@@ -60,6 +61,7 @@ const SUITES: Readonly<Record<string, () => Promise<readonly BenchRow[]>>> = {
   era: () => runEraBench(),
   startup: () => runStartupBench(),
   search: () => runSearchBench(),
+  resources: () => runResourcesBench(),
 };
 
 const args = process.argv.slice(2);

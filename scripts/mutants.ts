@@ -1196,6 +1196,35 @@ const MUTANTS: readonly Mutant[] = [
       'records the task id on the SENT record as soon as the task is created, before it completes',
     diagnostic: 'expected undefined to be',
   },
+  {
+    name: 'read a returned resource_link from the first server of the step',
+    file: 'packages/binding/src/resources/step.ts',
+    find: 'for (const s of this.#links.get(uri) ?? []) owners.add(s);',
+    replace:
+      'for (const s of this.#links.get(uri) ?? []) owners.add([...this.#servers.keys()][0] ?? s);',
+    testFile: 'packages/runtime/test/resources/resources.stdio.test.ts',
+    testName: 'reads a resource_link from the server whose tool returned it, not another one',
+    diagnostic: '"server": "b"',
+  },
+  {
+    name: 'keep resource subscriptions after the step is released',
+    file: 'packages/binding/src/call/binding.ts',
+    find: '    this.#features.endSubscriptions();\n',
+    replace: '',
+    testFile: 'packages/runtime/test/resources/resources.stdio.test.ts',
+    testName:
+      'ends subscriptions at release: the listener hears no more and resources/unsubscribe is sent',
+    diagnostic: 'test://r/0/1-0',
+  },
+  {
+    name: 'a new step reuses the lists an older step joined after a list changed',
+    file: 'packages/binding/src/resources/step.ts',
+    find: '    lastJoin.from.every((lists, i) => lists === from[i])',
+    replace: '    (true as boolean)',
+    testFile: 'packages/runtime/test/resources/resources.stdio.test.ts',
+    testName: 'list_changed refreshes the lists of the next step, never those of a captured step',
+    diagnostic: 'test://r/1/1-0',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -93,6 +93,17 @@ export const ErrorCode = {
   // UNSUPPORTED_NODE (RuntimeError): the CLI or McpRuntime.open runs on a Node version outside
   // the supported range (detail: running, required).
   UNSUPPORTED_NODE: 'UNSUPPORTED_NODE',
+  // resources and prompts (CallError, CatalogError; DESIGN §20.3). UNKNOWN_RESOURCE: a step was
+  // asked to read a uri it was not shown and no tool of it returned (detail: uri, stepId).
+  // UNKNOWN_PROMPT: a prompt name the step was not shown (detail: name, matches). CONTENT_TOO_LARGE:
+  // resource contents or a prompt over the size bound (detail: limit, bytes). FEATURE_UNSUPPORTED:
+  // the server does not declare the capability, or the protocol era cannot do it (detail:
+  // capability). ITEM_LIMIT: a resources/prompts listing went over its item budget (detail: limit).
+  UNKNOWN_RESOURCE: 'UNKNOWN_RESOURCE',
+  UNKNOWN_PROMPT: 'UNKNOWN_PROMPT',
+  CONTENT_TOO_LARGE: 'CONTENT_TOO_LARGE',
+  FEATURE_UNSUPPORTED: 'FEATURE_UNSUPPORTED',
+  ITEM_LIMIT: 'ITEM_LIMIT',
 } as const;
 
 /** One of the stable error codes in {@link ErrorCode}. */

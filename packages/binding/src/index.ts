@@ -201,3 +201,37 @@ export type {
 export type { CallProgress, ProgressListener } from './call/types.js';
 export type { TaskSupport } from './call/task.js';
 export type { TaskCallRequest } from './call/types.js';
+export type {
+  FeatureSupport,
+  StepPrompt,
+  StepPromptArgument,
+  StepResource,
+  StepResourceTemplate,
+} from './resources/types.js';
+export type {
+  CompletionRef,
+  CompletionResult,
+  FeatureCallOptions,
+  PromptMessage,
+  PromptResult,
+  ReadResourceOptions,
+  ResourceContents,
+  ResourceUpdatedListener,
+} from './resources/step.js';
+export {
+  resourceParts,
+  toAnthropicPromptMessages,
+  toAnthropicResourceBlocks,
+  toGeminiPromptContents,
+  toGeminiResourceParts,
+  toOpenAIChatPromptMessages,
+  toOpenAIChatResourceParts,
+  toOpenAIResponsesResourceParts,
+} from './resources/provider.js';
+export type {
+  AnthropicPromptMessage,
+  GeminiPromptContent,
+  GeminiResourcePart,
+  OpenAIChatPromptMessage,
+  ResourceContentsLike,
+} from './resources/provider.js';

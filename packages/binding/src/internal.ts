@@ -119,3 +119,18 @@ export type { OptionsContext } from './options-check.js';
 export { runOptionsSchema } from './call/run-options.js';
 export { MAX_PROGRESS_MESSAGE_CHARS, ProgressGate, progressRelay } from './call/progress.js';
 export type { CallProgress, ProgressListener } from './call/types.js';
+export { DEFAULT_FEATURE_LIST_LIMITS, LIST_METHOD, listFeature } from './resources/lists.js';
+export type {
+  DroppedItem,
+  FeatureListKind,
+  FeatureListLimits,
+  FeatureListing,
+} from './resources/lists.js';
+export type {
+  CapturedFeatures,
+  FeatureClient,
+  FeatureLists,
+  FeatureMethod,
+  FeatureRequestOptions,
+  FeatureSource,
+} from './resources/types.js';

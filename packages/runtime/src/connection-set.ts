@@ -101,6 +101,7 @@ export function boundServerOf(
     revision: slot.revision,
     caller: server.caller,
     ...callSettingsOf(server.config, approval),
+    features: server.features,
   });
 }
 
@@ -108,7 +109,10 @@ export function boundServerOf(
 function callSettingsOf(
   config: ServerConfig,
   approval: ApprovalMode,
-): Omit<BoundServer, 'name' | 'slot' | 'catalog' | 'revision' | 'caller' | 'provisional'> {
+): Omit<
+  BoundServer,
+  'name' | 'slot' | 'catalog' | 'revision' | 'caller' | 'provisional' | 'features'
+> {
   return {
     callTimeoutMs: config.callTimeoutMs,
     approval: config.approval ?? approval,

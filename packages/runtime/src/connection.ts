@@ -16,6 +16,8 @@ import type {
   ToolListSource,
 } from '@stepbind/binding/internal';
 import type { SessionLoss } from './transports/http-session.js';
+import type { FeatureNotification, ServerFeatures } from './resources/notifications.js';
+import type { FeatureMethod, FeatureRequestOptions } from '@stepbind/binding/internal';
 
 /**
  * The protocol era of a connection: `modern` (2026-07-28: `server/discover`, the `_meta` envelope
@@ -157,4 +159,18 @@ export interface Connection {
   close(): Promise<void>;
   /** Same as {@link close}. */
   [Symbol.asyncDispose](): Promise<void>;
+  /** What the server offers beyond tools (resources, prompts, completions; DESIGN §20.3). */
+  readonly features: ServerFeatures;
+  /**
+   * Sends one resources, prompts or completion request on this exact connection and resolves
+   * with its raw result (the caller checks it). Failures are typed and scrubbed by the redactor;
+   * a method the era cannot do is `FEATURE_UNSUPPORTED`.
+   */
+  featureRequest(
+    method: FeatureMethod,
+    params: Readonly<Record<string, unknown>>,
+    options: FeatureRequestOptions,
+  ): Promise<unknown>;
+  /** Calls `listener` on every resources/prompts notification; returns an unsubscribe function. */
+  onFeatureNotification(listener: (notification: FeatureNotification) => void): () => void;
 }

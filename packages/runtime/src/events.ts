@@ -174,6 +174,40 @@ export type RuntimeEvent =
       /** The file system's error code (`EACCES`, `ENOSPC`...), or `lock-timeout`. */
       readonly reason: string;
       readonly message: string;
+    }
+  | {
+      /**
+       * A server sent `notifications/resources/list_changed` or `prompts/list_changed`: its list is
+       * listed again after the debounce, for the steps captured from then on (DESIGN §20.3).
+       */
+      readonly type: 'feature-list-changed';
+      readonly server: string;
+      readonly list: 'resources' | 'prompts';
+    }
+  | {
+      /**
+       * A server's resources, templates and prompts were listed (after its tool discovery or a
+       * `list_changed`): the counts now in force, and the items dropped as invalid (the first 10).
+       */
+      readonly type: 'features-listed';
+      readonly server: string;
+      readonly resources: number;
+      readonly resourceTemplates: number;
+      readonly prompts: number;
+      readonly droppedCount: number;
+      readonly dropped: readonly {
+        readonly list: 'resources' | 'resourceTemplates' | 'prompts';
+        readonly page: number;
+        readonly index: number;
+        readonly reason: string;
+      }[];
+    }
+  | {
+      /** Listing one of a server's lists failed; the previous list stays in force. */
+      readonly type: 'features-list-failed';
+      readonly server: string;
+      readonly list: 'resources' | 'resourceTemplates' | 'prompts';
+      readonly error: StepbindError;
     };
 
 /**

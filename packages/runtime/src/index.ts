@@ -221,3 +221,33 @@ export {
 export type { SqliteJournalOptions } from './journal/sqlite.js';
 export type { JournalDriver, JournalDriverOption } from './journal/sqlite-driver.js';
 export type { CallProgress, ProgressListener } from '@stepbind/binding/internal';
+export {
+  resourceParts,
+  toAnthropicPromptMessages,
+  toAnthropicResourceBlocks,
+  toGeminiPromptContents,
+  toGeminiResourceParts,
+  toOpenAIChatPromptMessages,
+  toOpenAIChatResourceParts,
+  toOpenAIResponsesResourceParts,
+} from '@stepbind/binding/internal';
+export type {
+  AnthropicPromptMessage,
+  CompletionRef,
+  CompletionResult,
+  FeatureCallOptions,
+  GeminiPromptContent,
+  GeminiResourcePart,
+  McpResourceContents,
+  OpenAIChatPromptMessage,
+  PromptMessage,
+  PromptResult,
+  ReadResourceOptions,
+  ResourceContents,
+  ResourceContentsLike,
+  ResourceUpdatedListener,
+  StepPrompt,
+  StepPromptArgument,
+  StepResource,
+  StepResourceTemplate,
+} from '@stepbind/binding/internal';

@@ -391,6 +391,10 @@ export class McpRuntime {
         ErrorCode.SERVER_NOT_READY,
         'The tools kept changing while this step was captured; capture again.',
       );
+    // A resources/prompts listing under way (a new connection's first) gets the same bounded
+    // grace, so the step shows the lists rather than nothing (DESIGN §20.3).
+    const listing = set.servers().flatMap((server) => server.features.idle ?? []);
+    if (listing.length > 0) await this.#grace(listing, options.signal);
     const view = set.view(this.#core.options.approval ?? 'unproven-writes');
     const required = new Set(options.requiredServers ?? []);
     for (const [name, cfg] of set.config.servers) if (cfg.required) required.add(name);

@@ -33,6 +33,14 @@ const FROM_BINDING = [
   'toStrictSchema',
   'toToolResult',
   'toolResultParts',
+  'resourceParts',
+  'toAnthropicPromptMessages',
+  'toAnthropicResourceBlocks',
+  'toGeminiPromptContents',
+  'toGeminiResourceParts',
+  'toOpenAIChatPromptMessages',
+  'toOpenAIChatResourceParts',
+  'toOpenAIResponsesResourceParts',
 ];
 
 describe('@stepbind/runtime public surface', () => {

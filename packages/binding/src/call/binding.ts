@@ -9,6 +9,17 @@ import type { CallJournal } from '../journal/journal.js';
 import { searchTools, type ToolSearchHit, type ToolSearchOptions } from '../tools/search.js';
 import type { BindingView, LeftOutServer, ModelTool } from '../tools/view.js';
 import { admissionVerdict } from './admission.js';
+import {
+  StepFeatures,
+  type CompletionRef,
+  type CompletionResult,
+  type FeatureCallOptions,
+  type PromptResult,
+  type ReadResourceOptions,
+  type ResourceContents,
+  type ResourceUpdatedListener,
+} from '../resources/step.js';
+import type { StepPrompt, StepResource, StepResourceTemplate } from '../resources/types.js';
 import { PreparedCall } from './prepared.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
 import type { CallPolicy } from './types.js';
@@ -75,6 +86,16 @@ export class McpBinding {
   readonly #view: BindingView;
   readonly #policy: CallPolicy;
   readonly #state: BindingState;
+  /**
+   * The resources this step was shown: every bound server's `resources/list` as it stood at
+   * capture (DESIGN §20.3). A later `list_changed` changes the next step's list, never this one.
+   */
+  readonly resources: readonly StepResource[];
+  /** The resource templates this step was shown (`resources/templates/list` at capture). */
+  readonly resourceTemplates: readonly StepResourceTemplate[];
+  /** The prompts this step was shown (`prompts/list` at capture), by `server__prompt` name. */
+  readonly prompts: readonly StepPrompt[];
+  readonly #features: StepFeatures;
 
   /** @internal use {@link createBinding}. */
   constructor(view: BindingView, options: CreateBindingOptions) {
@@ -106,6 +127,22 @@ export class McpBinding {
       ),
       ...view.leftOut.map((s): BindingServerStatus => Object.freeze({ ...s, bound: false })),
     ]);
+    const features = new StepFeatures(
+      this.stepId,
+      view.servers.map((s) => ({
+        name: s.name,
+        ...(s.features === undefined ? {} : { features: s.features }),
+        ...(s.callLimits?.maxOutputBytes === undefined
+          ? {}
+          : { maxOutputBytes: s.callLimits.maxOutputBytes }),
+      })),
+      () => this.#state.released,
+    );
+    this.#features = features;
+    this.#state.onResult = (server, result) => features.recordResult(server, result);
+    this.resources = features.resources;
+    this.resourceTemplates = features.resourceTemplates;
+    this.prompts = features.prompts;
     Object.freeze(this);
   }
 
@@ -204,11 +241,81 @@ export class McpBinding {
   release(): void {
     if (this.#state.released) return;
     this.#state.released = true;
+    this.#features.endSubscriptions();
     maybeDrained(this.#state);
   }
 
   /** Same as {@link release}. */
   async [Symbol.asyncDispose](): Promise<void> {
     this.release();
+  }
+
+  /**
+   * Reads one resource (`resources/read`) on the connection this step captured: from the server
+   * that listed it in {@link resources}, or, for a `resource_link` (or embedded resource) a tool
+   * of this step returned, from the server whose call returned it; `options.server` names the
+   * server for any other uri (one built from a template). Contents are checked (text, or a
+   * base64 blob) and bounded, and returned frozen.
+   *
+   * @throws CallError `BINDING_RELEASED` after {@link release}; `UNKNOWN_RESOURCE` for a uri this
+   *   step neither listed nor got from a tool (and no `server`), or one from several servers;
+   *   `FEATURE_UNSUPPORTED` when the server offers no resources; `CONTENT_TOO_LARGE` over
+   *   `maxBytes`; `SERVER_ERROR` for an answer that is not valid contents; the request's own
+   *   `TIMEOUT`, `ABORTED`, `CONNECTION_CLOSED`. Every detail names the server and uri.
+   */
+  readResource(uri: string, options: ReadResourceOptions = {}): Promise<ResourceContents> {
+    return this.#features.readResource(uri, options);
+  }
+
+  /**
+   * Gets one prompt of this step (`prompts/get`) by its {@link StepPrompt.modelName}, its
+   * arguments checked against the ones it declares first (every required one present, each a
+   * string, none undeclared).
+   *
+   * @throws CallError `BINDING_RELEASED`; `UNKNOWN_PROMPT` (with `detail.matches`);
+   *   `INVALID_ARGUMENTS` (nothing sent); `FEATURE_UNSUPPORTED`; `CONTENT_TOO_LARGE`;
+   *   `SERVER_ERROR`; the request's own failure.
+   */
+  getPrompt(
+    name: string,
+    args: Readonly<Record<string, string>> = {},
+    options: FeatureCallOptions = {},
+  ): Promise<PromptResult> {
+    return this.#features.getPrompt(name, args, options);
+  }
+
+  /**
+   * Asks the server for completions of one argument (`completion/complete`) of a prompt or a
+   * resource template of this step; `context` gives the arguments already chosen.
+   *
+   * @throws CallError `BINDING_RELEASED`; `UNKNOWN_PROMPT` / `UNKNOWN_RESOURCE` for a ref this
+   *   step was not shown; `FEATURE_UNSUPPORTED` when the server offers no `completions`;
+   *   `SERVER_ERROR`; the request's own failure.
+   */
+  complete(
+    ref: CompletionRef,
+    argument: { readonly name: string; readonly value: string },
+    context?: Readonly<Record<string, string>>,
+    options: FeatureCallOptions = {},
+  ): Promise<CompletionResult> {
+    return this.#features.complete(ref, argument, context, options);
+  }
+
+  /**
+   * Subscribes to one resource (`resources/subscribe`, routed as {@link readResource}): `listener`
+   * gets its uri on every `notifications/resources/updated` for it. Resolves with the unsubscribe
+   * function (sends `resources/unsubscribe`). Every subscription of the step ends at
+   * {@link release}: its listener is dropped at once and `resources/unsubscribe` is sent.
+   *
+   * @throws CallError `BINDING_RELEASED`; `UNKNOWN_RESOURCE`; `FEATURE_UNSUPPORTED` when the
+   *   server does not offer `resources.subscribe` (or speaks the 2026-07-28 era); the request's
+   *   own failure.
+   */
+  subscribeResource(
+    uri: string,
+    listener: ResourceUpdatedListener,
+    options: FeatureCallOptions & { readonly server?: string } = {},
+  ): Promise<() => Promise<void>> {
+    return this.#features.subscribeResource(uri, listener, options);
   }
 }

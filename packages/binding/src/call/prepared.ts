@@ -494,6 +494,7 @@ export class PreparedCall {
         this.#state.onJournalError(error);
       }
     }
+    this.#state.onResult?.(run.bound.server.name, result);
     return { result, receipt, replayed: false };
   }
 

@@ -5,6 +5,7 @@
  */
 import { CallError, ErrorCode } from '../errors.js';
 import type { CallJournal } from '../journal/journal.js';
+import type { ToolCallResult } from './types.js';
 
 /** @internal */
 export interface BindingState {
@@ -15,6 +16,8 @@ export interface BindingState {
   /** Aborts when the owner (the runtime) closes: pending `prepare` hooks stop holding their runs. */
   readonly closeSignal: AbortSignal | undefined;
   readonly onJournalError: (error: unknown) => void;
+  /** Told of every result a call of the binding returned (its resource links, DESIGN §20.3). */
+  onResult?: (server: string, result: ToolCallResult) => void;
 }
 
 /** @internal Calls `onDrained` once the binding is released and its last call finished. */

@@ -11,6 +11,7 @@ import type { CatalogSlot } from '../call/slot.js';
 import type { ApprovalMode, ToolCaller } from '../call/types.js';
 import { assignModelNames } from '../names.js';
 import type { CatalogSnapshot, ToolDescriptor } from '../snapshot/snapshot.js';
+import type { FeatureSource } from '../resources/types.js';
 import type { ObjectSchema } from '../validation.js';
 
 /** A provider-neutral model tool: name, description, JSON Schema of the arguments. */
@@ -68,6 +69,11 @@ export interface BoundServer {
    * tool. @default none (the catalog is live)
    */
   readonly provisional?: ProvisionalServer;
+  /**
+   * The server's resources and prompts (DESIGN §20.3), read once by each step at capture.
+   * @default none (the step shows none of this server's)
+   */
+  readonly features?: FeatureSource;
 }
 
 /**

@@ -57,6 +57,7 @@ import { ListenStream } from './listen.js';
 import { callWithInput } from './mrtr.js';
 import { ConnectionListeners, type StderrFeed } from '../connection-listeners.js';
 import { ProgressRoutes } from '../call-progress.js';
+import { ModernFeatures } from './modern-features.js';
 
 type Listener = () => void;
 
@@ -122,6 +123,10 @@ export class ModernConnection implements Connection {
   #serverInfo: { readonly name: string; readonly version: string } | undefined;
   readonly #listen: ListenStream;
   #pages: PageHints[] = [];
+  /** Resources, prompts and completions in this era (`era/modern-features.ts`). */
+  readonly features: Connection['features'];
+  readonly onFeatureNotification: Connection['onFeatureNotification'];
+  readonly featureRequest: Connection['featureRequest'];
   #listingPages: PageHints[] = [];
 
   constructor(options: ModernConnectionOptions) {
@@ -141,6 +146,12 @@ export class ModernConnection implements Connection {
       protocolVersion: MODERN_PROTOCOL_VERSION,
       listChanged: isRecord(tools) && tools['listChanged'] === true,
     });
+    const features = new ModernFeatures(this.name, options.discover.capabilities, (m, p, o) =>
+      this.#request(m, p, o),
+    );
+    this.features = features.support;
+    this.onFeatureNotification = (listener) => features.listeners.on(listener);
+    this.featureRequest = (method, params, o) => features.request(method, params, o);
     this.#transport.onmessage = (message) => this.#receive(message);
     this.#transport.onerror = (error) => this.#listeners.error(this.#redactor.error(error));
     this.#transport.onclose = () => this.#markClosed();

@@ -9,6 +9,9 @@ import {
   ResultSchema,
   LoggingMessageNotificationSchema,
   ToolListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  PromptListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import {
   ErrorCode,
@@ -17,6 +20,8 @@ import {
   type TaskCallRequest,
   type ChangeFeed,
   type Delivery,
+  type FeatureMethod,
+  type FeatureRequestOptions,
   type ListPageRequest,
   type ToolListSource,
   MAX_TIMER_MS,
@@ -48,6 +53,12 @@ import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transport
 import type { StderrTail } from '../transports/stderr-tail.js';
 import { connectionClosed, mapSdkError } from './sdk-errors.js';
 import { clientListSource, linkSignal, PROBE_TIMEOUT_MS, RESPONSE_LOST } from './sdk-requests.js';
+import {
+  FeatureListeners,
+  serverFeaturesOf,
+  type FeatureNotification,
+  type ServerFeatures,
+} from '../resources/notifications.js';
 
 export { Client };
 export { mapSdkError } from './sdk-errors.js';
@@ -84,6 +95,9 @@ export class SdkConnection implements Connection {
   readonly #progress = new ProgressRoutes();
   /** The progress watch of each call in flight that has one, by request id. */
   readonly #watched = new Map<string | number, CallProgressWatch>();
+  /** {@inheritDoc Connection.features} */
+  readonly features: ServerFeatures;
+  readonly #featureListeners = new FeatureListeners();
 
   /** @internal use `connectServer`. */
   constructor(
@@ -136,6 +150,8 @@ export class SdkConnection implements Connection {
       () => this.#probe(),
     );
     this.#trackDelivery();
+    this.features = serverFeaturesOf(client.getServerCapabilities(), 'legacy');
+    this.#listenFeatures();
   }
 
   /**
@@ -592,5 +608,58 @@ export class SdkConnection implements Connection {
   /** Same as {@link close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+
+  #listenFeatures(): void {
+    const emit = (notification: FeatureNotification): void =>
+      this.#featureListeners.emit(notification);
+    this.client.setNotificationHandler(ResourceListChangedNotificationSchema, () =>
+      emit({ kind: 'resources-list-changed' }),
+    );
+    this.client.setNotificationHandler(PromptListChangedNotificationSchema, () =>
+      emit({ kind: 'prompts-list-changed' }),
+    );
+    this.client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+      emit({ kind: 'resource-updated', uri: notification.params.uri });
+    });
+  }
+
+  /** {@inheritDoc Connection.onFeatureNotification} */
+  onFeatureNotification(listener: (notification: FeatureNotification) => void): () => void {
+    return this.#featureListeners.on(listener);
+  }
+
+  /** {@inheritDoc Connection.featureRequest} */
+  async featureRequest(
+    method: FeatureMethod,
+    params: Readonly<Record<string, unknown>>,
+    options: FeatureRequestOptions,
+  ): Promise<unknown> {
+    if (this.closed) {
+      throw (
+        this.#fault()?.({ id: -1, method }) ??
+        this.#closedError(`${method} on server "${this.name}"`, { server: this.name })
+      );
+    }
+    // The SDK never removes its abort listener: a per-request signal linked to the caller's.
+    const link = linkSignal(options.signal);
+    try {
+      return await this.client.request({ method, params: { ...params } }, ResultSchema, {
+        timeout: options.timeoutMs,
+        ...(link === undefined ? {} : { signal: link.signal }),
+      });
+    } catch (error) {
+      throw this.#redactor.error(
+        mapSdkError(error, {
+          server: this.name,
+          operation: method,
+          timeoutMs: options.timeoutMs,
+          ...(options.signal === undefined ? {} : { signal: options.signal }),
+          fault: this.#fault(),
+        }),
+      );
+    } finally {
+      link?.dispose();
+    }
   }
 }

@@ -20,6 +20,7 @@ import type { Discovered, ServerHost } from './host.js';
 import { IdleWatch } from './idle.js';
 import { ListChangedDebouncer } from './list-changed.js';
 import { lossMessage, ReconnectLoop } from './reconnect-loop.js';
+import { ServerFeatureLists } from '../resources/server-lists.js';
 
 /** A new connection for a lost server, discovered and validated, not installed yet. */
 export interface Reconnected {
@@ -81,6 +82,8 @@ export class ManagedServer implements PublicationTarget {
   #refs = 0;
   #unsubscribe: (() => void)[] = [];
   #closing: Promise<void> | undefined;
+  /** Its resources, templates and prompts (DESIGN §20.3), listed per connection. */
+  readonly #features: ServerFeatureLists;
 
   constructor(
     host: ServerHost,
@@ -134,6 +137,23 @@ export class ManagedServer implements PublicationTarget {
             onIdle: () => host.idleStop(this),
           })
         : undefined;
+    this.#features = new ServerFeatureLists({
+      server: name,
+      clock: host.clock,
+      emit: host.emit,
+      debounceMs: host.options.listChangedDebounceMs ?? 100,
+      active,
+      track: (work) => host.track(work),
+      requestTimeoutMs: () => this.#config.requestTimeoutMs,
+      callTimeoutMs: () => this.#config.callTimeoutMs,
+      closeSignal: host.closeSignal,
+      connection,
+    });
+  }
+
+  /** Its resources, templates and prompts: what a step captures of them (DESIGN §20.3). */
+  get features(): ServerFeatureLists {
+    return this.#features;
   }
 
   /**
@@ -486,6 +506,7 @@ export class ManagedServer implements PublicationTarget {
         host.markDirty(`session-lost:${server}`);
         this.#reconnect.start();
       }),
+      this.#features.attach(connection),
     );
   }
 
@@ -503,6 +524,7 @@ export class ManagedServer implements PublicationTarget {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#debouncer.stop();
+      this.#features.stop();
       this.#reconnect.stop();
       this.#idle?.stop();
       this.#unwatch();
