@@ -140,7 +140,7 @@ const MUTANTS: readonly Mutant[] = [
   {
     // Issue 8 item 3: a call lost after it was written must never read as "not sent".
     name: 'forget that tools/call was written (CONNECTION_CLOSED after sending)',
-    file: 'packages/runtime/src/sdk/sdk-connection.ts',
+    file: 'packages/runtime/src/sdk/client-hooks.ts',
     find: "if (delivery !== undefined) delivery.delivery = 'sent';",
     replace: "if (delivery !== undefined) delivery.delivery = 'not-sent';",
     testFile: 'packages/runtime/test/runtime.stdio.test.ts',
@@ -434,8 +434,8 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 25: Node clamps an out-of-range timer to 1 ms; the call must not be sent with it.
     name: 'send with an out-of-range timeoutMs',
     file: 'packages/binding/src/call/run-options.ts',
-    find: '.max(MAX_TIMER_MS)',
-    replace: '.max(Number.MAX_VALUE)',
+    find: '  timeoutMs: z\n    .number()\n    .int()\n    .min(1)\n    .max(MAX_TIMER_MS)',
+    replace: '  timeoutMs: z\n    .number()\n    .int()\n    .min(1)\n    .max(Number.MAX_VALUE)',
     testFile: 'packages/runtime/test/admission.stdio.test.ts',
     testName: 'refuses timeoutMs over 2^31-1 with INVALID_OPTIONS, nothing sent, nothing journaled',
     diagnostic: "'INVALID_OPTIONS'",
@@ -1164,10 +1164,9 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'progress written with the answer is delivered after it',
-    file: 'packages/runtime/src/sdk/sdk-connection.ts',
-    find: '          if (id !== undefined) this.#watched.get(id)?.disarm();',
-    replace:
-      '          if (id !== undefined && (false as boolean)) this.#watched.get(id)?.disarm();',
+    file: 'packages/runtime/src/sdk/client-hooks.ts',
+    find: '        if (id !== undefined) watched.get(id)?.disarm();',
+    replace: '        if (id !== undefined && (false as boolean)) watched.get(id)?.disarm();',
     testFile: 'packages/runtime/test/long-calls/progress.stdio.test.ts',
     testName:
       'a report after the result in the same write as the answer is not delivered (raw 2025 server)',

@@ -5,10 +5,8 @@
  * @packageDocumentation
  */
 import { CallError } from '../errors.js';
-import type { JournalClaim } from '../journal/claim.js';
 import type { CallJournal } from '../journal/journal.js';
 import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/store.js';
-import type { Release } from '../lock.js';
 import type { ToolDescriptor } from '../snapshot/snapshot.js';
 import type { BoundServer, BoundTool } from '../tools/view.js';
 import {
@@ -28,7 +26,6 @@ import {
   provisionalTimeoutError,
   staleCatalogError,
   withRounds,
-  type CallPhase,
   type FailingCall,
 } from './failure.js';
 import { InputRoundLog } from './input-rounds.js';
@@ -38,53 +35,7 @@ import { checkRunOptions } from './run-options.js';
 import { resumeTask, taskOption } from './task.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
 import type { CallOutcome, CallPolicy, RunOptions, ToolCallResult, ToolCaller } from './types.js';
-
-/** Store options bounding one journal operation (the caller's signal and a deadline). */
-type StoreBound = { readonly signal?: AbortSignal };
-
-/**
- * What one run has done so far. The phases write it; the failure path reads it to decide what a
- * failure means (`phase`) and what to journal (`claim`, `context`, `recorded`), and `finally`
- * releases what it holds (`release`, `counted`). Private to one run.
- */
-interface CallRun {
-  readonly options: RunOptions;
-  /**
-   * The tool as it runs: the captured one, or, for a provisional server (DESIGN §19.2), the same
-   * descriptor (equal digest) on the live server once its live catalog confirmed it.
-   */
-  bound: BoundTool;
-  /** The revision the run checks under the lock: the captured one, or the live slot's. */
-  revision: number;
-  readonly key: string | undefined;
-  /** The journal counting this run (`start()` was called), if it records this run at all. */
-  readonly journal: CallJournal | undefined;
-  /** The per-call timeout; it also bounds the journal's store operations (DESIGN §13). */
-  readonly timeoutMs: number;
-  /** Epoch milliseconds when `run` was called. */
-  readonly startedAt: number;
-  readonly t0: number;
-  tLock: number;
-  tPrepared: number;
-  tCalled: number;
-  /** Where a failure happened decides what it means: nothing sent before `call`. */
-  phase: CallPhase;
-  /** True once `inFlight` counts this run. */
-  counted: boolean;
-  /** True once the journal holds this run's outcome (a replay, or the completed call). */
-  recorded: boolean;
-  context: CallContext | undefined;
-  argsDigest: string | undefined;
-  claim: JournalClaim | undefined;
-  /** The revision read lock, held from {@link PreparedCall.run}'s lock phase to its end. */
-  release: Release | undefined;
-  /** Bounds the journal's writes before the send (the caller's signal, the call's timeout). */
-  io: StoreBound;
-  /** MRTR rounds (2026-07-28 era): the log exists only once a server asks for input. */
-  rounds: InputRoundLog | undefined;
-  /** The MCP task the call runs as, once created, or the one a resume polls (DESIGN §20.2). */
-  taskId: string | undefined;
-}
+import type { CallRun, StoreBound } from './run.js';
 
 /** What admission decided before the `prepare` hook, and the arguments checked so far. */
 interface Admitted {

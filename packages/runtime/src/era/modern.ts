@@ -58,6 +58,14 @@ import { callWithInput } from './mrtr.js';
 import { ConnectionListeners, type StderrFeed } from '../connection-listeners.js';
 import { ProgressRoutes } from '../call-progress.js';
 import { ModernFeatures } from './modern-features.js';
+import {
+  detailOf,
+  isRecord,
+  where,
+  withMeta,
+  type Ctx,
+  type RequestOptions,
+} from './request-context.js';
 
 type Listener = () => void;
 
@@ -76,9 +84,6 @@ interface Pending {
 
 /** A pending request's rejection when the connection closes: `OUTCOME_UNKNOWN` once sent. */
 const CLOSED: RpcErrorObject = Object.freeze({ code: 0, message: 'connection closed' });
-
-const isRecord = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Options of {@link ModernConnection}. */
 export interface ModernConnectionOptions {
@@ -574,45 +579,4 @@ export class ModernConnection implements Connection {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
-}
-
-/** Options of one request of a {@link ModernConnection}; `onSettled` is told synchronously. */
-interface RequestOptions {
-  readonly timeoutMs: number;
-  readonly signal?: AbortSignal | undefined;
-  readonly tool?: string;
-  /** Set to `sent` when the request is handed to the transport (a `tools/call` only). */
-  readonly delivery?: DeliveryRecord;
-  /** Told the JSON-RPC id the request goes out with. */
-  readonly onId?: (id: number) => void;
-  readonly onSettled?: () => void;
-}
-
-type Ctx = { readonly server: string; readonly method: string; readonly tool?: string };
-
-function where(ctx: Ctx): string {
-  return `${ctx.method} on server "${ctx.server}"${ctx.tool === undefined ? '' : ` (tool "${ctx.tool}")`}`;
-}
-
-function detailOf(
-  ctx: Ctx,
-  delivery: Delivery | undefined,
-  more: Record<string, unknown> = {},
-): Record<string, unknown> {
-  return {
-    server: ctx.server,
-    ...(ctx.tool === undefined ? {} : { tool: ctx.tool }),
-    ...(delivery === undefined ? {} : { delivery }),
-    ...more,
-  };
-}
-
-/** `params` with `meta` (trace context, progress token) in its `_meta`; as is without `meta`. */
-function withMeta(
-  params: Record<string, unknown>,
-  meta: Readonly<Record<string, string>> | undefined,
-): Record<string, unknown> {
-  if (meta === undefined) return params;
-  const own = params['_meta'];
-  return { ...params, _meta: { ...(isRecord(own) ? own : {}), ...meta } };
 }

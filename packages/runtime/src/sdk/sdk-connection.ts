@@ -9,9 +9,6 @@ import {
   ResultSchema,
   LoggingMessageNotificationSchema,
   ToolListChangedNotificationSchema,
-  ResourceListChangedNotificationSchema,
-  PromptListChangedNotificationSchema,
-  ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import {
   ErrorCode,
@@ -52,6 +49,7 @@ import type { Span } from '@opentelemetry/api';
 import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transports/http-session.js';
 import type { StderrTail } from '../transports/stderr-tail.js';
 import { connectionClosed, mapSdkError } from './sdk-errors.js';
+import { listenFeatures, trackDelivery } from './client-hooks.js';
 import { clientListSource, linkSignal, PROBE_TIMEOUT_MS, RESPONSE_LOST } from './sdk-requests.js';
 import {
   FeatureListeners,
@@ -149,9 +147,9 @@ export class SdkConnection implements Connection {
       (loss) => this.#loseSession(loss),
       () => this.#probe(),
     );
-    this.#trackDelivery();
+    trackDelivery(this.client, this.#progress, this.#watched, this.#outgoing);
     this.features = serverFeaturesOf(client.getServerCapabilities(), 'legacy');
-    this.#listenFeatures();
+    listenFeatures(this.client, this.#featureListeners);
   }
 
   /**
@@ -180,56 +178,6 @@ export class SdkConnection implements Connection {
       .finally(() => {
         this.#probing = false;
       });
-  }
-
-  /**
-   * Marks a `tools/call` as sent the moment the transport is asked to write it. The SDK's
-   * `request()` spreads our request into the JSON-RPC message, so `params` is our object (we pass
-   * no progress handler or task options, which would copy it: progress tokens are our own). Only a synchronous throw from
-   * `send` leaves it unsent; a rejected `send` (the transports report failures that way, also a
-   * pipe that was already closed) counts as sent, which errs on the safe side: `OUTCOME_UNKNOWN`
-   * rather than a retry that could run the call twice.
-   */
-  #trackDelivery(): void {
-    const transport = this.client.transport;
-    if (transport === undefined) return;
-    const onmessage = transport.onmessage;
-    if (onmessage !== undefined) {
-      transport.onmessage = (message, extra) => {
-        // Progress is ours (we pass the SDK no `onprogress`): routed by our tokens, in arrival
-        // order with the answers, bounded by the call's gate (a malformed report is dropped, not
-        // an SDK error). A watched call's answer stops its progress at once, before the SDK's
-        // asynchronous dispatch: a report the server wrote after its result is never delivered.
-        if ('method' in message && message.method === 'notifications/progress') {
-          this.#progress.route(message.params);
-          return;
-        }
-        if (this.#watched.size > 0 && 'id' in message && !('method' in message)) {
-          const id = message.id;
-          if (id !== undefined) this.#watched.get(id)?.disarm();
-        }
-        onmessage.call(transport, message, extra);
-      };
-    }
-    const send = transport.send.bind(transport);
-    transport.send = (message, options) => {
-      const params =
-        'method' in message && message.method === 'tools/call' && 'id' in message
-          ? message.params
-          : undefined;
-      const delivery = params === undefined ? undefined : this.#outgoing.get(params);
-      // The request's bytes are handed to the transport here: from now on it may have run.
-      if (delivery !== undefined) delivery.delivery = 'sent';
-      if (delivery !== undefined && 'id' in message && message.id !== undefined) {
-        delivery.onId?.(message.id);
-      }
-      try {
-        return send(message, options);
-      } catch (error) {
-        if (delivery !== undefined) delivery.delivery = 'not-sent';
-        throw error;
-      }
-    };
   }
 
   /**
@@ -608,20 +556,6 @@ export class SdkConnection implements Connection {
   /** Same as {@link close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
-  }
-
-  #listenFeatures(): void {
-    const emit = (notification: FeatureNotification): void =>
-      this.#featureListeners.emit(notification);
-    this.client.setNotificationHandler(ResourceListChangedNotificationSchema, () =>
-      emit({ kind: 'resources-list-changed' }),
-    );
-    this.client.setNotificationHandler(PromptListChangedNotificationSchema, () =>
-      emit({ kind: 'prompts-list-changed' }),
-    );
-    this.client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
-      emit({ kind: 'resource-updated', uri: notification.params.uri });
-    });
   }
 
   /** {@inheritDoc Connection.onFeatureNotification} */

@@ -1,0 +1,82 @@
+/**
+ * What the 2025-era adapter hooks into an SDK client: the delivery record and progress routing of
+ * each `tools/call` (on the transport), and the resource and prompt notifications.
+ */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import {
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { CallProgressWatch, ProgressRoutes } from '../call-progress.js';
+import type { DeliveryRecord } from '../connection.js';
+import type { FeatureListeners, FeatureNotification } from '../resources/notifications.js';
+
+/**
+ * Marks a `tools/call` as sent the moment the transport is asked to write it. The SDK's
+ * `request()` spreads our request into the JSON-RPC message, so `params` is our object (we pass
+ * no progress handler or task options, which would copy it: progress tokens are our own). Only a synchronous throw from
+ * `send` leaves it unsent; a rejected `send` (the transports report failures that way, also a
+ * pipe that was already closed) counts as sent, which errs on the safe side: `OUTCOME_UNKNOWN`
+ * rather than a retry that could run the call twice.
+ */
+export function trackDelivery(
+  client: Client,
+  progress: ProgressRoutes,
+  watched: ReadonlyMap<string | number, CallProgressWatch>,
+  outgoing: WeakMap<object, DeliveryRecord>,
+): void {
+  const transport = client.transport;
+  if (transport === undefined) return;
+  const onmessage = transport.onmessage;
+  if (onmessage !== undefined) {
+    transport.onmessage = (message, extra) => {
+      // Progress is ours (we pass the SDK no `onprogress`): routed by our tokens, in arrival
+      // order with the answers, bounded by the call's gate (a malformed report is dropped, not
+      // an SDK error). A watched call's answer stops its progress at once, before the SDK's
+      // asynchronous dispatch: a report the server wrote after its result is never delivered.
+      if ('method' in message && message.method === 'notifications/progress') {
+        progress.route(message.params);
+        return;
+      }
+      if (watched.size > 0 && 'id' in message && !('method' in message)) {
+        const id = message.id;
+        if (id !== undefined) watched.get(id)?.disarm();
+      }
+      onmessage.call(transport, message, extra);
+    };
+  }
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => {
+    const params =
+      'method' in message && message.method === 'tools/call' && 'id' in message
+        ? message.params
+        : undefined;
+    const delivery = params === undefined ? undefined : outgoing.get(params);
+    // The request's bytes are handed to the transport here: from now on it may have run.
+    if (delivery !== undefined) delivery.delivery = 'sent';
+    if (delivery !== undefined && 'id' in message && message.id !== undefined) {
+      delivery.onId?.(message.id);
+    }
+    try {
+      return send(message, options);
+    } catch (error) {
+      if (delivery !== undefined) delivery.delivery = 'not-sent';
+      throw error;
+    }
+  };
+}
+
+/** Feeds a connection's resource and prompt notifications (DESIGN §20.3) to `listeners`. */
+export function listenFeatures(client: Client, listeners: FeatureListeners): void {
+  const emit = (notification: FeatureNotification): void => listeners.emit(notification);
+  client.setNotificationHandler(ResourceListChangedNotificationSchema, () =>
+    emit({ kind: 'resources-list-changed' }),
+  );
+  client.setNotificationHandler(PromptListChangedNotificationSchema, () =>
+    emit({ kind: 'prompts-list-changed' }),
+  );
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+    emit({ kind: 'resource-updated', uri: notification.params.uri });
+  });
+}
