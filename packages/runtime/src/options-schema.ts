@@ -207,8 +207,8 @@ export const captureOptionsSchema = z.strictObject({
   stepId: z.string().min(1).describe('a non-empty string').optional(),
 });
 
-/** `AiSdkToolsOptions`: the options of `stepToAiSdkTools`. */
-export const aiSdkToolsOptionsSchema = z.strictObject({
+/** The options every framework adapter takes (`AdapterCallOptions`), in this order. */
+const adapterCallShape = {
   prepare: fn('(context) => void | Promise<void>').optional(),
   timeoutMs: millis(1).optional(),
   onCall: fn('(event) => void').optional(),
@@ -221,27 +221,22 @@ export const aiSdkToolsOptionsSchema = z.strictObject({
     .describe('a string of 1 to 256 characters without control characters')
     .optional(),
   idempotencyKeys: z.boolean().describe('a boolean').optional(),
+};
+
+/** `AiSdkToolsOptions`: the options of `stepToAiSdkTools`. */
+export const aiSdkToolsOptionsSchema = z.strictObject({
+  ...adapterCallShape,
   approvals: z.enum(['ai-sdk', 'prepare']).describe('"ai-sdk" or "prepare"').optional(),
 });
 
 /** `OpenAiAgentsToolsOptions`: the options of `stepToAgentTools`. */
 export const openAiAgentsToolsOptionsSchema = z.strictObject({
-  prepare: fn('(context) => void | Promise<void>').optional(),
-  timeoutMs: millis(1).optional(),
-  onCall: fn('(event) => void').optional(),
-  stepKey: aiSdkToolsOptionsSchema.shape.stepKey,
-  idempotencyKeys: z.boolean().describe('a boolean').optional(),
+  ...adapterCallShape,
   approvals: z.enum(['agents', 'prepare']).describe('"agents" or "prepare"').optional(),
 });
 
 /** `LangChainToolsOptions`: the options of `stepToLangChainTools`. */
-export const langChainToolsOptionsSchema = z.strictObject({
-  prepare: fn('(context) => void | Promise<void>').optional(),
-  timeoutMs: millis(1).optional(),
-  onCall: fn('(event) => void').optional(),
-  stepKey: aiSdkToolsOptionsSchema.shape.stepKey,
-  idempotencyKeys: z.boolean().describe('a boolean').optional(),
-});
+export const langChainToolsOptionsSchema = z.strictObject(adapterCallShape);
 
 /** `OpenAiAgentsServerOptions`: the options of `stepbindServer`. */
 export const openAiAgentsServerOptionsSchema = z.strictObject({

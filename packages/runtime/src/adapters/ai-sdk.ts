@@ -35,6 +35,9 @@ import {
 } from '@stepbind/binding/internal';
 import { aiSdkToolsOptionsSchema } from '../options-schema.js';
 import { forModel } from './model-error.js';
+import type { AdapterCallOptions } from './call-options.js';
+
+export type { AdapterCallOptions } from './call-options.js';
 
 /** The AI SDK's tool model output (`ToolResultOutput` of `@ai-sdk/provider-utils`). */
 export type AiSdkToolOutput = Awaited<ReturnType<NonNullable<Tool['toModelOutput']>>>;
@@ -59,29 +62,7 @@ export type AiSdkCallEvent =
     };
 
 /** Options of {@link stepToAiSdkTools}. */
-export interface AiSdkToolsOptions {
-  /** Passed to every `PreparedCall.run`: approvals, argument rewriting (under the read lock). */
-  readonly prepare?: RunOptions['prepare'];
-  /** Per-call timeout. @default the server's `callTimeoutMs` */
-  readonly timeoutMs?: number;
-  /** Called once per call with its receipt, or with the error the model was shown. */
-  readonly onCall?: (event: AiSdkCallEvent) => void;
-  /**
-   * The first half of every idempotency key, `${stepKey}:${toolCallId}` (DESIGN §13, §20.4). Give
-   * one that names this step of this conversation and survives a restart (a workflow's run and
-   * step ids) when a journal file is configured: a repeated tool call then replays its recorded
-   * result instead of running again, also after a crash. Tool call ids are only unique within one
-   * conversation (mock and some providers' ids repeat across conversations), so the key needs it.
-   * @default a random id made once per `stepToAiSdkTools` call: a tool call id repeated within
-   *   this tool set replays, nothing is shared with another tool set or another process.
-   */
-  readonly stepKey?: string;
-  /**
-   * Whether the AI SDK's `toolCallId` becomes the run's idempotency key. Keys need a journaled
-   * step (every runtime's step is); a step without a journal runs unkeyed.
-   * @default true
-   */
-  readonly idempotencyKeys?: boolean;
+export interface AiSdkToolsOptions extends AdapterCallOptions<AiSdkCallEvent> {
   /**
    * Who gives the approvals stepbind's policy asks for (`approval` mode, DESIGN §7):
    * - `ai-sdk`: a tool whose call needs one is marked `needsApproval`, so `generateText` and

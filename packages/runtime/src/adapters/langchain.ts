@@ -30,11 +30,13 @@ import {
   toolResultParts,
   type CallReceipt,
   type McpBinding,
-  type RunOptions,
   type ToolCallResult,
 } from '@stepbind/binding/internal';
 import { langChainToolsOptionsSchema } from '../options-schema.js';
 import { forModel } from './model-error.js';
+import type { AdapterCallOptions } from './call-options.js';
+
+export type { AdapterCallOptions } from './call-options.js';
 
 /** What {@link LangChainToolsOptions.onCall} hears about each call. */
 export type LangChainCallEvent =
@@ -64,31 +66,7 @@ export interface LangChainToolArtifact {
 }
 
 /** Options of {@link stepToLangChainTools}. */
-export interface LangChainToolsOptions {
-  /**
-   * Passed to every `PreparedCall.run`: approvals (`ctx.approve()` after asking the user; without
-   * it a call stepbind's policy holds is refused `APPROVAL_REQUIRED`, shown to the model, nothing
-   * sent), argument rewriting (under the read lock).
-   */
-  readonly prepare?: RunOptions['prepare'];
-  /** Per-call timeout. @default the server's `callTimeoutMs` */
-  readonly timeoutMs?: number;
-  /** Called once per call with its receipt, or with the error the model was shown. */
-  readonly onCall?: (event: LangChainCallEvent) => void;
-  /**
-   * The first half of every idempotency key, `${stepKey}:${toolCallId}` (DESIGN §13, §20.4):
-   * give one that names this step of this conversation and survives a restart (a LangGraph
-   * thread and step) so that a tool call run again replays its recorded result.
-   * @default a random id made once per `stepToLangChainTools` call
-   */
-  readonly stepKey?: string;
-  /**
-   * Whether the tool call id becomes the run's idempotency key (a tool invoked with bare
-   * arguments, without a tool call, runs unkeyed; so does a step without a journal).
-   * @default true
-   */
-  readonly idempotencyKeys?: boolean;
-}
+export type LangChainToolsOptions = AdapterCallOptions<LangChainCallEvent>;
 sameKeys<LangChainToolsOptions>()(langChainToolsOptionsSchema);
 
 /**

@@ -50,6 +50,9 @@ import {
 } from '../options-schema.js';
 import type { McpRuntime } from '../runtime.js';
 import { forModel } from './model-error.js';
+import type { AdapterCallOptions } from './call-options.js';
+
+export type { AdapterCallOptions } from './call-options.js';
 
 /** A tool as the Agents SDK lists it (`MCPTool`, not exported as a type by `@openai/agents`). */
 type MCPTool = Awaited<ReturnType<MCPServer['listTools']>>[number];
@@ -206,22 +209,7 @@ class StepbindMcpServer implements MCPServer {
 }
 
 /** Options of {@link stepToAgentTools}. */
-export interface OpenAiAgentsToolsOptions {
-  /** Passed to every `PreparedCall.run` (runs after an approval the SDK gave; may veto). */
-  readonly prepare?: RunOptions['prepare'];
-  /** Per-call timeout. @default the server's `callTimeoutMs` */
-  readonly timeoutMs?: number;
-  /** Called once per call with its receipt, or with the error the model was shown. */
-  readonly onCall?: (event: OpenAiAgentsCallEvent) => void;
-  /**
-   * The first half of every idempotency key, `${stepKey}:${callId}`: give one that names this
-   * turn of this run and survives a restart (a run state you serialise and resume) so that a call
-   * run again replays its recorded result.
-   * @default a random id made once per `stepToAgentTools` call
-   */
-  readonly stepKey?: string;
-  /** Whether the SDK's call id becomes the run's idempotency key. @default true */
-  readonly idempotencyKeys?: boolean;
+export interface OpenAiAgentsToolsOptions extends AdapterCallOptions<OpenAiAgentsCallEvent> {
   /**
    * Who gives the approvals stepbind's policy asks for: `agents` marks such a tool
    * `needsApproval`, so the run stops with a `RunToolApprovalItem` interruption and the call runs

@@ -1,18 +1,10 @@
 import { generateText, stepCountIs, streamText, type ModelMessage, type ToolSet } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
-import { McpRuntime } from '@stepbind/runtime';
 import { stepToAiSdkTools, type AiSdkCallEvent } from '@stepbind/runtime/ai-sdk';
-import {
-  readAuditTrail,
-  stdioServerParams,
-  tempAuditPath,
-  type ServerFixture,
-} from '@stepbind/testkit';
-import { rm } from 'node:fs/promises';
-import { afterEach, describe, expect, it } from 'vitest';
-import { expectGone } from '../support/processes.js';
-import { expectTestEra } from '../support/era.js';
-import { eventLog, nextEvent, type EventLog } from '../support/events.js';
+import { type ServerFixture } from '@stepbind/testkit';
+import { describe, expect, it } from 'vitest';
+import { nextEvent } from '../support/events.js';
+import { openOps, type Ops } from '../support/ops.js';
 
 type DoGenerate = Extract<
   NonNullable<ConstructorParameters<typeof MockLanguageModelV3>[0]>['doGenerate'],
@@ -20,11 +12,6 @@ type DoGenerate = Extract<
 >;
 type CallOptions = Parameters<DoGenerate>[0];
 type GenerateResult = Awaited<ReturnType<DoGenerate>>;
-
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
 
 const tool = (name: string): Record<string, unknown> => ({
   name,
@@ -50,33 +37,7 @@ const FIXTURE: ServerFixture = {
   triggers: [{ on: { method: 'tools/call', tool: 'plan' }, setGeneration: 1, notify: 'after' }],
 };
 
-async function openOps(): Promise<{
-  runtime: McpRuntime;
-  log: EventLog;
-  calls: () => Promise<(string | undefined)[]>;
-}> {
-  const auditPath = tempAuditPath('ai-sdk-loops');
-  const log = eventLog();
-  const runtime = await McpRuntime.open(
-    {
-      mcpServers: { ops: stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath }) },
-    },
-    { onEvent: log.onEvent, listChangedDebounceMs: 10 },
-  );
-  const pids = runtime.pids();
-  cleanups.push(async () => {
-    await runtime.close();
-    expectGone(pids);
-    await rm(auditPath, { force: true });
-  });
-  expectTestEra(runtime, ['ops']);
-  return {
-    runtime,
-    log,
-    calls: async () =>
-      (await readAuditTrail(auditPath)).filter((e) => e.method === 'tools/call').map((e) => e.tool),
-  };
-}
+const openOpsServer = (): Promise<Ops> => openOps('ai-sdk-loops', FIXTURE);
 
 const usage = {
   inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
@@ -201,7 +162,7 @@ describe.each(LOOPS)(
   'stepToAiSdkTools in a real %s loop over a real stdio server',
   (entry, loop) => {
     it(`runs a call the user approved through the AI SDK, with that approval, once (${entry})`, async () => {
-      const { runtime, calls } = await openOps();
+      const { runtime, calls } = await openOpsServer();
       await using step = await runtime.captureBinding();
       const { model, prompts } = scripted((_o, n) =>
         n === 1 ? callTool('d1', 'ops__deploy', { env: 'prod' }) : say('Deployed.'),
@@ -238,7 +199,7 @@ describe.each(LOOPS)(
     });
 
     it(`never runs a call the user denied through the AI SDK (${entry})`, async () => {
-      const { runtime, calls } = await openOps();
+      const { runtime, calls } = await openOpsServer();
       await using step = await runtime.captureBinding();
       const { model } = scripted((_o, n) =>
         n === 1 ? callTool('d1', 'ops__deploy', { env: 'prod' }) : say('Not deployed.'),
@@ -263,7 +224,7 @@ describe.each(LOOPS)(
     });
 
     it(`refuses a call across a catalog change (STALE_CATALOG, shown to the model, nothing sent) (${entry})`, async () => {
-      const { runtime, log, calls } = await openOps();
+      const { runtime, log, calls } = await openOpsServer();
       await using step = await runtime.captureBinding();
       let swapped: Promise<unknown> | undefined;
       const { model, prompts } = scripted(async (_o, n) => {
@@ -292,7 +253,7 @@ describe.each(LOOPS)(
     });
 
     it(`replays a repeated toolCallId under the same stepKey instead of sending it again (${entry})`, async () => {
-      const { runtime, calls } = await openOps();
+      const { runtime, calls } = await openOpsServer();
       const seen: AiSdkCallEvent[] = [];
       const options = {
         stepKey: 'conversation-7:turn-3',

@@ -1,19 +1,11 @@
 import { generateText, stepCountIs } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { isStepbindError } from '@stepbind/binding';
-import { McpRuntime } from '@stepbind/runtime';
 import { stepToAiSdkTools, toAiSdkOutput, type AiSdkCallEvent } from '@stepbind/runtime/ai-sdk';
-import {
-  readAuditTrail,
-  stdioServerParams,
-  tempAuditPath,
-  type ServerFixture,
-} from '@stepbind/testkit';
-import { rm } from 'node:fs/promises';
-import { afterEach, describe, expect, it } from 'vitest';
-import { expectGone } from '../support/processes.js';
-import { expectTestEra } from '../support/era.js';
-import { eventLog, nextEvent, type EventLog } from '../support/events.js';
+import { type ServerFixture } from '@stepbind/testkit';
+import { describe, expect, it } from 'vitest';
+import { nextEvent } from '../support/events.js';
+import { openOps, type Ops } from '../support/ops.js';
 
 type DoGenerate = Extract<
   NonNullable<ConstructorParameters<typeof MockLanguageModelV3>[0]>['doGenerate'],
@@ -21,11 +13,6 @@ type DoGenerate = Extract<
 >;
 type LanguageModelV3CallOptions = Parameters<DoGenerate>[0];
 type LanguageModelV3GenerateResult = Awaited<ReturnType<DoGenerate>>;
-
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
 
 const tool = (name: string, inputSchema: object = { type: 'object' }): Record<string, unknown> => ({
   name,
@@ -64,33 +51,7 @@ const FIXTURE: ServerFixture = {
 /** The app's approval point: this test's operator approves every call the model makes. */
 const approveAll = (ctx: { approve(): void }): void => ctx.approve();
 
-async function openOps(): Promise<{
-  runtime: McpRuntime;
-  log: EventLog;
-  calls: () => Promise<(string | undefined)[]>;
-}> {
-  const auditPath = tempAuditPath('ai-sdk');
-  const log = eventLog();
-  const runtime = await McpRuntime.open(
-    {
-      mcpServers: { ops: stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath }) },
-    },
-    { onEvent: log.onEvent, listChangedDebounceMs: 10 },
-  );
-  const pids = runtime.pids();
-  cleanups.push(async () => {
-    await runtime.close();
-    expectGone(pids);
-    await rm(auditPath, { force: true });
-  });
-  expectTestEra(runtime, ['ops']);
-  return {
-    runtime,
-    log,
-    calls: async () =>
-      (await readAuditTrail(auditPath)).filter((e) => e.method === 'tools/call').map((e) => e.tool),
-  };
-}
+const openOpsServer = (): Promise<Ops> => openOps('ai-sdk', FIXTURE);
 
 const usage = {
   inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
@@ -136,7 +97,7 @@ describe('the AI SDK under test', () => {
 
 describe('stepToAiSdkTools with a real generateText loop over a real stdio server', () => {
   it('runs calls through stepbind and shows the model a STALE_CATALOG error for a call across a catalog change', async () => {
-    const { runtime, log, calls } = await openOps();
+    const { runtime, log, calls } = await openOpsServer();
     await using step = await runtime.captureBinding();
     let swapped: Promise<void> | undefined;
     const seen: AiSdkCallEvent[] = [];
@@ -211,7 +172,7 @@ describe('stepToAiSdkTools with a real generateText loop over a real stdio serve
   });
 
   it('shows the model schema errors and structured results, and routes abort signals', async () => {
-    const { runtime, calls } = await openOps();
+    const { runtime, calls } = await openOpsServer();
     await using step = await runtime.captureBinding();
     const prompts: LanguageModelV3CallOptions[] = [];
     const model = new MockLanguageModelV3({

@@ -13,7 +13,6 @@ import {
 import type { ChatResult } from '@langchain/core/outputs';
 import type { DynamicStructuredTool } from '@langchain/core/tools';
 import { isStepbindError } from '@stepbind/binding';
-import { McpRuntime } from '@stepbind/runtime';
 import {
   stepToLangChainTools,
   toLangChainContent,
@@ -21,22 +20,10 @@ import {
   type LangChainToolArtifact,
   type LangChainToolsOptions,
 } from '@stepbind/runtime/langchain';
-import {
-  readAuditTrail,
-  stdioServerParams,
-  tempAuditPath,
-  type ServerFixture,
-} from '@stepbind/testkit';
-import { rm } from 'node:fs/promises';
-import { afterEach, describe, expect, it } from 'vitest';
-import { expectGone } from '../support/processes.js';
-import { expectTestEra } from '../support/era.js';
-import { eventLog, nextEvent, type EventLog } from '../support/events.js';
-
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+import { type ServerFixture } from '@stepbind/testkit';
+import { describe, expect, it } from 'vitest';
+import { nextEvent } from '../support/events.js';
+import { openOps, type Ops } from '../support/ops.js';
 
 const tool = (name: string): Record<string, unknown> => ({
   name,
@@ -58,33 +45,7 @@ const FIXTURE: ServerFixture = {
   triggers: [{ on: { method: 'tools/call', tool: 'plan' }, setGeneration: 1, notify: 'after' }],
 };
 
-async function openOps(): Promise<{
-  runtime: McpRuntime;
-  log: EventLog;
-  calls: () => Promise<(string | undefined)[]>;
-}> {
-  const auditPath = tempAuditPath('langchain');
-  const log = eventLog();
-  const runtime = await McpRuntime.open(
-    {
-      mcpServers: { ops: stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath }) },
-    },
-    { onEvent: log.onEvent, listChangedDebounceMs: 10 },
-  );
-  const pids = runtime.pids();
-  cleanups.push(async () => {
-    await runtime.close();
-    expectGone(pids);
-    await rm(auditPath, { force: true });
-  });
-  expectTestEra(runtime, ['ops']);
-  return {
-    runtime,
-    log,
-    calls: async () =>
-      (await readAuditTrail(auditPath)).filter((e) => e.method === 'tools/call').map((e) => e.tool),
-  };
-}
+const openOpsServer = (): Promise<Ops> => openOps('langchain', FIXTURE);
 
 /**
  * A chat model (LangChain's own extension point, `BaseChatModel`) that answers each request with
@@ -155,7 +116,7 @@ const approveAll: LangChainToolsOptions['prepare'] = (ctx) => ctx.approve();
 
 describe('stepToLangChainTools in a LangChain tool-calling loop over a real stdio server', () => {
   it('runs calls through stepbind and returns tool messages with the receipt as artifact', async () => {
-    const { runtime, calls } = await openOps();
+    const { runtime, calls } = await openOpsServer();
     await using step = await runtime.captureBinding();
     const model = new ScriptedChatModel((n) =>
       n === 1 ? callTool('r1', 'ops__report') : new AIMessage('Healthy.'),
@@ -177,7 +138,7 @@ describe('stepToLangChainTools in a LangChain tool-calling loop over a real stdi
   });
 
   it('shows the model a STALE_CATALOG tool message for a call across a catalog change; nothing sent', async () => {
-    const { runtime, log, calls } = await openOps();
+    const { runtime, log, calls } = await openOpsServer();
     await using step = await runtime.captureBinding();
     let swapped: Promise<unknown> | undefined;
     const model = new ScriptedChatModel(async (n) => {
@@ -207,7 +168,7 @@ describe('stepToLangChainTools in a LangChain tool-calling loop over a real stdi
   });
 
   it('asks the prepare hook for approvals: refused without one (APPROVAL_REQUIRED), run with one', async () => {
-    const { runtime, calls } = await openOps();
+    const { runtime, calls } = await openOpsServer();
     await using step = await runtime.captureBinding();
     const asked: string[] = [];
     const decide: LangChainToolsOptions['prepare'] = (ctx) => {
@@ -232,7 +193,7 @@ describe('stepToLangChainTools in a LangChain tool-calling loop over a real stdi
   });
 
   it('replays a repeated tool call id under the same stepKey instead of sending it again', async () => {
-    const { runtime, calls } = await openOps();
+    const { runtime, calls } = await openOpsServer();
     const seen: LangChainCallEvent[] = [];
     const options = {
       stepKey: 'thread-9:step-2',
@@ -255,7 +216,7 @@ describe('stepToLangChainTools in a LangChain tool-calling loop over a real stdi
   });
 
   it('throws the CallError and returns bare content when invoked without a tool call', async () => {
-    const { runtime, calls } = await openOps();
+    const { runtime, calls } = await openOpsServer();
     await using step = await runtime.captureBinding();
     const [, deploy, report] = stepToLangChainTools(step);
     await expect(deploy?.invoke({ env: 'prod' })).rejects.toSatisfy(
@@ -268,7 +229,7 @@ describe('stepToLangChainTools in a LangChain tool-calling loop over a real stdi
   });
 
   it('refuses unknown and wrong options before making tools', async () => {
-    const { runtime } = await openOps();
+    const { runtime } = await openOpsServer();
     await using step = await runtime.captureBinding();
     expect(() => stepToLangChainTools(step, { stepkey: 'x' } as never)).toThrow(/stepKey/);
     expect(() => stepToLangChainTools(step, { idempotencyKeys: 'no' } as never)).toThrow(

@@ -9,31 +9,18 @@ import {
   type ModelResponse,
   type StreamEvent,
 } from '@openai/agents';
-import { McpRuntime } from '@stepbind/runtime';
 import {
   stepbindServer,
   stepToAgentTools,
   type OpenAiAgentsCallEvent,
 } from '@stepbind/runtime/openai-agents';
-import {
-  readAuditTrail,
-  stdioServerParams,
-  tempAuditPath,
-  type ServerFixture,
-} from '@stepbind/testkit';
-import { rm } from 'node:fs/promises';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { expectGone } from '../support/processes.js';
-import { expectTestEra } from '../support/era.js';
-import { eventLog, nextEvent, type EventLog } from '../support/events.js';
+import { type ServerFixture } from '@stepbind/testkit';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { nextEvent } from '../support/events.js';
+import { openOps, type Ops } from '../support/ops.js';
 
 // No trace export (it would look for an OpenAI key): these runs never leave the machine.
 beforeAll(() => setTracingDisabled(true));
-
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
 
 const tool = (name: string): Record<string, unknown> => ({
   name,
@@ -55,33 +42,7 @@ const FIXTURE: ServerFixture = {
   triggers: [{ on: { method: 'tools/call', tool: 'plan' }, setGeneration: 1, notify: 'after' }],
 };
 
-async function openOps(): Promise<{
-  runtime: McpRuntime;
-  log: EventLog;
-  calls: () => Promise<(string | undefined)[]>;
-}> {
-  const auditPath = tempAuditPath('openai-agents');
-  const log = eventLog();
-  const runtime = await McpRuntime.open(
-    {
-      mcpServers: { ops: stdioServerParams({ scenario: 'fixture', fixture: FIXTURE, auditPath }) },
-    },
-    { onEvent: log.onEvent, listChangedDebounceMs: 10 },
-  );
-  const pids = runtime.pids();
-  cleanups.push(async () => {
-    await runtime.close();
-    expectGone(pids);
-    await rm(auditPath, { force: true });
-  });
-  expectTestEra(runtime, ['ops']);
-  return {
-    runtime,
-    log,
-    calls: async () =>
-      (await readAuditTrail(auditPath)).filter((e) => e.method === 'tools/call').map((e) => e.tool),
-  };
-}
+const openOpsServer = (): Promise<Ops> => openOps('openai-agents', FIXTURE);
 
 /**
  * A model (the Agents SDK's own extension point, its `Model` interface) that answers each request
@@ -137,7 +98,7 @@ const approveAll = (ctx: { approve(): void }): void => ctx.approve();
 
 describe('stepbindServer as an MCP server of an OpenAI Agents run over a real stdio server', () => {
   it('lists a step per turn and runs the calls through it, with receipts', async () => {
-    const { runtime, calls } = await openOps();
+    const { runtime, calls } = await openOpsServer();
     const seen: OpenAiAgentsCallEvent[] = [];
     const model = new ScriptedModel((n) =>
       n === 1 ? callTool('c1', 'ops__report') : say('All healthy.'),
@@ -163,7 +124,7 @@ describe('stepbindServer as an MCP server of an OpenAI Agents run over a real st
   });
 
   it('refuses a call whose catalog changed after its turn listed the tools (STALE_CATALOG shown to the model)', async () => {
-    const { runtime, log, calls } = await openOps();
+    const { runtime, log, calls } = await openOpsServer();
     const seen: OpenAiAgentsCallEvent[] = [];
     const model = new ScriptedModel(async (n) => {
       if (n === 1) {
@@ -194,7 +155,7 @@ describe('stepbindServer as an MCP server of an OpenAI Agents run over a real st
   });
 
   it('refuses a call stepbind holds for approval when no prepare hook approves it', async () => {
-    const { runtime, calls } = await openOps();
+    const { runtime, calls } = await openOpsServer();
     const model = new ScriptedModel((n) =>
       n === 1 ? callTool('d1', 'ops__deploy', { env: 'prod' }) : say('Could not deploy.'),
     );
@@ -212,7 +173,7 @@ describe('stepbindServer as an MCP server of an OpenAI Agents run over a real st
   });
 
   it('honours the dynamic and static tool filters the Agents SDK applies', async () => {
-    const { runtime } = await openOps();
+    const { runtime } = await openOpsServer();
     const model = new ScriptedModel(() => say('ok'));
     const asked: string[] = [];
     const dynamic = stepbindServer(runtime, {
@@ -241,7 +202,7 @@ describe('stepbindServer as an MCP server of an OpenAI Agents run over a real st
   });
 
   it('refuses unknown and wrong options', async () => {
-    const { runtime } = await openOps();
+    const { runtime } = await openOpsServer();
     expect(() => stepbindServer(runtime, { toolfilter: {} } as never)).toThrow(/toolFilter/);
     expect(() => stepbindServer(runtime, { timeoutMs: 0 })).toThrow(/timeoutMs/);
   });
@@ -249,7 +210,7 @@ describe('stepbindServer as an MCP server of an OpenAI Agents run over a real st
 
 describe('stepToAgentTools as function tools of an OpenAI Agents run over a real stdio server', () => {
   it('surfaces an approval as a run interruption; approved and resumed, the call runs once', async () => {
-    const { runtime, calls } = await openOps();
+    const { runtime, calls } = await openOpsServer();
     await using step = await runtime.captureBinding();
     const seen: OpenAiAgentsCallEvent[] = [];
     const model = new ScriptedModel((n) =>
@@ -275,7 +236,7 @@ describe('stepToAgentTools as function tools of an OpenAI Agents run over a real
   });
 
   it('never runs a call whose interruption was rejected', async () => {
-    const { runtime, calls } = await openOps();
+    const { runtime, calls } = await openOpsServer();
     await using step = await runtime.captureBinding();
     const model = new ScriptedModel((n) =>
       n === 1 ? callTool('d1', 'ops__deploy', { env: 'prod' }) : say('Not deployed.'),
@@ -294,7 +255,7 @@ describe('stepToAgentTools as function tools of an OpenAI Agents run over a real
   });
 
   it('replays a repeated call id under the same stepKey instead of sending it again', async () => {
-    const { runtime, calls } = await openOps();
+    const { runtime, calls } = await openOpsServer();
     const seen: OpenAiAgentsCallEvent[] = [];
     for (let attempt = 0; attempt < 2; attempt++) {
       await using step = await runtime.captureBinding();
@@ -318,7 +279,7 @@ describe('stepToAgentTools as function tools of an OpenAI Agents run over a real
   });
 
   it('shows the model a refusal as the tool output (STALE_CATALOG), nothing sent', async () => {
-    const { runtime, log, calls } = await openOps();
+    const { runtime, log, calls } = await openOpsServer();
     await using step = await runtime.captureBinding();
     const model = new ScriptedModel(async (n) => {
       if (n === 1) {
