@@ -1,10 +1,9 @@
 import { generateText, stepCountIs, streamText, type ModelMessage, type ToolSet } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { stepToAiSdkTools, type AiSdkCallEvent } from '@stepbind/runtime/ai-sdk';
-import { type ServerFixture } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
 import { nextEvent } from '../support/events.js';
-import { openOps, type Ops } from '../support/ops.js';
+import { openOps, releaseFixture, type Ops } from '../support/ops.js';
 
 type DoGenerate = Extract<
   NonNullable<ConstructorParameters<typeof MockLanguageModelV3>[0]>['doGenerate'],
@@ -13,29 +12,12 @@ type DoGenerate = Extract<
 type CallOptions = Parameters<DoGenerate>[0];
 type GenerateResult = Awaited<ReturnType<DoGenerate>>;
 
-const tool = (name: string): Record<string, unknown> => ({
-  name,
-  description: `The ${name} tool.`,
-  inputSchema: { type: 'object', properties: { env: { type: 'string' } } },
+const FIXTURE = releaseFixture({
+  plan: { text: 'plan ready' },
+  deploy: { text: 'deployed' },
+  report: { text: 'all healthy' },
+  rollback: { text: 'rolled back' },
 });
-
-/**
- * No revision token, so the catalog is unproven and every tool (none says `readOnlyHint`) needs an
- * approval under the default `unproven-writes`. `plan` switches to generation 1 (adds `rollback`).
- */
-const FIXTURE: ServerFixture = {
-  generations: [
-    { pages: [{ tools: [tool('plan'), tool('deploy'), tool('report')] }] },
-    { pages: [{ tools: [tool('plan'), tool('deploy'), tool('report'), tool('rollback')] }] },
-  ],
-  calls: {
-    plan: { text: 'plan ready' },
-    deploy: { text: 'deployed' },
-    report: { text: 'all healthy' },
-    rollback: { text: 'rolled back' },
-  },
-  triggers: [{ on: { method: 'tools/call', tool: 'plan' }, setGeneration: 1, notify: 'after' }],
-};
 
 const openOpsServer = (): Promise<Ops> => openOps('ai-sdk-loops', FIXTURE);
 

@@ -20,30 +20,15 @@ import {
   type LangChainToolArtifact,
   type LangChainToolsOptions,
 } from '@stepbind/runtime/langchain';
-import { type ServerFixture } from '@stepbind/testkit';
 import { describe, expect, it } from 'vitest';
 import { nextEvent } from '../support/events.js';
-import { openOps, type Ops } from '../support/ops.js';
+import { openOps, releaseFixture, type Ops } from '../support/ops.js';
 
-const tool = (name: string): Record<string, unknown> => ({
-  name,
-  description: `The ${name} tool.`,
-  inputSchema: { type: 'object', properties: { env: { type: 'string' } } },
+const FIXTURE = releaseFixture({
+  plan: { text: 'plan ready' },
+  deploy: { text: 'deployed' },
+  report: { structuredContent: { healthy: true } },
 });
-
-/** Unproven catalog: every tool needs an approval. `plan` switches to generation 1. */
-const FIXTURE: ServerFixture = {
-  generations: [
-    { pages: [{ tools: [tool('plan'), tool('deploy'), tool('report')] }] },
-    { pages: [{ tools: [tool('plan'), tool('deploy'), tool('report'), tool('rollback')] }] },
-  ],
-  calls: {
-    plan: { text: 'plan ready' },
-    deploy: { text: 'deployed' },
-    report: { structuredContent: { healthy: true } },
-  },
-  triggers: [{ on: { method: 'tools/call', tool: 'plan' }, setGeneration: 1, notify: 'after' }],
-};
 
 const openOpsServer = (): Promise<Ops> => openOps('langchain', FIXTURE);
 

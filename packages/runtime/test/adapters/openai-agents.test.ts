@@ -14,33 +14,18 @@ import {
   stepToAgentTools,
   type OpenAiAgentsCallEvent,
 } from '@stepbind/runtime/openai-agents';
-import { type ServerFixture } from '@stepbind/testkit';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { nextEvent } from '../support/events.js';
-import { openOps, type Ops } from '../support/ops.js';
+import { openOps, releaseFixture, type Ops } from '../support/ops.js';
 
 // No trace export (it would look for an OpenAI key): these runs never leave the machine.
 beforeAll(() => setTracingDisabled(true));
 
-const tool = (name: string): Record<string, unknown> => ({
-  name,
-  description: `The ${name} tool.`,
-  inputSchema: { type: 'object', properties: { env: { type: 'string' } } },
+const FIXTURE = releaseFixture({
+  plan: { text: 'plan ready' },
+  deploy: { text: 'deployed' },
+  report: { text: 'all healthy' },
 });
-
-/** Unproven catalog: every tool needs an approval. `plan` switches to generation 1. */
-const FIXTURE: ServerFixture = {
-  generations: [
-    { pages: [{ tools: [tool('plan'), tool('deploy'), tool('report')] }] },
-    { pages: [{ tools: [tool('plan'), tool('deploy'), tool('report'), tool('rollback')] }] },
-  ],
-  calls: {
-    plan: { text: 'plan ready' },
-    deploy: { text: 'deployed' },
-    report: { text: 'all healthy' },
-  },
-  triggers: [{ on: { method: 'tools/call', tool: 'plan' }, setGeneration: 1, notify: 'after' }],
-};
 
 const openOpsServer = (): Promise<Ops> => openOps('openai-agents', FIXTURE);
 

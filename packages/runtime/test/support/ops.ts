@@ -49,3 +49,23 @@ export async function openOps(label: string, fixture: ServerFixture): Promise<Op
       (await readAuditTrail(auditPath)).filter((e) => e.method === 'tools/call').map((e) => e.tool),
   };
 }
+
+const opsTool = (name: string): Record<string, unknown> => ({
+  name,
+  description: `The ${name} tool.`,
+  inputSchema: { type: 'object', properties: { env: { type: 'string' } } },
+});
+
+/**
+ * The release tools `plan`, `deploy` and `report` answering with `calls`. No revision token, so
+ * the catalog is unproven and every tool (none says `readOnlyHint`) needs an approval under the
+ * default `unproven-writes`. Calling `plan` switches to generation 1, which adds `rollback`.
+ */
+export function releaseFixture(calls: NonNullable<ServerFixture['calls']>): ServerFixture {
+  const tools = [opsTool('plan'), opsTool('deploy'), opsTool('report')];
+  return {
+    generations: [{ pages: [{ tools }] }, { pages: [{ tools: [...tools, opsTool('rollback')] }] }],
+    calls,
+    triggers: [{ on: { method: 'tools/call', tool: 'plan' }, setGeneration: 1, notify: 'after' }],
+  };
+}
