@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
@@ -137,6 +138,10 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    // vitest's default (CPUs − 1) is one worker on a 2-CPU machine, and most suites wait on child
+    // processes and sockets, so two workers there cut the suite's time (DESIGN §21.4 has the
+    // figures). The CPU-bound property tests carry their own longer timeouts.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     // A private TMPDIR per run; fails the run if a test leaves anything in it.
     globalSetup: ['./scripts/test-teardown.ts'],
     // CI also writes a JSON report, from which .ci/run prints a plain "N passed, N failed" line.

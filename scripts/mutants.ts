@@ -1,7 +1,9 @@
 /**
  * `pnpm mutants`: seeds known bugs into a copy of the sources, one at a time, and checks that each
- * is killed by its named test with the expected diagnostic. A mutant that does not compile, or that
- * fails for another reason, is not a kill. Prints a table; exits 1 if any mutant survives.
+ * is killed by its named test with the expected diagnostic. A mutant that does not parse, or that
+ * fails for another reason, is not a kill. Each mutated file is compiled alone into its package's
+ * dist (`emitOne`), where the processes a test spawns load it. Prints a table; exits 1 if any
+ * mutant survives.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import {
@@ -21,6 +23,7 @@ import {
 } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import ts from 'typescript';
 import { privateNode } from './private-node.js';
 
 interface Mutant {
@@ -1224,6 +1227,38 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'list_changed refreshes the lists of the next step, never those of a captured step',
     diagnostic: 'test://r/1/1-0',
   },
+  {
+    // Issue 20: a group commit fsyncs when it holds a durable write (the SENT record before a send).
+    name: "commit a group's durable writes without an fsync",
+    file: 'packages/runtime/src/journal/sqlite.ts',
+    find: 'this.#committed(durableWrites, () => group.immediate(fn))',
+    replace: 'this.#committed(0, () => group.immediate(fn))',
+    testFile: 'packages/runtime/test/journal/group-commit.test.ts',
+    testName:
+      'commits the SENT records of 64 keyed calls started together with fewer fsyncs than calls, each visible to another connection before its call is sent, and sends each key once',
+    diagnostic: 'to be 64',
+  },
+  {
+    // Issue 20: one write failing inside a group fails alone; the others are run one by one.
+    name: 'fail a whole group for one failed write',
+    file: 'packages/runtime/src/journal/sqlite-batch.ts',
+    find: 'for (const write of live) await settle(this.#host, write);',
+    replace: "for (const write of live) write.reject(new Error('the group failed'));",
+    testFile: 'packages/runtime/test/journal/group-commit.test.ts',
+    testName: 'fails a write that throws inside its group alone: the others of the group commit',
+    diagnostic: "'fulfilled'",
+  },
+  {
+    // Issue 20: a caller that cancels while its group waits for the lock gets ABORTED, not written.
+    name: "write a group's cancelled write after the lock wait",
+    file: 'packages/runtime/src/journal/sqlite-batch.ts',
+    find: 'if (retrying) live = live.filter((write) => this.#stillWanted(write));',
+    replace: '',
+    testFile: 'packages/runtime/test/journal/group-commit.test.ts',
+    testName:
+      "writes nothing for a write whose caller cancels while its group waits for another process's lock; the rest commit once it is released",
+    diagnostic: "'rejected'",
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
@@ -1385,6 +1420,54 @@ function run(
 
 const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
+/**
+ * The compiler options of the packages' builds (`tsconfig.base.json`: `isolatedModules` and
+ * `verbatimModuleSyntax`, so a file's JavaScript depends on that file alone).
+ */
+const EMIT_OPTIONS: ts.CompilerOptions = (() => {
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    join(root, 'packages/binding/tsconfig.json'),
+    {},
+    { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined },
+  );
+  if (parsed === undefined) throw new Error('packages/binding/tsconfig.json does not parse');
+  const { rootDir: _rootDir, outDir: _outDir, tsBuildInfoFile: _info, ...options } = parsed.options;
+  return {
+    ...options,
+    // The packages are ESM only ("type": "module"); alone, a NodeNext file would be taken as CJS.
+    module: ts.ModuleKind.ESNext,
+    moduleResolution: ts.ModuleResolutionKind.Bundler,
+    sourceMap: false,
+    declaration: false,
+    declarationMap: false,
+    composite: false,
+  };
+})();
+
+/** The built file of a package source: `packages/P/src/x.ts` → `packages/P/dist/x.js`. */
+function distOf(file: string): string {
+  const match = /^packages\/([^/]+)\/src\/(.+)\.ts$/.exec(file);
+  if (match === null) throw new Error(`a mutant's file must be a package source: ${file}`);
+  return `packages/${match[1]}/dist/${match[2]}.js`;
+}
+
+/**
+ * The mutated file's JavaScript, compiled alone (what `tsc -b` would emit for it, since every file
+ * compiles in isolation), or its syntax errors. A whole `tsc -b` per mutant took most of the
+ * stage's time: type-checking the packages that import the file, for a change inside one body.
+ */
+function emitOne(source: string, fileName: string): { js: string } | { errors: string } {
+  const out = ts.transpileModule(source, {
+    compilerOptions: EMIT_OPTIONS,
+    fileName,
+    reportDiagnostics: true,
+  });
+  const errors = (out.diagnostics ?? []).map((d) =>
+    ts.flattenDiagnosticMessageText(d.messageText, '\n'),
+  );
+  return errors.length > 0 ? { errors: errors.join('; ') } : { js: out.outputText };
+}
+
 const tsc = (dir: string) =>
   run(dir, process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-b']);
 const vitest = (dir: string, m: Mutant) =>
@@ -1484,12 +1567,16 @@ async function judge(dir: string, m: Mutant, baselineHolds: boolean): Promise<st
   if (sites === 0) return 'INVALID (mutation site not found)';
   // A second match would mutate whichever comes first, perhaps not the code the test guards.
   if (sites > 1) return `INVALID (mutation site matches ${sites} places)`;
-  writeFileSync(path, original.replace(m.find, m.replace));
+  const mutated = original.replace(m.find, m.replace);
+  const distPath = join(dir, distOf(m.file));
+  const built = readFileSync(distPath);
+  writeFileSync(path, mutated);
   try {
-    // Incremental: rebuilds what this mutant and the restored previous one changed.
+    // The mutated file alone goes into dist (spawned processes run dist); restored below.
     const t0 = performance.now();
-    const compiled = await tsc(dir);
-    if (compiled.code !== 0) return 'NOT KILLED (does not compile)';
+    const compiled = emitOne(mutated, path);
+    if ('errors' in compiled) return `NOT KILLED (does not compile: ${compiled.errors})`;
+    writeFileSync(distPath, compiled.js);
     const t1 = performance.now();
     const t = await vitest(dir, m);
     times.set(m, `build ${seconds(t1 - t0)}, test ${seconds(performance.now() - t1)}`);
@@ -1499,6 +1586,7 @@ async function judge(dir: string, m: Mutant, baselineHolds: boolean): Promise<st
     return 'SURVIVED';
   } finally {
     writeFileSync(path, original);
+    writeFileSync(distPath, built);
   }
 }
 

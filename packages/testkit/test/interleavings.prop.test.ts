@@ -208,5 +208,5 @@ describe('interleavings (fc.scheduler over every message)', () => {
       { seed, numRuns },
     );
     expect(scheduledRuns).toBeGreaterThanOrEqual(numRuns);
-  });
+  }, 180_000);
 });

@@ -8,7 +8,13 @@
  * meets the lock did nothing, and a `COMMIT` that fails busy is rolled back by better-sqlite3's
  * transaction wrapper, so a retry never finds half of an earlier attempt applied.
  */
-import { abortedError, ErrorCode, JournalError, onAbort } from '@stepbind/binding/internal';
+import {
+  abortedError,
+  ErrorCode,
+  JournalError,
+  onAbort,
+  type StepbindError,
+} from '@stepbind/binding/internal';
 import type { RuntimeClock } from '../clock.js';
 
 /** The store operation that waited, named as its `JournalStore` method (`detail.operation`). */
@@ -104,14 +110,25 @@ function stopped(wait: BusyWait): Error | undefined {
       { detail: { path: wait.location, reason: 'closed' } },
     );
   }
-  if (wait.signal?.aborted === true) {
-    return abortedError(
-      `Waiting for the lock of the journal ${wait.location} (${wait.operation}) was cancelled; nothing of it was written, and a call it preceded was not sent.`,
-      wait.signal.reason,
-      { as: JournalError, detail: { delivery: 'not-sent' } },
-    );
-  }
+  if (wait.signal?.aborted === true)
+    return waitCancelled(wait.location, wait.operation, wait.signal);
   return undefined;
+}
+
+/**
+ * The `ABORTED` error of a write whose caller cancelled while it waited for another process's lock
+ * (nothing of it was written): the busy wait's, and a group commit's for one write of its group.
+ */
+export function waitCancelled(
+  location: string,
+  operation: JournalOperation,
+  signal: AbortSignal,
+): StepbindError {
+  return abortedError(
+    `Waiting for the lock of the journal ${location} (${operation}) was cancelled; nothing of it was written, and a call it preceded was not sent.`,
+    signal.reason,
+    { as: JournalError, detail: { delivery: 'not-sent' } },
+  );
 }
 
 /**

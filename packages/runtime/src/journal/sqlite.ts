@@ -14,7 +14,6 @@ import {
   checkOptions,
   sameKeys,
   ConfigError,
-  ErrorCode,
   GENESIS_ANCHOR,
   StepbindError,
   JOURNAL_STATES,
@@ -34,7 +33,9 @@ import {
 } from '@stepbind/binding/internal';
 import { systemClock, type RuntimeClock } from '../clock.js';
 import { sqliteJournalOptionsSchema } from '../options-schema.js';
-import { isBusy, retryBusy, type JournalOperation } from './sqlite-busy.js';
+import { GroupCommit, type PendingWrite } from './sqlite-batch.js';
+import { rowValues, toRecord, type ReceiptRow, type RecordRow } from './sqlite-rows.js';
+import { isBusy, retryBusy, waitCancelled, type JournalOperation } from './sqlite-busy.js';
 import {
   openSqliteDatabase,
   resolveJournalDriver,
@@ -94,32 +95,6 @@ interface Waits {
   readonly signal?: AbortSignal;
 }
 
-interface RecordRow {
-  key: string;
-  state: string;
-  version: number;
-  attempt: number;
-  owner: string;
-  context: string;
-  args_digest: string;
-  created_at: number;
-  updated_at: number;
-  lease_expires_at: number;
-  expires_at: number | null;
-  outcome: string | null;
-  error: string | null;
-  resolution: string | null;
-  /** Schema 3 on (absent in an older file read without migrating). */
-  task_id?: string | null;
-}
-
-interface ReceiptRow {
-  seq: number;
-  prev_digest: string;
-  digest: string;
-  body: string;
-}
-
 /**
  * Opens (creating or migrating when needed) the SQLite journal at `options.path`.
  *
@@ -144,10 +119,19 @@ export class SqliteJournalStore implements JournalStore {
   readonly driver: JournalDriver;
   /** The version of the SQLite library in use (`sqlite_version()`), such as `3.54.1`. */
   readonly sqliteVersion: string;
-  /** Writes made with an fsync (`synchronous=FULL`) since open, for benchmarks. */
+  /**
+   * Writes made durable with an fsync (`synchronous=FULL`) since open, for benchmarks; the writes
+   * of one group commit share one fsync (see {@link fsyncs}).
+   */
   durableWrites = 0;
-  /** Committed write transactions since open, for benchmarks. */
+  /** Commits made with an fsync since open, for benchmarks. */
+  fsyncs = 0;
+  /** Committed write transactions since open (a group commit is one), for benchmarks. */
   commits = 0;
+  /** The most writes one group commit held since open, for benchmarks. */
+  get largestGroup(): number {
+    return this.#group.largestGroup;
+  }
   readonly #db: SqliteDatabase;
   readonly #readOnly: boolean;
   readonly #busyTimeoutMs: number;
@@ -175,6 +159,8 @@ export class SqliteJournalStore implements JournalStore {
   ) => ReceiptEntry | undefined | false;
   readonly #appendTx: (receipt: ReceiptBody) => ReceiptEntry;
   readonly #appendLocked: (receipt: ReceiptBody) => ReceiptEntry;
+  /** Collects the writes of one turn of the event loop into one transaction (DESIGN §21.1). */
+  readonly #group: GroupCommit;
 
   /** @internal use {@link openSqliteJournal}. */
   constructor(options: SqliteJournalOptions) {
@@ -319,19 +305,29 @@ export class SqliteJournalStore implements JournalStore {
       update.immediate(record, expectedVersion, receipt);
     const append = db.transaction(appendLocked);
     this.#appendTx = (receipt) => append.immediate(receipt);
+    // A group's writes run inside one transaction; each one's own becomes a savepoint of it.
+    const group = db.transaction((writes: () => unknown[]) => writes());
+    this.#group = new GroupCommit({
+      retry: (operation, attempt) => {
+        let attempts = 0;
+        return this.#run(operation, {}, () => attempt(attempts++ > 0));
+      },
+      transaction: (durableWrites, fn) => this.#committed(durableWrites, () => group.immediate(fn)),
+      commitOne: (write) => this.#commitOne(write),
+      cancelled: (write) => waitCancelled(this.location, write.operation, write.signal),
+    });
   }
 
   async get(key: string, options: Waits = {}): Promise<JournalRecord | undefined> {
     const row = await this.#run('get', options, () => this.#stmt.get.get(key));
-    return row === undefined ? undefined : this.#toRecord(row);
+    return row === undefined ? undefined : toRecord(row, this.location);
   }
 
   async insert(
     record: JournalRecord,
     options: Waits & { readonly durable?: boolean } = {},
   ): Promise<boolean> {
-    const durable = options.durable === true && this.synchronous === 'full';
-    return this.#write('insert', durable, options, () => {
+    return this.#write('insert', options.durable === true, options, () => {
       const info = this.#stmt.insert.run(record.key, ...rowValues(record));
       return info.changes === 1;
     });
@@ -342,8 +338,7 @@ export class SqliteJournalStore implements JournalStore {
     expectedVersion: number,
     options: Waits & { readonly receipt?: ReceiptBody; readonly durable?: boolean } = {},
   ): Promise<UpdateResult> {
-    const durable = options.durable === true && this.synchronous === 'full';
-    const written = await this.#write('update', durable, options, () =>
+    const written = await this.#write('update', options.durable === true, options, () =>
       this.#updateTx(record, expectedVersion, options.receipt),
     );
     if (written === false) return { ok: false, current: await this.get(record.key, options) };
@@ -367,7 +362,7 @@ export class SqliteJournalStore implements JournalStore {
         )
         .all(...states),
     );
-    return rows.map((row) => this.#toRecord(row));
+    return rows.map((row) => toRecord(row, this.location));
   }
 
   async readReceipts(options: ReadReceiptsOptions & Waits = {}): Promise<StoredReceipt[]> {
@@ -488,6 +483,7 @@ export class SqliteJournalStore implements JournalStore {
     }
   }
 
+  /** Queues `fn` for the next group commit (`sqlite-batch.ts`); settles after its commit. */
   #write<T>(
     operation: JournalOperation,
     durable: boolean,
@@ -497,50 +493,33 @@ export class SqliteJournalStore implements JournalStore {
     if (this.#readOnly) {
       throw journalError(this.location, 'read-only', 'it was opened for reading only');
     }
-    return this.#run(operation, options, () => {
-      if (!durable) {
-        const result = fn();
-        this.commits++;
-        return result;
-      }
-      this.#stmt.syncFull.run();
-      try {
-        const result = fn();
-        this.commits++;
-        this.durableWrites++;
-        return result;
-      } finally {
-        this.#stmt.syncNormal.run();
-      }
-    });
+    return this.#group.add({ operation, durable, signal: options.signal, fn }) as Promise<T>;
   }
 
-  #toRecord(row: RecordRow): JournalRecord {
+  /** One write in its own transaction (a group of one, or a failed group's writes one by one). */
+  #commitOne(write: PendingWrite): Promise<unknown> {
+    return this.#run(write.operation, { signal: write.signal }, () =>
+      this.#committed(write.durable ? 1 : 0, write.fn),
+    );
+  }
+
+  /** Runs `fn` (a whole transaction) with an fsync on its commit when it holds durable writes. */
+  #committed<T>(durableWrites: number, fn: () => T): T {
+    const durable = durableWrites > 0 && this.synchronous === 'full';
+    if (!durable) {
+      const result = fn();
+      this.commits++;
+      return result;
+    }
+    this.#stmt.syncFull.run();
     try {
-      if (!(JOURNAL_STATES as readonly string[]).includes(row.state)) throw new Error('bad state');
-      return {
-        key: row.key,
-        state: row.state as JournalState,
-        version: row.version,
-        attempt: row.attempt,
-        owner: row.owner,
-        context: JSON.parse(row.context) as JournalRecord['context'],
-        argsDigest: row.args_digest,
-        createdAt: row.created_at,
-        updatedAt: row.updated_at,
-        leaseExpiresAt: row.lease_expires_at,
-        expiresAt: row.expires_at,
-        outcome: parseNullable(row.outcome) as JournalRecord['outcome'],
-        error: parseNullable(row.error) as JournalRecord['error'],
-        resolution: parseNullable(row.resolution) as JournalRecord['resolution'],
-        ...(typeof row.task_id === 'string' ? { taskId: row.task_id } : {}),
-      };
-    } catch (error) {
-      throw new JournalError(
-        ErrorCode.JOURNAL_CORRUPT,
-        `The journal ${this.location} holds a damaged record for key "${row.key}" (${error instanceof Error ? error.message : String(error)}). Restore the file from a backup or move it aside.`,
-        { detail: { path: this.location, reason: 'malformed', key: row.key }, cause: error },
-      );
+      const result = fn();
+      this.commits++;
+      this.fsyncs++;
+      this.durableWrites += durableWrites;
+      return result;
+    } finally {
+      this.#stmt.syncNormal.run();
     }
   }
 }
@@ -551,30 +530,6 @@ const READS: ReadonlySet<JournalOperation> = new Set([
   'readReceipts',
   'anchor',
 ]);
-
-function parseNullable(text: string | null): unknown {
-  return text === null ? null : JSON.parse(text);
-}
-
-/** Column values after `key`, in table order. */
-function rowValues(r: JournalRecord): unknown[] {
-  return [
-    r.state,
-    r.version,
-    r.attempt,
-    r.owner,
-    JSON.stringify(r.context),
-    r.argsDigest,
-    r.createdAt,
-    r.updatedAt,
-    r.leaseExpiresAt,
-    r.expiresAt,
-    r.outcome === null ? null : JSON.stringify(r.outcome),
-    r.error === null ? null : JSON.stringify(r.error),
-    r.resolution === null ? null : JSON.stringify(r.resolution),
-    r.taskId ?? null,
-  ];
-}
 
 /** The task column's SQL fragments of a file older than schema 3 (none). */
 const NO_TASK = { column: '', value: '', set: '' } as const;

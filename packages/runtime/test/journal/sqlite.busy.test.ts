@@ -1,9 +1,4 @@
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { once } from 'node:events';
-
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { toToolResult, verifyChain } from '@stepbind/binding';
 import {
   McpRuntime,
@@ -26,40 +21,11 @@ import { WRITE } from '../support/fixtures.js';
 import { failure } from '../support/errors.js';
 import { receipt, record } from '../support/journal.js';
 import { trackRuntimes } from '../support/runtimes.js';
+import { holdLock as holdJournalLock, type LockHolder } from './busy/hold.js';
 import { describeEachDriver } from './drivers.js';
 
-const HOLDER = fileURLToPath(new URL('./busy/lock-holder.mjs', import.meta.url));
-
 const { runtimes, pids, auditFiles } = trackRuntimes();
-
-/** Another process holding `path`'s write lock (BEGIN IMMEDIATE) until `release()`. */
-interface LockHolder extends AsyncDisposable {
-  release(): Promise<void>;
-}
-
-async function holdLockOn(driver: JournalDriver, path: string): Promise<LockHolder> {
-  const child: ChildProcessWithoutNullStreams = spawn(process.execPath, [HOLDER, path, driver], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  pids.add(child.pid ?? -1);
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += String(chunk)));
-  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-  const next = async (expected: string): Promise<void> => {
-    const line = await lines.next();
-    expect(line.value, stderr).toBe(expected);
-  };
-  await next('locked');
-  let released = false;
-  const release = async (): Promise<void> => {
-    if (released) return;
-    released = true;
-    child.stdin.end('release\n');
-    await next('released');
-    if (child.exitCode === null) await once(child, 'exit');
-  };
-  return { release, [Symbol.asyncDispose]: release };
-}
+const holdLockOn = (driver: JournalDriver, path: string) => holdJournalLock(driver, path, pids);
 
 /** Counts the event loop's 10 ms interval ticks; `until(n)` resolves at the n-th. */
 function ticker(): { readonly count: number; until(n: number): Promise<void>; stop(): void } {
