@@ -1224,6 +1224,16 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'list_changed refreshes the lists of the next step, never those of a captured step',
     diagnostic: 'test://r/1/1-0',
   },
+  {
+    name: 'the registry keeps every snapshot it ever published',
+    file: 'packages/binding/src/registry.ts',
+    find: '  readonly #records = new WeakMap<CatalogSnapshot, SnapshotRecord>();',
+    replace: '  readonly #records = new Map<CatalogSnapshot, SnapshotRecord>();',
+    testFile: 'packages/runtime/test/memory-retention.test.ts',
+    testName:
+      'collects a released binding and the snapshot a hard refresh replaced, and keeps them while the binding is held',
+    diagnostic: 'superseded snapshot still reachable',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
