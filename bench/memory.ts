@@ -258,7 +258,8 @@ async function callScenario(
       ...(keyed
         ? {
             belowCap: (atCap - before) / cap,
-            aboveCap: (held - (marks.get(2 * cap) ?? NaN)) / (calls - 2 * cap),
+            aboveCap:
+              calls > 2 * cap ? (held - (marks.get(2 * cap) ?? NaN)) / (calls - 2 * cap) : NaN,
           }
         : {}),
     };
