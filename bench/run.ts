@@ -6,7 +6,8 @@
  *
  * Usage: `pnpm bench [--strict] [suite...]` with suites among capture, call, hard-refresh,
  * enumerate, snapshot, journal, fleet (default: all; fleet needs PostgreSQL, see bench/fleet.ts).
- * enumerate, snapshot, journal, era, startup, search (default: all).
+ * enumerate, snapshot, journal, era, startup, search, resources, memory (default: all; memory runs
+ * in a child process started with `--expose-gc`).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -19,6 +20,7 @@ import { runEnumerateBench } from './enumerate.js';
 import { runEraBench } from './era.js';
 import { runHardRefreshBench } from './hard-refresh.js';
 import { runJournalBench } from './journal.js';
+import { runMemoryBench } from './memory.js';
 import { runSearchBench } from './search.js';
 import { runFleetBench } from './fleet.js';
 import { runStartupBench } from './startup.js';
@@ -62,6 +64,7 @@ const SUITES: Readonly<Record<string, () => Promise<readonly BenchRow[]>>> = {
   startup: () => runStartupBench(),
   search: () => runSearchBench(),
   resources: () => runResourcesBench(),
+  memory: () => runMemoryBench(),
 };
 
 const args = process.argv.slice(2);

@@ -1259,6 +1259,17 @@ const MUTANTS: readonly Mutant[] = [
       "writes nothing for a write whose caller cancels while its group waits for another process's lock; the rest commit once it is released",
     diagnostic: "'rejected'",
   },
+  {
+    // Issue 20: a published snapshot is kept only while something references it.
+    name: 'the registry keeps every snapshot it ever published',
+    file: 'packages/binding/src/registry.ts',
+    find: '  readonly #records = new WeakMap<CatalogSnapshot, SnapshotRecord>();',
+    replace: '  readonly #records = new Map<CatalogSnapshot, SnapshotRecord>();',
+    testFile: 'packages/runtime/test/memory-retention.test.ts',
+    testName:
+      'collects a released binding and the snapshot a hard refresh replaced, and keeps them while the binding is held',
+    diagnostic: 'superseded snapshot still reachable',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
