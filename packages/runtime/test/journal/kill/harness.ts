@@ -171,7 +171,13 @@ function warmAgent(): WarmAgent {
   return {
     async run(plan) {
       child.stdin.end(JSON.stringify(plan));
-      const watchdog = setTimeout(() => child.kill('SIGKILL'), 60_000);
+      // A hang guard, not a time limit: on a loaded 2-CPU machine (two test workers) one agent's
+      // start, calls and close have taken most of a minute.
+      let hung = false;
+      const watchdog = setTimeout(() => {
+        hung = true;
+        child.kill('SIGKILL');
+      }, 180_000);
       const { code, signal } = await exited;
       clearTimeout(watchdog);
       const events = out
@@ -180,7 +186,9 @@ function warmAgent(): WarmAgent {
         .map((line) => JSON.parse(line) as ChildEvent);
       const killed = signal === 'SIGKILL' && events.some((e) => e.event === 'kill');
       if (!killed && (code !== 0 || !events.some((e) => e.event === 'done'))) {
-        throw new Error(`agent child failed (code ${code}, signal ${signal}):\n${err}\n${out}`);
+        throw new Error(
+          `agent child failed${hung ? ' (hung: killed after 180 s)' : ''} (code ${code}, signal ${signal}):\n${err}\n${out}`,
+        );
       }
       // A stdio server outlives its agent briefly: it reads what was written, then sees EOF.
       for (const e of events)
