@@ -32,10 +32,27 @@ import { InputRoundLog } from './input-rounds.js';
 import { progressOptions } from './progress.js';
 import { callContext, receiptOf, type CallCapture } from './receipt.js';
 import { checkRunOptions } from './run-options.js';
-import { resumeTask, taskOption } from './task.js';
+import { resumeTask, taskOption, taskSupportOf } from './task.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
-import type { CallOutcome, CallPolicy, RunOptions, ToolCallResult, ToolCaller } from './types.js';
+import type { Release } from '../lock.js';
+import type {
+  CallOutcome,
+  CallPolicy,
+  CallReceipt,
+  RunOptions,
+  ToolCallResult,
+  ToolCaller,
+} from './types.js';
 import type { CallRun, StoreBound } from './run.js';
+
+/** Whether a run asked for progress reports or a progress-driven timeout. */
+function wantsProgress(options: RunOptions): boolean {
+  return (
+    options.onProgress !== undefined ||
+    options.resetTimeoutOnProgress !== undefined ||
+    options.maxTotalTimeoutMs !== undefined
+  );
+}
 
 /** What admission decided before the `prepare` hook, and the arguments checked so far. */
 interface Admitted {
@@ -69,6 +86,10 @@ export class PreparedCall {
   /** The call as the value checks and failures see it (bound tool, names, error detail). */
   readonly #call: CheckedCall & FailingCall;
   readonly #capture: CallCapture;
+  /** The call's error detail without extras, built only when an option is refused. */
+  readonly #baseDetail: () => Record<string, unknown>;
+  /** True when the captured descriptor never runs as an MCP task (`taskSupport` forbidden). */
+  readonly #plain: boolean;
 
   /** @internal use {@link McpBinding.prepareCall}. */
   constructor(
@@ -95,6 +116,8 @@ export class PreparedCall {
       detail: (extra) => this.#detail(extra),
     };
     this.#capture = { bound, stepId, policyEpoch };
+    this.#baseDetail = () => this.#detail({});
+    this.#plain = taskSupportOf(bound.descriptor) === 'forbidden';
     Object.freeze(this);
   }
 
@@ -119,22 +142,31 @@ export class PreparedCall {
     options: RunOptions = {},
   ): Promise<CallOutcome> {
     // Before anything is journaled or sent: a bad option is the caller's bug, not a run.
-    checkRunOptions(options, () => this.#detail({}));
+    checkRunOptions(options, this.#baseDetail);
     const run = this.#start(options);
+    // Each phase that has nothing to wait for runs synchronously: an unkeyed call without a hook
+    // awaits only the lock when it is contended and the send (every `await` is a microtask turn).
     try {
       this.#enter(run);
-      const replay = await this.#claimKey(run, args);
-      if (replay !== undefined) return replay;
-      if (run.claim?.resumeTaskId !== undefined) {
-        return await this.#finish(run, await resumeTask(run, this.#call, args));
+      if (run.journal !== undefined || run.key !== undefined) {
+        const replay = await this.#claimKey(run, args);
+        if (replay !== undefined) return replay;
+        if (run.claim?.resumeTaskId !== undefined) {
+          return await this.#finish(run, await resumeTask(run, this.#call, args));
+        }
       }
-      await this.#lockRevision(run);
-      const admitted = await this.#prepare(run, this.#admit(run, args));
+      const locking = this.#lockRevision(run);
+      if (locking !== undefined) await locking;
+      const checked = this.#admit(run, args);
+      const admitted =
+        run.options.prepare === undefined ? checked : await this.#prepare(run, checked);
       const caller = this.#admitAtPointOfUse(run, admitted);
-      await this.#markSent(run);
+      if (run.claim !== undefined) await this.#markSent(run);
       const result = await this.#send(run, caller, admitted.callArgs);
       checkOutput(this.#call, result);
-      return await this.#finish(run, result);
+      return run.journal === undefined
+        ? this.#outcome(run, result)
+        : await this.#finish(run, result);
     } catch (error) {
       throw await this.#failed(run, error);
     } finally {
@@ -248,14 +280,37 @@ export class PreparedCall {
    * @throws CallError `ABORTED` (the caller's signal, before or while waiting) or `STALE_CATALOG`;
    *   the `prepare` hook does not run and nothing is sent.
    */
-  async #lockRevision(run: CallRun): Promise<void> {
-    const { signal } = run.options;
-    this.#checkAborted(signal);
+  #lockRevision(run: CallRun): Promise<void> | undefined {
+    this.#checkAborted(run.options.signal);
     const provisional = this.#bound.server.provisional;
+    if (provisional === undefined) {
+      // Uncontended (no writer waiting or writing): taken now, without a turn of the event loop.
+      const release = run.bound.server.slot.lock.tryAcquireRead();
+      if (release !== undefined) {
+        this.#locked(run, release);
+        return undefined;
+      }
+    }
+    return this.#lockRevisionLater(run, provisional);
+  }
+
+  /** {@link #lockRevision} when it has to wait: for a provisional server's live catalog, or the lock. */
+  async #lockRevisionLater(run: CallRun, provisional: BoundServer['provisional']): Promise<void> {
+    const { signal } = run.options;
     if (provisional !== undefined) await this.#confirmLive(run, provisional);
-    const slot = run.bound.server.slot;
-    run.release = await slot.lock.acquireRead(signal === undefined ? {} : { signal });
+    const lock = run.bound.server.slot.lock;
+    this.#locked(run, await lock.acquireRead(signal === undefined ? {} : { signal }));
+  }
+
+  /**
+   * Holds the read lock for the rest of the run and checks the revision under it.
+   *
+   * @throws CallError `STALE_CATALOG`.
+   */
+  #locked(run: CallRun, release: Release): void {
+    run.release = release;
     run.tLock = performance.now();
+    const slot = run.bound.server.slot;
     if (slot.revision !== run.revision) {
       throw staleCatalogError(this.#call, run.revision, slot.revision);
     }
@@ -402,18 +457,24 @@ export class PreparedCall {
     caller: ToolCaller,
     callArgs: Readonly<Record<string, unknown>>,
   ): Promise<ToolCallResult> {
-    const { signal } = run.options;
+    const { options } = run;
+    const { signal } = options;
     run.phase = 'call';
-    const progress = progressOptions(run.options);
-    const result = await caller
-      .callTool(this.tool, callArgs, {
-        timeoutMs: run.timeoutMs,
-        ...(signal === undefined ? {} : { signal }),
-        onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
-        ...progress.options,
-        ...taskOption(run, () => this.#recordIo(run), this.#state),
-      })
-      .finally(progress.end);
+    const progress = wantsProgress(options) ? progressOptions(options) : undefined;
+    const task = this.#plain && run.bound === this.#bound ? undefined : this.#taskOption(run);
+    const request: Parameters<ToolCaller['callTool']>[2] = {
+      timeoutMs: run.timeoutMs,
+      ...(signal === undefined ? {} : { signal }),
+      onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
+      ...progress?.options,
+      ...task,
+    };
+    let result: ToolCallResult;
+    try {
+      result = await caller.callTool(this.tool, callArgs, request);
+    } finally {
+      progress?.end();
+    }
     run.tCalled = performance.now();
     run.phase = 'output';
     return result;
@@ -425,7 +486,29 @@ export class PreparedCall {
    * the key stays `SENT` (it becomes `OUTCOME_UNKNOWN` at the next recovery).
    */
   async #finish(run: CallRun, result: ToolCallResult): Promise<CallOutcome> {
-    const receipt = receiptOf(
+    const receipt = this.#receipt(run, result);
+    if (run.journal !== undefined) {
+      run.recorded = true;
+      try {
+        await run.journal.complete(run.claim, { result, receipt }, this.#recordIo(run));
+      } catch (error) {
+        this.#state.onJournalError(error);
+      }
+    }
+    this.#state.onResult?.(run.bound.server.name, result);
+    return { result, receipt, replayed: false };
+  }
+
+  /** {@link #finish} of a run no journal records: nothing to wait for. */
+  #outcome(run: CallRun, result: ToolCallResult): CallOutcome {
+    const receipt = this.#receipt(run, result);
+    this.#state.onResult?.(run.bound.server.name, result);
+    return { result, receipt, replayed: false };
+  }
+
+  /** The frozen receipt of a run whose call returned `result` (its output checked). */
+  #receipt(run: CallRun, result: ToolCallResult): CallReceipt {
+    return receiptOf(
       run.bound === this.#bound ? this.#capture : { ...this.#capture, bound: run.bound },
       {
         key: run.key,
@@ -437,16 +520,11 @@ export class PreparedCall {
       },
       result,
     );
-    if (run.journal !== undefined) {
-      run.recorded = true;
-      try {
-        await run.journal.complete(run.claim, { result, receipt }, this.#recordIo(run));
-      } catch (error) {
-        this.#state.onJournalError(error);
-      }
-    }
-    this.#state.onResult?.(run.bound.server.name, result);
-    return { result, receipt, replayed: false };
+  }
+
+  /** The task option of a run's `callTool` (see `taskOption`). */
+  #taskOption(run: CallRun): ReturnType<typeof taskOption> {
+    return taskOption(run, () => this.#recordIo(run), this.#state);
   }
 
   /**

@@ -35,7 +35,7 @@ import { ConnectionListeners } from '../connection-listeners.js';
 import { ProgressRoutes, wantsProgress, type CallProgressWatch } from '../call-progress.js';
 import { createDebug } from '../log.js';
 import { NO_REDACTION, type Redactor } from '../redact.js';
-import { traceRequest } from '../telemetry.js';
+import { telemetryOff, traceRequest, UNTRACED } from '../telemetry.js';
 import {
   awaitTask,
   createdTaskOf,
@@ -65,6 +65,9 @@ export { CLIENT_INFO } from '../client-capabilities.js';
 type Listener = () => void;
 
 const debugCall = createDebug('stepbind:call');
+
+/** The request-id listener of an untraced call (the id goes on a span only when one records). */
+const ignoreRequestId = (): void => undefined;
 
 /**
  * One live MCP session with one server: the SDK client, its transport, a `list_changed` counter and
@@ -322,11 +325,37 @@ export class SdkConnection implements Connection {
       );
     }
     const started = debugCall.enabled ? performance.now() : 0;
+    const traced = telemetryOff()
+      ? this.#callTool(tool, args, options, UNTRACED.meta, ignoreRequestId)
+      : this.#tracedCallTool(tool, args, options);
+    if (!debugCall.enabled) return traced;
+    return traced.then(
+      (result) => {
+        debugCall(
+          `server "${this.name}" tools/call ${tool}: ${result.isError === true ? 'tool error' : 'ok'} in ${(performance.now() - started).toFixed(1)} ms`,
+        );
+        return result;
+      },
+      (error: unknown) => {
+        debugCall(
+          `server "${this.name}" tools/call ${tool}: ${error instanceof StepbindError ? error.code : 'error'} in ${(performance.now() - started).toFixed(1)} ms`,
+        );
+        throw error;
+      },
+    );
+  }
+
+  /** {@link callTool} inside its CLIENT span (an OpenTelemetry SDK is installed). */
+  #tracedCallTool(
+    tool: string,
+    args: Readonly<Record<string, unknown>>,
+    options: CallRequestOptions,
+  ): Promise<RawCallResult> {
     const sessionId = this.client.transport?.sessionId;
     const protocolVersion = this.hello.protocolVersion;
     const transport =
       this.#http !== undefined ? 'tcp' : this.pid !== undefined ? 'pipe' : undefined;
-    const traced = traceRequest(
+    return traceRequest(
       {
         method: 'tools/call',
         target: tool,
@@ -347,21 +376,6 @@ export class SdkConnection implements Connection {
           span,
         ),
       (result) => (result.isError === true ? 'tool_error' : undefined),
-    );
-    if (!debugCall.enabled) return traced;
-    return traced.then(
-      (result) => {
-        debugCall(
-          `server "${this.name}" tools/call ${tool}: ${result.isError === true ? 'tool error' : 'ok'} in ${(performance.now() - started).toFixed(1)} ms`,
-        );
-        return result;
-      },
-      (error: unknown) => {
-        debugCall(
-          `server "${this.name}" tools/call ${tool}: ${error instanceof StepbindError ? error.code : 'error'} in ${(performance.now() - started).toFixed(1)} ms`,
-        );
-        throw error;
-      },
     );
   }
 
@@ -428,15 +442,16 @@ export class SdkConnection implements Connection {
       ...(task === undefined ? {} : { task: taskParam(task) }),
     };
     this.#outgoing.set(params, delivery);
+    const requestOptions = {
+      // A watch that owns the timeout aborts the request itself (reset by progress, capped).
+      timeout: watch?.ownsTimeout === true ? MAX_TIMER_MS : options.timeoutMs,
+      ...(link === undefined ? {} : { signal: link.signal }),
+    };
     const send = async (): Promise<RawCallResult> => {
       const answer = await this.client.request(
         { method: 'tools/call', params },
         task === undefined ? CallToolResultSchema : ResultSchema,
-        {
-          // A watch that owns the timeout aborts the request itself (reset by progress, capped).
-          timeout: watch?.ownsTimeout === true ? MAX_TIMER_MS : options.timeoutMs,
-          ...(link === undefined ? {} : { signal: link.signal }),
-        },
+        requestOptions,
       );
       if (task === undefined) return answer;
       const created = createdTaskOf(answer);
@@ -452,7 +467,15 @@ export class SdkConnection implements Connection {
     let tracked: TrackedRequest | undefined;
     let pending: Promise<RawCallResult>;
     if (this.#http === undefined) {
-      pending = send();
+      // A plain call is the SDK's request itself (no extra async frame and await around it).
+      pending =
+        task === undefined
+          ? this.client.request(
+              { method: 'tools/call', params },
+              CallToolResultSchema,
+              requestOptions,
+            )
+          : send();
     } else {
       ({ tracked, result: pending } = this.#http.track(() => link?.abort(RESPONSE_LOST), send));
     }
