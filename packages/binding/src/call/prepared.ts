@@ -90,6 +90,8 @@ export class PreparedCall {
   readonly #baseDetail: () => Record<string, unknown>;
   /** True when the captured descriptor never runs as an MCP task (`taskSupport` forbidden). */
   readonly #plain: boolean;
+  /** What admission reads of this call (the captured tool), built once. */
+  readonly #subject: AdmissionSubject;
 
   /** @internal use {@link McpBinding.prepareCall}. */
   constructor(
@@ -118,6 +120,12 @@ export class PreparedCall {
     this.#capture = { bound, stepId, policyEpoch };
     this.#baseDetail = () => this.#detail({});
     this.#plain = taskSupportOf(bound.descriptor) === 'forbidden';
+    this.#subject = {
+      bound,
+      policy,
+      policyEpoch,
+      detail: (extra) => this.#detail(extra),
+    };
     Object.freeze(this);
   }
 
@@ -592,6 +600,7 @@ export class PreparedCall {
   }
 
   #admission(run: CallRun): AdmissionSubject {
+    if (run.bound === this.#bound) return this.#subject;
     return {
       bound: run.bound,
       policy: this.#policy,
@@ -607,6 +616,9 @@ export class PreparedCall {
   #checkUse(admission: AdmissionSubject, approved: boolean, hookRan: boolean): void {
     const closed = this.#state.closeSignal;
     if (closed?.aborted === true) throw this.#abortedBeforeSend(closed.reason);
+    // Without a hook nothing ran since the first admission (no await between them, DESIGN §21.2):
+    // its verdict still holds, so it is not decided twice.
+    if (!hookRan) return;
     if (admissionVerdict(admission).approvalRequired && !approved) {
       throw approvalRequiredError(admission, hookRan);
     }

@@ -49,7 +49,7 @@ import type { Span } from '@opentelemetry/api';
 import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transports/http-session.js';
 import type { StderrTail } from '../transports/stderr-tail.js';
 import { connectionClosed, mapSdkError } from './sdk-errors.js';
-import { listenFeatures, trackDelivery } from './client-hooks.js';
+import { listenFeatures, OutgoingCalls, trackDelivery } from './client-hooks.js';
 import { clientListSource, linkSignal, PROBE_TIMEOUT_MS, RESPONSE_LOST } from './sdk-requests.js';
 import {
   FeatureListeners,
@@ -91,7 +91,7 @@ export class SdkConnection implements Connection {
   #lost: SessionLoss | undefined;
   #probing = false;
   /** Delivery of each `tools/call` in flight, keyed by the identity of its `params` object. */
-  readonly #outgoing = new WeakMap<object, DeliveryRecord>();
+  readonly #outgoing = new OutgoingCalls();
   /** The progress tokens of the calls in flight that asked for progress (DESIGN §20.1). */
   readonly #progress = new ProgressRoutes();
   /** The progress watch of each call in flight that has one, by request id. */
@@ -441,7 +441,7 @@ export class SdkConnection implements Connection {
       ...(Object.keys(extraMeta).length === 0 ? {} : { _meta: { ...extraMeta } }),
       ...(task === undefined ? {} : { task: taskParam(task) }),
     };
-    this.#outgoing.set(params, delivery);
+    this.#outgoing.expect(params, delivery);
     const requestOptions = {
       // A watch that owns the timeout aborts the request itself (reset by progress, capped).
       timeout: watch?.ownsTimeout === true ? MAX_TIMER_MS : options.timeoutMs,
@@ -479,6 +479,7 @@ export class SdkConnection implements Connection {
     } else {
       ({ tracked, result: pending } = this.#http.track(() => link?.abort(RESPONSE_LOST), send));
     }
+    this.#outgoing.settle(params);
     try {
       return await pending;
     } catch (error) {
