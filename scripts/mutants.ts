@@ -1224,6 +1224,27 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'list_changed refreshes the lists of the next step, never those of a captured step',
     diagnostic: 'test://r/1/1-0',
   },
+  {
+    // Issue 20 (DESIGN §21.2): the uncontended read lock is taken synchronously, never past a writer.
+    name: 'take the read lock synchronously past a queued writer',
+    file: 'packages/binding/src/lock.ts',
+    find: 'return this.#turnstile.isLocked() ? undefined : this.#admitReader();',
+    replace: 'return this.#admitReader();',
+    testFile: 'packages/binding/test/lock.try.test.ts',
+    testName: 'takes a shared hold at once when no writer holds or waits, and never past a writer',
+    diagnostic: 'expected [Function] to be undefined',
+  },
+  {
+    // Issue 20 (DESIGN §21.2): the cached "nothing records" decision follows the tracer provider.
+    name: 'decide once for good that no tracer records',
+    file: 'packages/runtime/src/telemetry.ts',
+    find: 'if (provider !== seenTracerProvider || delegate !== seenTracerDelegate) {',
+    replace: 'if (seenTracerProvider === undefined) {',
+    testFile: 'packages/runtime/test/telemetry.provider.test.ts',
+    testName:
+      'spans a tools/call only while a tracer provider is installed, decided again when it changes',
+    diagnostic: 'expected true to be false',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
