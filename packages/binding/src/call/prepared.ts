@@ -470,13 +470,14 @@ export class PreparedCall {
     run.phase = 'call';
     const progress = wantsProgress(options) ? progressOptions(options) : undefined;
     const task = this.#plain && run.bound === this.#bound ? undefined : this.#taskOption(run);
-    const request: Parameters<ToolCaller['callTool']>[2] = {
+    // Optional fields are added only when present (a spread of `{}` is an allocation per call).
+    let request: Parameters<ToolCaller['callTool']>[2] = {
       timeoutMs: run.timeoutMs,
-      ...(signal === undefined ? {} : { signal }),
       onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
-      ...progress?.options,
-      ...task,
     };
+    if (signal !== undefined) request = { ...request, signal };
+    if (progress !== undefined) request = { ...request, ...progress.options };
+    if (task !== undefined) request = { ...request, ...task };
     let result: ToolCallResult;
     try {
       result = await caller.callTool(this.tool, callArgs, request);

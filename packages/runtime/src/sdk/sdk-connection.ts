@@ -66,6 +66,12 @@ type Listener = () => void;
 
 const debugCall = createDebug('stepbind:call');
 
+/** Whether `record` has an own enumerable key (without allocating its key list). */
+function hasKeys(record: Readonly<Record<string, string>>): boolean {
+  for (const key in record) if (Object.hasOwn(record, key)) return true;
+  return false;
+}
+
 /** The request-id listener of an untraced call (the id goes on a span only when one records). */
 const ignoreRequestId = (): void => undefined;
 
@@ -435,18 +441,19 @@ export class SdkConnection implements Connection {
     // Trace context travels in params._meta (OpenTelemetry MCP conventions); empty without an SDK.
     // Our own progress token (not the SDK's `onprogress`, which would copy `params`: see below).
     const extraMeta = watch === undefined ? meta : { ...meta, progressToken: watch.token };
-    const params = {
+    // Built field by field: a spread of `{}` per absent field is an allocation per call.
+    const params: { name: string; arguments: Record<string, unknown>; [key: string]: unknown } = {
       name: tool,
-      arguments: args as Record<string, unknown>,
-      ...(Object.keys(extraMeta).length === 0 ? {} : { _meta: { ...extraMeta } }),
-      ...(task === undefined ? {} : { task: taskParam(task) }),
+      arguments: args,
     };
+    if (extraMeta !== UNTRACED.meta && hasKeys(extraMeta)) params['_meta'] = { ...extraMeta };
+    if (task !== undefined) params['task'] = taskParam(task);
     this.#outgoing.expect(params, delivery);
-    const requestOptions = {
+    const requestOptions: { timeout: number; signal?: AbortSignal } = {
       // A watch that owns the timeout aborts the request itself (reset by progress, capped).
       timeout: watch?.ownsTimeout === true ? MAX_TIMER_MS : options.timeoutMs,
-      ...(link === undefined ? {} : { signal: link.signal }),
     };
+    if (link !== undefined) requestOptions.signal = link.signal;
     const send = async (): Promise<RawCallResult> => {
       const answer = await this.client.request(
         { method: 'tools/call', params },
