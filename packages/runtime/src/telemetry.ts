@@ -139,6 +139,47 @@ export function traceRequest<T>(
   return traced(op, span, histogram, run, errorTypeOf);
 }
 
+/**
+ * Runs one `tools/call` inside its CLIENT span (see {@link traceRequest}): `run` gets the trace
+ * context for `params._meta`, a listener that puts the JSON-RPC id on the span, and the span; a
+ * result with `isError: true` is `error.type` `tool_error`.
+ */
+export function traceToolCall<T extends { readonly isError?: boolean | undefined }>(
+  call: {
+    readonly tool: string;
+    readonly server: string;
+    readonly sessionId: string | undefined;
+    readonly protocolVersion: string | undefined;
+    readonly transport: 'pipe' | 'tcp' | undefined;
+  },
+  run: (
+    meta: Readonly<Record<string, string>>,
+    onRequestId: (id: string | number) => void,
+    span: Span,
+  ) => Promise<T>,
+): Promise<T> {
+  const { tool, server, sessionId, protocolVersion, transport } = call;
+  return traceRequest(
+    {
+      method: 'tools/call',
+      target: tool,
+      server,
+      ...(sessionId === undefined ? {} : { sessionId }),
+      ...(protocolVersion === undefined ? {} : { protocolVersion }),
+      ...(transport === undefined ? {} : { transport }),
+    },
+    ({ span, meta }) =>
+      run(
+        meta,
+        (id) => {
+          span.setAttribute('jsonrpc.request.id', String(id));
+        },
+        span,
+      ),
+    (result) => (result.isError === true ? 'tool_error' : undefined),
+  );
+}
+
 async function traced<T>(
   op: McpOperation,
   span: Span,

@@ -4,9 +4,7 @@
  *
  * @packageDocumentation
  */
-import { CallError } from '../errors.js';
-import type { CallJournal } from '../journal/journal.js';
-import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/store.js';
+import type { CallError } from '../errors.js';
 import type { ToolDescriptor } from '../snapshot/snapshot.js';
 import type { BoundServer, BoundTool } from '../tools/view.js';
 import {
@@ -20,17 +18,16 @@ import { argsDigestOf, checkArgs, checkBounds, checkOutput, type CheckedCall } f
 import {
   abortedBeforeSend,
   connectionClosedError,
-  failureOf,
   noJournalError,
   provisionalStaleError,
   provisionalTimeoutError,
   staleCatalogError,
-  withRounds,
   type FailingCall,
 } from './failure.js';
 import { InputRoundLog } from './input-rounds.js';
-import { progressOptions } from './progress.js';
+import { progressOptions, wantsProgress } from './progress.js';
 import { callContext, receiptOf, type CallCapture } from './receipt.js';
+import { failedRun, replayOutcome } from './recorded.js';
 import { checkRunOptions } from './run-options.js';
 import { resumeTask, taskOption, taskSupportOf } from './task.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
@@ -44,15 +41,6 @@ import type {
   ToolCaller,
 } from './types.js';
 import type { CallRun, StoreBound } from './run.js';
-
-/** Whether a run asked for progress reports or a progress-driven timeout. */
-function wantsProgress(options: RunOptions): boolean {
-  return (
-    options.onProgress !== undefined ||
-    options.resetTimeoutOnProgress !== undefined ||
-    options.maxTotalTimeoutMs !== undefined
-  );
-}
 
 /** What admission decided before the `prepare` hook, and the arguments checked so far. */
 interface Admitted {
@@ -176,7 +164,9 @@ export class PreparedCall {
         ? this.#outcome(run, result)
         : await this.#finish(run, result);
     } catch (error) {
-      throw await this.#failed(run, error);
+      throw await failedRun(run, error, this.#call, this.#capture, this.#state, () =>
+        this.#recordIo(run),
+      );
     } finally {
       this.#leave(run);
     }
@@ -275,7 +265,14 @@ export class PreparedCall {
     if (begun.kind === 'refused') throw begun.error;
     if (begun.kind === 'replay') {
       run.recorded = true;
-      return await this.#replay(journal, begun.record, begun.outcome, context, this.#recordIo(run));
+      return await replayOutcome(
+        journal,
+        begun,
+        context,
+        this.#recordIo(run),
+        this.#call,
+        this.#state,
+      );
     }
     run.claim = begun.claim;
     return undefined;
@@ -536,33 +533,6 @@ export class PreparedCall {
     return taskOption(run, () => this.#recordIo(run), this.#state);
   }
 
-  /**
-   * The error a run that failed with `error` ends with (delivery from its phase, MRTR rounds
-   * attached), after journaling it unless the journal already holds this run's outcome.
-   */
-  async #failed(run: CallRun, error: unknown): Promise<CallError> {
-    const failure = withRounds(failureOf(error, run.phase, this.#call), run.rounds);
-    const { journal } = run;
-    if (journal !== undefined && !run.recorded) {
-      try {
-        await journal.fail(
-          run.claim,
-          run.context ?? callContext(this.#capture),
-          failure,
-          {
-            argsDigest: run.argsDigest ?? null,
-            key: run.key ?? null,
-            ...run.rounds?.field(),
-          },
-          this.#recordIo(run),
-        );
-      } catch (journalError) {
-        this.#state.onJournalError(journalError);
-      }
-    }
-    return failure;
-  }
-
   /** Releases the read lock and the in-flight count (the binding may drain now). */
   #leave(run: CallRun): void {
     run.release?.();
@@ -575,29 +545,6 @@ export class PreparedCall {
   /** The store bound of recording the run's outcome (DESIGN §13, `outcomeDeadline`). */
   #recordIo(run: CallRun): StoreBound {
     return outcomeDeadline(run.options.signal, run.timeoutMs);
-  }
-
-  async #replay(
-    journal: CallJournal,
-    record: JournalRecord,
-    outcome: RecordedOutcome,
-    context: CallContext,
-    deadline: StoreBound,
-  ): Promise<CallOutcome> {
-    try {
-      await journal.replayed(record, context, deadline);
-    } catch (error) {
-      this.#state.onJournalError(error);
-    }
-    if (outcome.kind === 'result') {
-      return { result: outcome.result, receipt: Object.freeze(outcome.receipt), replayed: true };
-    }
-    throw new CallError(outcome.code, outcome.message, {
-      detail: {
-        ...outcome.detail,
-        ...this.#detail({ key: record.key, replayed: true }),
-      },
-    });
   }
 
   #admission(run: CallRun): AdmissionSubject {

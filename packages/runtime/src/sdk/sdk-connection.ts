@@ -13,7 +13,7 @@ import {
 import {
   ErrorCode,
   RuntimeError,
-  StepbindError,
+  type StepbindError,
   type TaskCallRequest,
   type ChangeFeed,
   type Delivery,
@@ -33,9 +33,8 @@ import type {
 } from '../connection.js';
 import { ConnectionListeners } from '../connection-listeners.js';
 import { ProgressRoutes, wantsProgress, type CallProgressWatch } from '../call-progress.js';
-import { createDebug } from '../log.js';
 import { NO_REDACTION, type Redactor } from '../redact.js';
-import { telemetryOff, traceRequest, UNTRACED } from '../telemetry.js';
+import { telemetryOff, traceToolCall, UNTRACED } from '../telemetry.js';
 import {
   awaitTask,
   createdTaskOf,
@@ -50,7 +49,16 @@ import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transport
 import type { StderrTail } from '../transports/stderr-tail.js';
 import { connectionClosed, mapSdkError } from './sdk-errors.js';
 import { listenFeatures, OutgoingCalls, trackDelivery } from './client-hooks.js';
-import { clientListSource, linkSignal, PROBE_TIMEOUT_MS, RESPONSE_LOST } from './sdk-requests.js';
+import {
+  clientListSource,
+  debugCall,
+  debugCallOutcome,
+  hasKeys,
+  ignoreRequestId,
+  linkSignal,
+  PROBE_TIMEOUT_MS,
+  RESPONSE_LOST,
+} from './sdk-requests.js';
 import {
   FeatureListeners,
   serverFeaturesOf,
@@ -63,17 +71,6 @@ export { mapSdkError } from './sdk-errors.js';
 export { CLIENT_INFO } from '../client-capabilities.js';
 
 type Listener = () => void;
-
-const debugCall = createDebug('stepbind:call');
-
-/** Whether `record` has an own enumerable key (without allocating its key list). */
-function hasKeys(record: Readonly<Record<string, string>>): boolean {
-  for (const key in record) if (Object.hasOwn(record, key)) return true;
-  return false;
-}
-
-/** The request-id listener of an untraced call (the id goes on a span only when one records). */
-const ignoreRequestId = (): void => undefined;
 
 /**
  * One live MCP session with one server: the SDK client, its transport, a `list_changed` counter and
@@ -334,21 +331,7 @@ export class SdkConnection implements Connection {
     const traced = telemetryOff()
       ? this.#callTool(tool, args, options, UNTRACED.meta, ignoreRequestId)
       : this.#tracedCallTool(tool, args, options);
-    if (!debugCall.enabled) return traced;
-    return traced.then(
-      (result) => {
-        debugCall(
-          `server "${this.name}" tools/call ${tool}: ${result.isError === true ? 'tool error' : 'ok'} in ${(performance.now() - started).toFixed(1)} ms`,
-        );
-        return result;
-      },
-      (error: unknown) => {
-        debugCall(
-          `server "${this.name}" tools/call ${tool}: ${error instanceof StepbindError ? error.code : 'error'} in ${(performance.now() - started).toFixed(1)} ms`,
-        );
-        throw error;
-      },
-    );
+    return debugCall.enabled ? debugCallOutcome(traced, this.name, tool, started) : traced;
   }
 
   /** {@link callTool} inside its CLIENT span (an OpenTelemetry SDK is installed). */
@@ -357,31 +340,15 @@ export class SdkConnection implements Connection {
     args: Readonly<Record<string, unknown>>,
     options: CallRequestOptions,
   ): Promise<RawCallResult> {
-    const sessionId = this.client.transport?.sessionId;
-    const protocolVersion = this.hello.protocolVersion;
-    const transport =
-      this.#http !== undefined ? 'tcp' : this.pid !== undefined ? 'pipe' : undefined;
-    return traceRequest(
+    return traceToolCall(
       {
-        method: 'tools/call',
-        target: tool,
+        tool,
         server: this.name,
-        ...(sessionId === undefined ? {} : { sessionId }),
-        ...(protocolVersion === undefined ? {} : { protocolVersion }),
-        ...(transport === undefined ? {} : { transport }),
+        sessionId: this.client.transport?.sessionId,
+        protocolVersion: this.hello.protocolVersion,
+        transport: this.#http !== undefined ? 'tcp' : this.pid !== undefined ? 'pipe' : undefined,
       },
-      ({ span, meta }) =>
-        this.#callTool(
-          tool,
-          args,
-          options,
-          meta,
-          (id) => {
-            span.setAttribute('jsonrpc.request.id', String(id));
-          },
-          span,
-        ),
-      (result) => (result.isError === true ? 'tool_error' : undefined),
+      (meta, onRequestId, span) => this.#callTool(tool, args, options, meta, onRequestId, span),
     );
   }
 
