@@ -5,8 +5,9 @@
  * - In-memory, sequential: per round, the median latency of each side and their ratio
  *   (target: median ratio ≤ 1.15). The bare baseline is its own `Client` connected the same way.
  * - In-memory, 64 concurrent callers: throughput ratio stepbind / bare (target ≥ 0.9).
- * - stdio, sequential: client CPU µs per call (this process's `process.cpuUsage`, the child is not
- *   counted; DESIGN §12 target ≤ 190 µs) and the ratio to the bare SDK.
+ * - stdio, sequential: latency ratio (issue 20 target ≤ 1.10), client CPU µs per call (this
+ *   process's `process.cpuUsage`, the child is not counted; DESIGN §12 target ≤ 190 µs) and its
+ *   ratio to the bare SDK's in the same rounds (issue 20 target ≤ 1.0).
  * - stdio, 64 in flight: throughput ratio (target ≥ 0.95).
  *
  * Every measurement alternates the two sides (ABBA), in the same process and run.
@@ -135,7 +136,7 @@ function compare(
     seq: { a: SequentialSample[]; b: SequentialSample[] };
     conc: { a: ConcurrentSample[]; b: ConcurrentSample[] };
   },
-  targets: { seqRatio?: number; cpuUs?: number; throughput: number },
+  targets: { seqRatio?: number; cpuUs?: number; cpuRatio?: number; throughput: number },
   note: string,
 ): BenchRow[] {
   const { seq, conc } = rounds;
@@ -175,7 +176,13 @@ function compare(
       'µs',
       seq.b.map((s) => s.cpuUs),
     ),
-    row(SUITE, `${transport} seq ${cpuLabel} ratio`, '×', cpuRatios),
+    row(
+      SUITE,
+      `${transport} seq ${cpuLabel} ratio`,
+      '×',
+      cpuRatios,
+      targets.cpuRatio === undefined ? {} : { target: { op: '<=', value: targets.cpuRatio } },
+    ),
     row(
       SUITE,
       `${transport} 64 in flight, PreparedCall.run`,
@@ -339,7 +346,7 @@ async function stdio(o: Required<CallBenchOptions>): Promise<BenchRow[]> {
     return compare(
       'stdio',
       rounds,
-      { cpuUs: 190, throughput: 0.95 },
+      { seqRatio: 1.1, cpuUs: 190, cpuRatio: 1, throughput: 0.95 },
       `stdio: one scripted child per side; ${o.sequentialRounds} interleaved rounds × ${o.sequentialCalls} sequential calls; ${o.concurrentRounds} rounds × ${CONCURRENCY} callers × ${o.callsPerCaller} calls. Client CPU = process.cpuUsage of the bench process (children excluded).`,
     );
   } finally {

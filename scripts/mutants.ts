@@ -1270,6 +1270,27 @@ const MUTANTS: readonly Mutant[] = [
       'collects a released binding and the snapshot a hard refresh replaced, and keeps them while the binding is held',
     diagnostic: 'superseded snapshot still reachable',
   },
+  {
+    // Issue 20 (DESIGN §21.2): the uncontended read lock is taken synchronously, never past a writer.
+    name: 'take the read lock synchronously past a queued writer',
+    file: 'packages/binding/src/lock.ts',
+    find: 'return this.#turnstile.isLocked() ? undefined : this.#admitReader();',
+    replace: 'return this.#admitReader();',
+    testFile: 'packages/binding/test/lock.try.test.ts',
+    testName: 'takes a shared hold at once when no writer holds or waits, and never past a writer',
+    diagnostic: 'expected [Function] to be undefined',
+  },
+  {
+    // Issue 20 (DESIGN §21.2): the cached "nothing records" decision follows the tracer provider.
+    name: 'decide once for good that no tracer records',
+    file: 'packages/runtime/src/telemetry.ts',
+    find: 'if (provider !== seenTracerProvider || delegate !== seenTracerDelegate) {',
+    replace: 'if (seenTracerProvider === undefined) {',
+    testFile: 'packages/runtime/test/telemetry.provider.test.ts',
+    testName:
+      'spans a tools/call only while a tracer provider is installed, decided again when it changes',
+    diagnostic: 'expected true to be false',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

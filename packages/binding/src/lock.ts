@@ -60,6 +60,15 @@ export class RevisionLock {
   }
 
   /**
+   * The read hold now, when {@link acquireRead} would take it on its fast path (no writer queued
+   * or writing), without a turn of the event loop; `undefined` otherwise (then await
+   * {@link acquireRead}, which queues fairly).
+   */
+  tryAcquireRead(): Release | undefined {
+    return this.#turnstile.isLocked() ? undefined : this.#admitReader();
+  }
+
+  /**
    * Acquires the exclusive write hold: waits for earlier readers, blocks later arrivals. An abort
    * while waiting (in the queue or for readers to leave) gives the turnstile back and rejects.
    */

@@ -11,6 +11,7 @@
 import {
   context,
   createNoopMeter,
+  INVALID_SPAN_CONTEXT,
   metrics,
   propagation,
   SpanKind,
@@ -21,6 +22,7 @@ import {
   type Histogram,
   type MeterProvider,
   type Span,
+  type TracerProvider,
 } from '@opentelemetry/api';
 import { StepbindError, type CallProgress } from '@stepbind/binding/internal';
 
@@ -71,6 +73,50 @@ function durationHistogram(): Histogram | undefined {
   return duration === NOOP_HISTOGRAM ? undefined : duration;
 }
 
+/** The global tracer provider {@link tracesNothing} last looked at, and its answer. */
+let seenTracerProvider: TracerProvider | undefined;
+let seenTracerDelegate: TracerProvider | undefined;
+let seenTracesNothing = false;
+/** The no-op provider the API's proxy hands spans to until an SDK registers (one per API copy). */
+const NOOP_TRACER_PROVIDER = (trace.getTracerProvider() as ProxyLike).getDelegate?.();
+
+/** The API's `ProxyTracerProvider`, as far as this module reads it. */
+interface ProxyLike extends TracerProvider {
+  getDelegate?(): TracerProvider;
+}
+
+/**
+ * True when no span can record: the global tracer provider is the API's proxy and it still
+ * delegates to the API's no-op provider (no SDK installed). Decided again only when the provider
+ * or its delegate changes, so a call without an SDK pays two identity checks, not a tracer lookup
+ * and a span.
+ */
+function tracesNothing(): boolean {
+  const provider = trace.getTracerProvider() as ProxyLike;
+  const delegate = provider.getDelegate?.();
+  if (provider !== seenTracerProvider || delegate !== seenTracerDelegate) {
+    seenTracerProvider = provider;
+    seenTracerDelegate = delegate;
+    seenTracesNothing = delegate !== undefined && delegate === NOOP_TRACER_PROVIDER;
+  }
+  return seenTracesNothing;
+}
+
+/**
+ * True when a request would record nothing (no tracer provider and no meter provider installed):
+ * a caller may then skip describing the operation and call {@link traceRequest}'s `run` with
+ * {@link UNTRACED} itself. Re-decided whenever a provider changes.
+ */
+export function telemetryOff(): boolean {
+  return tracesNothing() && durationHistogram() === undefined;
+}
+
+/** The request a `run` gets when nothing records: a span that records nothing and no `_meta`. */
+export const UNTRACED: TracedRequest = Object.freeze({
+  span: trace.wrapSpanContext(INVALID_SPAN_CONTEXT),
+  meta: Object.freeze({}) as Readonly<Record<string, string>>,
+});
+
 /**
  * Runs one MCP request inside a CLIENT span and records its duration. `errorTypeOf` names a failure
  * that is not an exception (a `tools/call` result with `isError: true` gives `tool_error`).
@@ -80,6 +126,7 @@ export function traceRequest<T>(
   run: (request: TracedRequest) => Promise<T>,
   errorTypeOf?: (value: T) => string | undefined,
 ): Promise<T> {
+  if (telemetryOff()) return run(UNTRACED);
   const span = trace
     .getTracer(TELEMETRY_SCOPE)
     .startSpan(op.target === undefined ? op.method : `${op.method} ${op.target}`, {
@@ -90,6 +137,47 @@ export function traceRequest<T>(
   // context switch or extra await (this is on the path of every tools/call).
   if (!span.isRecording() && histogram === undefined) return run({ span, meta: NO_META });
   return traced(op, span, histogram, run, errorTypeOf);
+}
+
+/**
+ * Runs one `tools/call` inside its CLIENT span (see {@link traceRequest}): `run` gets the trace
+ * context for `params._meta`, a listener that puts the JSON-RPC id on the span, and the span; a
+ * result with `isError: true` is `error.type` `tool_error`.
+ */
+export function traceToolCall<T extends { readonly isError?: boolean | undefined }>(
+  call: {
+    readonly tool: string;
+    readonly server: string;
+    readonly sessionId: string | undefined;
+    readonly protocolVersion: string | undefined;
+    readonly transport: 'pipe' | 'tcp' | undefined;
+  },
+  run: (
+    meta: Readonly<Record<string, string>>,
+    onRequestId: (id: string | number) => void,
+    span: Span,
+  ) => Promise<T>,
+): Promise<T> {
+  const { tool, server, sessionId, protocolVersion, transport } = call;
+  return traceRequest(
+    {
+      method: 'tools/call',
+      target: tool,
+      server,
+      ...(sessionId === undefined ? {} : { sessionId }),
+      ...(protocolVersion === undefined ? {} : { protocolVersion }),
+      ...(transport === undefined ? {} : { transport }),
+    },
+    ({ span, meta }) =>
+      run(
+        meta,
+        (id) => {
+          span.setAttribute('jsonrpc.request.id', String(id));
+        },
+        span,
+      ),
+    (result) => (result.isError === true ? 'tool_error' : undefined),
+  );
 }
 
 async function traced<T>(

@@ -98,6 +98,12 @@ export function checkOutput(call: CheckedCall, result: ToolCallResult): void {
   }
 }
 
+/** The `CallLimits` keys of each side, built once (not per call). */
+const LIMIT_KEYS = {
+  Argument: { depthKey: 'maxArgumentDepth', bytesKey: 'maxArgumentBytes' },
+  Output: { depthKey: 'maxOutputDepth', bytesKey: 'maxOutputBytes' },
+} as const;
+
 /**
  * Checks `value` against the server's `CallLimits` (depth, JSON size, plain JSON).
  *
@@ -107,8 +113,7 @@ export function checkOutput(call: CheckedCall, result: ToolCallResult): void {
 export function checkBounds(call: CheckedCall, value: unknown, which: 'Argument' | 'Output'): void {
   const { modelName, descriptor, server } = call.bound;
   const limits = server.callLimits;
-  const depthKey = `max${which}Depth` as const;
-  const bytesKey = `max${which}Bytes` as const;
+  const { depthKey, bytesKey } = LIMIT_KEYS[which];
   const problem = checkJsonValue(
     value,
     limits?.[depthKey] ?? DEFAULT_CALL_LIMITS[depthKey],

@@ -4,9 +4,7 @@
  *
  * @packageDocumentation
  */
-import { CallError } from '../errors.js';
-import type { CallJournal } from '../journal/journal.js';
-import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/store.js';
+import type { CallError } from '../errors.js';
 import type { ToolDescriptor } from '../snapshot/snapshot.js';
 import type { BoundServer, BoundTool } from '../tools/view.js';
 import {
@@ -20,21 +18,28 @@ import { argsDigestOf, checkArgs, checkBounds, checkOutput, type CheckedCall } f
 import {
   abortedBeforeSend,
   connectionClosedError,
-  failureOf,
   noJournalError,
   provisionalStaleError,
   provisionalTimeoutError,
   staleCatalogError,
-  withRounds,
   type FailingCall,
 } from './failure.js';
 import { InputRoundLog } from './input-rounds.js';
-import { progressOptions } from './progress.js';
+import { progressOptions, wantsProgress } from './progress.js';
 import { callContext, receiptOf, type CallCapture } from './receipt.js';
+import { failedRun, replayOutcome } from './recorded.js';
 import { checkRunOptions } from './run-options.js';
-import { resumeTask, taskOption } from './task.js';
+import { resumeTask, taskOption, taskSupportOf } from './task.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
-import type { CallOutcome, CallPolicy, RunOptions, ToolCallResult, ToolCaller } from './types.js';
+import type { Release } from '../lock.js';
+import type {
+  CallOutcome,
+  CallPolicy,
+  CallReceipt,
+  RunOptions,
+  ToolCallResult,
+  ToolCaller,
+} from './types.js';
 import type { CallRun, StoreBound } from './run.js';
 
 /** What admission decided before the `prepare` hook, and the arguments checked so far. */
@@ -69,6 +74,12 @@ export class PreparedCall {
   /** The call as the value checks and failures see it (bound tool, names, error detail). */
   readonly #call: CheckedCall & FailingCall;
   readonly #capture: CallCapture;
+  /** The call's error detail without extras, built only when an option is refused. */
+  readonly #baseDetail: () => Record<string, unknown>;
+  /** True when the captured descriptor never runs as an MCP task (`taskSupport` forbidden). */
+  readonly #plain: boolean;
+  /** What admission reads of this call (the captured tool), built once. */
+  readonly #subject: AdmissionSubject;
 
   /** @internal use {@link McpBinding.prepareCall}. */
   constructor(
@@ -95,6 +106,14 @@ export class PreparedCall {
       detail: (extra) => this.#detail(extra),
     };
     this.#capture = { bound, stepId, policyEpoch };
+    this.#baseDetail = () => this.#detail({});
+    this.#plain = taskSupportOf(bound.descriptor) === 'forbidden';
+    this.#subject = {
+      bound,
+      policy,
+      policyEpoch,
+      detail: (extra) => this.#detail(extra),
+    };
     Object.freeze(this);
   }
 
@@ -119,24 +138,35 @@ export class PreparedCall {
     options: RunOptions = {},
   ): Promise<CallOutcome> {
     // Before anything is journaled or sent: a bad option is the caller's bug, not a run.
-    checkRunOptions(options, () => this.#detail({}));
+    checkRunOptions(options, this.#baseDetail);
     const run = this.#start(options);
+    // Each phase that has nothing to wait for runs synchronously: an unkeyed call without a hook
+    // awaits only the lock when it is contended and the send (every `await` is a microtask turn).
     try {
       this.#enter(run);
-      const replay = await this.#claimKey(run, args);
-      if (replay !== undefined) return replay;
-      if (run.claim?.resumeTaskId !== undefined) {
-        return await this.#finish(run, await resumeTask(run, this.#call, args));
+      if (run.journal !== undefined || run.key !== undefined) {
+        const replay = await this.#claimKey(run, args);
+        if (replay !== undefined) return replay;
+        if (run.claim?.resumeTaskId !== undefined) {
+          return await this.#finish(run, await resumeTask(run, this.#call, args));
+        }
       }
-      await this.#lockRevision(run);
-      const admitted = await this.#prepare(run, this.#admit(run, args));
+      const locking = this.#lockRevision(run);
+      if (locking !== undefined) await locking;
+      const checked = this.#admit(run, args);
+      const admitted =
+        run.options.prepare === undefined ? checked : await this.#prepare(run, checked);
       const caller = this.#admitAtPointOfUse(run, admitted);
-      await this.#markSent(run);
+      if (run.claim !== undefined) await this.#markSent(run);
       const result = await this.#send(run, caller, admitted.callArgs);
       checkOutput(this.#call, result);
-      return await this.#finish(run, result);
+      return run.journal === undefined
+        ? this.#outcome(run, result)
+        : await this.#finish(run, result);
     } catch (error) {
-      throw await this.#failed(run, error);
+      throw await failedRun(run, error, this.#call, this.#capture, this.#state, () =>
+        this.#recordIo(run),
+      );
     } finally {
       this.#leave(run);
     }
@@ -235,7 +265,14 @@ export class PreparedCall {
     if (begun.kind === 'refused') throw begun.error;
     if (begun.kind === 'replay') {
       run.recorded = true;
-      return await this.#replay(journal, begun.record, begun.outcome, context, this.#recordIo(run));
+      return await replayOutcome(
+        journal,
+        begun,
+        context,
+        this.#recordIo(run),
+        this.#call,
+        this.#state,
+      );
     }
     run.claim = begun.claim;
     return undefined;
@@ -248,14 +285,37 @@ export class PreparedCall {
    * @throws CallError `ABORTED` (the caller's signal, before or while waiting) or `STALE_CATALOG`;
    *   the `prepare` hook does not run and nothing is sent.
    */
-  async #lockRevision(run: CallRun): Promise<void> {
-    const { signal } = run.options;
-    this.#checkAborted(signal);
+  #lockRevision(run: CallRun): Promise<void> | undefined {
+    this.#checkAborted(run.options.signal);
     const provisional = this.#bound.server.provisional;
+    if (provisional === undefined) {
+      // Uncontended (no writer waiting or writing): taken now, without a turn of the event loop.
+      const release = run.bound.server.slot.lock.tryAcquireRead();
+      if (release !== undefined) {
+        this.#locked(run, release);
+        return undefined;
+      }
+    }
+    return this.#lockRevisionLater(run, provisional);
+  }
+
+  /** {@link #lockRevision} when it has to wait: for a provisional server's live catalog, or the lock. */
+  async #lockRevisionLater(run: CallRun, provisional: BoundServer['provisional']): Promise<void> {
+    const { signal } = run.options;
     if (provisional !== undefined) await this.#confirmLive(run, provisional);
-    const slot = run.bound.server.slot;
-    run.release = await slot.lock.acquireRead(signal === undefined ? {} : { signal });
+    const lock = run.bound.server.slot.lock;
+    this.#locked(run, await lock.acquireRead(signal === undefined ? {} : { signal }));
+  }
+
+  /**
+   * Holds the read lock for the rest of the run and checks the revision under it.
+   *
+   * @throws CallError `STALE_CATALOG`.
+   */
+  #locked(run: CallRun, release: Release): void {
+    run.release = release;
     run.tLock = performance.now();
+    const slot = run.bound.server.slot;
     if (slot.revision !== run.revision) {
       throw staleCatalogError(this.#call, run.revision, slot.revision);
     }
@@ -402,18 +462,25 @@ export class PreparedCall {
     caller: ToolCaller,
     callArgs: Readonly<Record<string, unknown>>,
   ): Promise<ToolCallResult> {
-    const { signal } = run.options;
+    const { options } = run;
+    const { signal } = options;
     run.phase = 'call';
-    const progress = progressOptions(run.options);
-    const result = await caller
-      .callTool(this.tool, callArgs, {
-        timeoutMs: run.timeoutMs,
-        ...(signal === undefined ? {} : { signal }),
-        onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
-        ...progress.options,
-        ...taskOption(run, () => this.#recordIo(run), this.#state),
-      })
-      .finally(progress.end);
+    const progress = wantsProgress(options) ? progressOptions(options) : undefined;
+    const task = this.#plain && run.bound === this.#bound ? undefined : this.#taskOption(run);
+    // Optional fields are added only when present (a spread of `{}` is an allocation per call).
+    let request: Parameters<ToolCaller['callTool']>[2] = {
+      timeoutMs: run.timeoutMs,
+      onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
+    };
+    if (signal !== undefined) request = { ...request, signal };
+    if (progress !== undefined) request = { ...request, ...progress.options };
+    if (task !== undefined) request = { ...request, ...task };
+    let result: ToolCallResult;
+    try {
+      result = await caller.callTool(this.tool, callArgs, request);
+    } finally {
+      progress?.end();
+    }
     run.tCalled = performance.now();
     run.phase = 'output';
     return result;
@@ -425,18 +492,7 @@ export class PreparedCall {
    * the key stays `SENT` (it becomes `OUTCOME_UNKNOWN` at the next recovery).
    */
   async #finish(run: CallRun, result: ToolCallResult): Promise<CallOutcome> {
-    const receipt = receiptOf(
-      run.bound === this.#bound ? this.#capture : { ...this.#capture, bound: run.bound },
-      {
-        key: run.key,
-        argsDigest: run.argsDigest,
-        startedAt: run.startedAt,
-        timings: run,
-        rounds: run.rounds,
-        taskId: run.taskId,
-      },
-      result,
-    );
+    const receipt = this.#receipt(run, result);
     if (run.journal !== undefined) {
       run.recorded = true;
       try {
@@ -449,31 +505,32 @@ export class PreparedCall {
     return { result, receipt, replayed: false };
   }
 
-  /**
-   * The error a run that failed with `error` ends with (delivery from its phase, MRTR rounds
-   * attached), after journaling it unless the journal already holds this run's outcome.
-   */
-  async #failed(run: CallRun, error: unknown): Promise<CallError> {
-    const failure = withRounds(failureOf(error, run.phase, this.#call), run.rounds);
-    const { journal } = run;
-    if (journal !== undefined && !run.recorded) {
-      try {
-        await journal.fail(
-          run.claim,
-          run.context ?? callContext(this.#capture),
-          failure,
-          {
-            argsDigest: run.argsDigest ?? null,
-            key: run.key ?? null,
-            ...run.rounds?.field(),
-          },
-          this.#recordIo(run),
-        );
-      } catch (journalError) {
-        this.#state.onJournalError(journalError);
-      }
-    }
-    return failure;
+  /** {@link #finish} of a run no journal records: nothing to wait for. */
+  #outcome(run: CallRun, result: ToolCallResult): CallOutcome {
+    const receipt = this.#receipt(run, result);
+    this.#state.onResult?.(run.bound.server.name, result);
+    return { result, receipt, replayed: false };
+  }
+
+  /** The frozen receipt of a run whose call returned `result` (its output checked). */
+  #receipt(run: CallRun, result: ToolCallResult): CallReceipt {
+    return receiptOf(
+      run.bound === this.#bound ? this.#capture : { ...this.#capture, bound: run.bound },
+      {
+        key: run.key,
+        argsDigest: run.argsDigest,
+        startedAt: run.startedAt,
+        timings: run,
+        rounds: run.rounds,
+        taskId: run.taskId,
+      },
+      result,
+    );
+  }
+
+  /** The task option of a run's `callTool` (see `taskOption`). */
+  #taskOption(run: CallRun): ReturnType<typeof taskOption> {
+    return taskOption(run, () => this.#recordIo(run), this.#state);
   }
 
   /** Releases the read lock and the in-flight count (the binding may drain now). */
@@ -490,30 +547,8 @@ export class PreparedCall {
     return outcomeDeadline(run.options.signal, run.timeoutMs);
   }
 
-  async #replay(
-    journal: CallJournal,
-    record: JournalRecord,
-    outcome: RecordedOutcome,
-    context: CallContext,
-    deadline: StoreBound,
-  ): Promise<CallOutcome> {
-    try {
-      await journal.replayed(record, context, deadline);
-    } catch (error) {
-      this.#state.onJournalError(error);
-    }
-    if (outcome.kind === 'result') {
-      return { result: outcome.result, receipt: Object.freeze(outcome.receipt), replayed: true };
-    }
-    throw new CallError(outcome.code, outcome.message, {
-      detail: {
-        ...outcome.detail,
-        ...this.#detail({ key: record.key, replayed: true }),
-      },
-    });
-  }
-
   #admission(run: CallRun): AdmissionSubject {
+    if (run.bound === this.#bound) return this.#subject;
     return {
       bound: run.bound,
       policy: this.#policy,
@@ -529,6 +564,9 @@ export class PreparedCall {
   #checkUse(admission: AdmissionSubject, approved: boolean, hookRan: boolean): void {
     const closed = this.#state.closeSignal;
     if (closed?.aborted === true) throw this.#abortedBeforeSend(closed.reason);
+    // Without a hook nothing ran since the first admission (no await between them, DESIGN §21.2):
+    // its verdict still holds, so it is not decided twice.
+    if (!hookRan) return;
     if (admissionVerdict(admission).approvalRequired && !approved) {
       throw approvalRequiredError(admission, hookRan);
     }

@@ -85,3 +85,12 @@ export function progressOptions(options: RunOptions): {
     end: () => relay?.end(),
   };
 }
+
+/** Whether a run asked for progress reports or a progress-driven timeout. */
+export function wantsProgress(options: RunOptions): boolean {
+  return (
+    options.onProgress !== undefined ||
+    options.resetTimeoutOnProgress !== undefined ||
+    options.maxTotalTimeoutMs !== undefined
+  );
+}

@@ -24,7 +24,7 @@ export function trackDelivery(
   client: Client,
   progress: ProgressRoutes,
   watched: ReadonlyMap<string | number, CallProgressWatch>,
-  outgoing: WeakMap<object, DeliveryRecord>,
+  outgoing: OutgoingCalls,
 ): void {
   const transport = client.transport;
   if (transport === undefined) return;
@@ -52,7 +52,7 @@ export function trackDelivery(
       'method' in message && message.method === 'tools/call' && 'id' in message
         ? message.params
         : undefined;
-    const delivery = params === undefined ? undefined : outgoing.get(params);
+    const delivery = params === undefined ? undefined : outgoing.take(params);
     // The request's bytes are handed to the transport here: from now on it may have run.
     if (delivery !== undefined) delivery.delivery = 'sent';
     if (delivery !== undefined && 'id' in message && message.id !== undefined) {
@@ -65,6 +65,48 @@ export function trackDelivery(
       throw error;
     }
   };
+}
+
+/**
+ * The delivery records of the `tools/call` requests a connection is about to write, found by the
+ * identity of their `params` when the transport is asked to write them. The SDK writes a request
+ * synchronously inside `request()`, so the common case is one slot set before that call and taken
+ * by the write, with no per-call WeakMap entry; a request not written by the time the call
+ * returns (queued, or a transport that writes later) moves to a WeakMap and is found there.
+ * Nothing is ever dropped: a slot still occupied when the next call arrives moves there too.
+ */
+export class OutgoingCalls {
+  #params: object | undefined;
+  #record: DeliveryRecord | undefined;
+  readonly #later = new WeakMap<object, DeliveryRecord>();
+
+  /** Expects a write of `params` (call {@link settle} once the SDK's `request()` returned). */
+  expect(params: object, record: DeliveryRecord): void {
+    if (this.#params !== undefined && this.#record !== undefined) {
+      this.#later.set(this.#params, this.#record);
+    }
+    this.#params = params;
+    this.#record = record;
+  }
+
+  /** The request of `params` was handed to the SDK: if it was not written yet, keep it for later. */
+  settle(params: object): void {
+    if (this.#params !== params || this.#record === undefined) return;
+    this.#later.set(params, this.#record);
+    this.#params = undefined;
+    this.#record = undefined;
+  }
+
+  /** The record of the request whose `params` the transport is writing, if it is ours. */
+  take(params: unknown): DeliveryRecord | undefined {
+    if (params === this.#params && this.#params !== undefined) {
+      const record = this.#record;
+      this.#params = undefined;
+      this.#record = undefined;
+      return record;
+    }
+    return typeof params === 'object' && params !== null ? this.#later.get(params) : undefined;
+  }
 }
 
 /** Feeds a connection's resource and prompt notifications (DESIGN §20.3) to `listeners`. */

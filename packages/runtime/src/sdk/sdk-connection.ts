@@ -13,7 +13,7 @@ import {
 import {
   ErrorCode,
   RuntimeError,
-  StepbindError,
+  type StepbindError,
   type TaskCallRequest,
   type ChangeFeed,
   type Delivery,
@@ -33,9 +33,8 @@ import type {
 } from '../connection.js';
 import { ConnectionListeners } from '../connection-listeners.js';
 import { ProgressRoutes, wantsProgress, type CallProgressWatch } from '../call-progress.js';
-import { createDebug } from '../log.js';
 import { NO_REDACTION, type Redactor } from '../redact.js';
-import { traceRequest } from '../telemetry.js';
+import { telemetryOff, traceToolCall, UNTRACED } from '../telemetry.js';
 import {
   awaitTask,
   createdTaskOf,
@@ -49,8 +48,17 @@ import type { Span } from '@opentelemetry/api';
 import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transports/http-session.js';
 import type { StderrTail } from '../transports/stderr-tail.js';
 import { connectionClosed, mapSdkError } from './sdk-errors.js';
-import { listenFeatures, trackDelivery } from './client-hooks.js';
-import { clientListSource, linkSignal, PROBE_TIMEOUT_MS, RESPONSE_LOST } from './sdk-requests.js';
+import { listenFeatures, OutgoingCalls, trackDelivery } from './client-hooks.js';
+import {
+  clientListSource,
+  debugCall,
+  debugCallOutcome,
+  hasKeys,
+  ignoreRequestId,
+  linkSignal,
+  PROBE_TIMEOUT_MS,
+  RESPONSE_LOST,
+} from './sdk-requests.js';
 import {
   FeatureListeners,
   serverFeaturesOf,
@@ -63,8 +71,6 @@ export { mapSdkError } from './sdk-errors.js';
 export { CLIENT_INFO } from '../client-capabilities.js';
 
 type Listener = () => void;
-
-const debugCall = createDebug('stepbind:call');
 
 /**
  * One live MCP session with one server: the SDK client, its transport, a `list_changed` counter and
@@ -88,7 +94,7 @@ export class SdkConnection implements Connection {
   #lost: SessionLoss | undefined;
   #probing = false;
   /** Delivery of each `tools/call` in flight, keyed by the identity of its `params` object. */
-  readonly #outgoing = new WeakMap<object, DeliveryRecord>();
+  readonly #outgoing = new OutgoingCalls();
   /** The progress tokens of the calls in flight that asked for progress (DESIGN §20.1). */
   readonly #progress = new ProgressRoutes();
   /** The progress watch of each call in flight that has one, by request id. */
@@ -322,46 +328,27 @@ export class SdkConnection implements Connection {
       );
     }
     const started = debugCall.enabled ? performance.now() : 0;
-    const sessionId = this.client.transport?.sessionId;
-    const protocolVersion = this.hello.protocolVersion;
-    const transport =
-      this.#http !== undefined ? 'tcp' : this.pid !== undefined ? 'pipe' : undefined;
-    const traced = traceRequest(
+    const traced = telemetryOff()
+      ? this.#callTool(tool, args, options, UNTRACED.meta, ignoreRequestId)
+      : this.#tracedCallTool(tool, args, options);
+    return debugCall.enabled ? debugCallOutcome(traced, this.name, tool, started) : traced;
+  }
+
+  /** {@link callTool} inside its CLIENT span (an OpenTelemetry SDK is installed). */
+  #tracedCallTool(
+    tool: string,
+    args: Readonly<Record<string, unknown>>,
+    options: CallRequestOptions,
+  ): Promise<RawCallResult> {
+    return traceToolCall(
       {
-        method: 'tools/call',
-        target: tool,
+        tool,
         server: this.name,
-        ...(sessionId === undefined ? {} : { sessionId }),
-        ...(protocolVersion === undefined ? {} : { protocolVersion }),
-        ...(transport === undefined ? {} : { transport }),
+        sessionId: this.client.transport?.sessionId,
+        protocolVersion: this.hello.protocolVersion,
+        transport: this.#http !== undefined ? 'tcp' : this.pid !== undefined ? 'pipe' : undefined,
       },
-      ({ span, meta }) =>
-        this.#callTool(
-          tool,
-          args,
-          options,
-          meta,
-          (id) => {
-            span.setAttribute('jsonrpc.request.id', String(id));
-          },
-          span,
-        ),
-      (result) => (result.isError === true ? 'tool_error' : undefined),
-    );
-    if (!debugCall.enabled) return traced;
-    return traced.then(
-      (result) => {
-        debugCall(
-          `server "${this.name}" tools/call ${tool}: ${result.isError === true ? 'tool error' : 'ok'} in ${(performance.now() - started).toFixed(1)} ms`,
-        );
-        return result;
-      },
-      (error: unknown) => {
-        debugCall(
-          `server "${this.name}" tools/call ${tool}: ${error instanceof StepbindError ? error.code : 'error'} in ${(performance.now() - started).toFixed(1)} ms`,
-        );
-        throw error;
-      },
+      (meta, onRequestId, span) => this.#callTool(tool, args, options, meta, onRequestId, span),
     );
   }
 
@@ -421,22 +408,24 @@ export class SdkConnection implements Connection {
     // Trace context travels in params._meta (OpenTelemetry MCP conventions); empty without an SDK.
     // Our own progress token (not the SDK's `onprogress`, which would copy `params`: see below).
     const extraMeta = watch === undefined ? meta : { ...meta, progressToken: watch.token };
-    const params = {
+    // Built field by field: a spread of `{}` per absent field is an allocation per call.
+    const params: { name: string; arguments: Record<string, unknown>; [key: string]: unknown } = {
       name: tool,
-      arguments: args as Record<string, unknown>,
-      ...(Object.keys(extraMeta).length === 0 ? {} : { _meta: { ...extraMeta } }),
-      ...(task === undefined ? {} : { task: taskParam(task) }),
+      arguments: args,
     };
-    this.#outgoing.set(params, delivery);
+    if (extraMeta !== UNTRACED.meta && hasKeys(extraMeta)) params['_meta'] = { ...extraMeta };
+    if (task !== undefined) params['task'] = taskParam(task);
+    this.#outgoing.expect(params, delivery);
+    const requestOptions: { timeout: number; signal?: AbortSignal } = {
+      // A watch that owns the timeout aborts the request itself (reset by progress, capped).
+      timeout: watch?.ownsTimeout === true ? MAX_TIMER_MS : options.timeoutMs,
+    };
+    if (link !== undefined) requestOptions.signal = link.signal;
     const send = async (): Promise<RawCallResult> => {
       const answer = await this.client.request(
         { method: 'tools/call', params },
         task === undefined ? CallToolResultSchema : ResultSchema,
-        {
-          // A watch that owns the timeout aborts the request itself (reset by progress, capped).
-          timeout: watch?.ownsTimeout === true ? MAX_TIMER_MS : options.timeoutMs,
-          ...(link === undefined ? {} : { signal: link.signal }),
-        },
+        requestOptions,
       );
       if (task === undefined) return answer;
       const created = createdTaskOf(answer);
@@ -452,10 +441,19 @@ export class SdkConnection implements Connection {
     let tracked: TrackedRequest | undefined;
     let pending: Promise<RawCallResult>;
     if (this.#http === undefined) {
-      pending = send();
+      // A plain call is the SDK's request itself (no extra async frame and await around it).
+      pending =
+        task === undefined
+          ? this.client.request(
+              { method: 'tools/call', params },
+              CallToolResultSchema,
+              requestOptions,
+            )
+          : send();
     } else {
       ({ tracked, result: pending } = this.#http.track(() => link?.abort(RESPONSE_LOST), send));
     }
+    this.#outgoing.settle(params);
     try {
       return await pending;
     } catch (error) {

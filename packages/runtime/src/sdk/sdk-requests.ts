@@ -5,6 +5,8 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { onAbort, type ListPageRequest, type ToolListSource } from '@stepbind/binding/internal';
+import { StepbindError } from '@stepbind/binding/internal';
+import { createDebug } from '../log.js';
 import type { FaultSource } from '../transports/guard.js';
 import { mapSdkError } from './sdk-errors.js';
 
@@ -62,3 +64,38 @@ export function clientListSource(
     },
   };
 }
+
+/** The `stepbind:call` debug channel: one line per `tools/call` with its outcome and time. */
+export const debugCall = createDebug('stepbind:call');
+
+/** `call`, logging its outcome and time on {@link debugCall} once it settles. */
+export function debugCallOutcome<T extends { readonly isError?: boolean | undefined }>(
+  call: Promise<T>,
+  server: string,
+  tool: string,
+  started: number,
+): Promise<T> {
+  const line = (outcome: string): void =>
+    debugCall(
+      `server "${server}" tools/call ${tool}: ${outcome} in ${(performance.now() - started).toFixed(1)} ms`,
+    );
+  return call.then(
+    (result) => {
+      line(result.isError === true ? 'tool error' : 'ok');
+      return result;
+    },
+    (error: unknown) => {
+      line(error instanceof StepbindError ? error.code : 'error');
+      throw error;
+    },
+  );
+}
+
+/** Whether `record` has an own enumerable key (without allocating its key list). */
+export function hasKeys(record: Readonly<Record<string, string>>): boolean {
+  for (const key in record) if (Object.hasOwn(record, key)) return true;
+  return false;
+}
+
+/** The request-id listener of an untraced call (the id goes on a span only when one records). */
+export const ignoreRequestId = (): void => undefined;

@@ -1,0 +1,82 @@
+/**
+ * The two ends of a prepared call that the journal records besides a result (DESIGN §13): a
+ * replayed key's recorded outcome, and a failed run's failure, journaled unless the journal
+ * already holds this run's outcome.
+ *
+ * @packageDocumentation
+ */
+import { CallError } from '../errors.js';
+import type { CallJournal } from '../journal/journal.js';
+import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/store.js';
+import { failureOf, withRounds, type FailingCall } from './failure.js';
+import type { CheckedCall } from './checks.js';
+import { callContext, type CallCapture } from './receipt.js';
+import type { CallRun, StoreBound } from './run.js';
+import type { BindingState } from './state.js';
+import type { CallOutcome } from './types.js';
+
+/**
+ * The outcome a replayed key returns (its recorded result and frozen receipt, `replayed: true`),
+ * after recording the replay; a journal failure there is reported to `onJournalError`.
+ *
+ * @throws CallError the recorded failure, its detail naming the key and `replayed: true`.
+ */
+export async function replayOutcome(
+  journal: CallJournal,
+  replay: { readonly record: JournalRecord; readonly outcome: RecordedOutcome },
+  context: CallContext,
+  deadline: StoreBound,
+  call: FailingCall,
+  state: Pick<BindingState, 'onJournalError'>,
+): Promise<CallOutcome> {
+  const { record, outcome } = replay;
+  try {
+    await journal.replayed(record, context, deadline);
+  } catch (error) {
+    state.onJournalError(error);
+  }
+  if (outcome.kind === 'result') {
+    return { result: outcome.result, receipt: Object.freeze(outcome.receipt), replayed: true };
+  }
+  throw new CallError(outcome.code, outcome.message, {
+    detail: {
+      ...outcome.detail,
+      ...call.detail({ key: record.key, replayed: true }),
+    },
+  });
+}
+
+/**
+ * The error a run that failed with `error` ends with (delivery from its phase, MRTR rounds
+ * attached), after journaling it unless the journal already holds this run's outcome; a journal
+ * failure there is reported to `onJournalError`.
+ */
+export async function failedRun(
+  run: CallRun,
+  error: unknown,
+  call: CheckedCall & FailingCall,
+  capture: CallCapture,
+  state: Pick<BindingState, 'onJournalError'>,
+  deadline: () => StoreBound,
+): Promise<CallError> {
+  const failure = withRounds(failureOf(error, run.phase, call), run.rounds);
+  const { journal } = run;
+  if (journal !== undefined && !run.recorded) {
+    try {
+      await journal.fail(
+        run.claim,
+        run.context ?? callContext(capture),
+        failure,
+        {
+          argsDigest: run.argsDigest ?? null,
+          key: run.key ?? null,
+          ...run.rounds?.field(),
+        },
+        deadline(),
+      );
+    } catch (journalError) {
+      state.onJournalError(journalError);
+    }
+  }
+  return failure;
+}
