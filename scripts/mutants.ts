@@ -1291,6 +1291,18 @@ const MUTANTS: readonly Mutant[] = [
       'spans a tools/call only while a tracer provider is installed, decided again when it changes',
     diagnostic: 'expected true to be false',
   },
+  {
+    // Issue 20: a grouped write resolves only after its group's commit, so nothing is sent first.
+    name: "resolve a group's durable write before its commit",
+    file: 'packages/runtime/src/journal/sqlite-batch.ts',
+    find: '      this.#pending.push({ ...write, resolve, reject });',
+    replace:
+      '      if (write.durable) resolve(true);\n      this.#pending.push({ ...write, resolve, reject });',
+    testFile: 'packages/runtime/test/journal/group-commit.kill.test.ts',
+    testName:
+      'never sends a key twice when 16 concurrent keyed calls are killed mid-group, and runs every unsent key once after',
+    diagnostic: 'expected 2 to be 1',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

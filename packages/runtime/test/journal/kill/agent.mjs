@@ -5,6 +5,8 @@
 // stdin: JSON { journal, server, keys: [{ key, tool, args }], passes, kill } where server is an
 // `mcpServers` entry (stdio `{ command, args }` or Streamable HTTP `{ url }`)
 // where kill is null or { point, nth }: die at the nth time `point` is reached in this process.
+// With `concurrent: true` the keys of a pass run all at once (their journal writes share group
+// commits) and the nth time counts every key.
 // Points: before-intent (the key's first journal read), after-intent (INTENT committed),
 // before-send (SENT committed, nothing written), after-send (tools/call written to the server),
 // after-answer (answer received, outcome not recorded), after-record (outcome recorded).
@@ -22,7 +24,8 @@ let current;
 let seen = 0;
 
 function reach(point, key) {
-  if (plan.kill === null || key !== current || point !== plan.kill.point) return;
+  if (plan.kill === null || point !== plan.kill.point) return;
+  if (plan.concurrent !== true && key !== current) return;
   seen++;
   if (seen === plan.kill.nth) {
     print({ event: 'kill', key, point });
@@ -93,7 +96,7 @@ const runtime = await McpRuntime.open(
 print({ event: 'open', pids: runtime.pids() });
 for (let pass = 0; pass < plan.passes; pass++) {
   const step = await runtime.captureBinding();
-  for (const { key, tool, args } of plan.keys) {
+  const runKey = async ({ key, tool, args }) => {
     current = key;
     print({ event: 'start', key, pass });
     try {
@@ -121,7 +124,9 @@ for (let pass = 0; pass < plan.passes; pass++) {
       });
     }
     current = undefined;
-  }
+  };
+  if (plan.concurrent === true) await Promise.all(plan.keys.map(runKey));
+  else for (const planned of plan.keys) await runKey(planned);
   step.release();
 }
 await runtime.close();

@@ -125,7 +125,7 @@ function prng(seed: number): () => number {
   };
 }
 
-type ChildEvent =
+export type ChildEvent =
   | { event: 'recovered'; records: [string, string][] }
   | { event: 'open'; pids: number[] }
   | { event: 'start'; key: string; pass: number }
@@ -203,7 +203,7 @@ function warmAgent(): WarmAgent {
 }
 
 /** Runs plans one after the other, each in a fresh agent process loaded while the last one ran. */
-class AgentLane {
+export class AgentLane {
   #next: WarmAgent = warmAgent();
   async run(plan: unknown): Promise<{ events: ChildEvent[]; killed: boolean }> {
     const agent = this.#next;
