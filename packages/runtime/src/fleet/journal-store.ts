@@ -30,6 +30,7 @@ import {
   type StoredReceipt,
   type UpdateResult,
 } from '@stepbind/binding/internal';
+import { parseNullable, rowValues } from '../journal/rows.js';
 import { DatabaseClock, DB_NOW_SQL } from './db-clock.js';
 import type { PgHandle } from './pg.js';
 
@@ -370,28 +371,4 @@ async function append(
     entry.digest,
   ]);
   return entry;
-}
-
-function parseNullable(text: string | null): unknown {
-  return text === null ? null : JSON.parse(text);
-}
-
-/** Column values after `key`, in {@link COLUMNS} order. */
-function rowValues(r: JournalRecord): unknown[] {
-  return [
-    r.state,
-    r.version,
-    r.attempt,
-    r.owner,
-    JSON.stringify(r.context),
-    r.argsDigest,
-    r.createdAt,
-    r.updatedAt,
-    r.leaseExpiresAt,
-    r.expiresAt,
-    r.outcome === null ? null : JSON.stringify(r.outcome),
-    r.error === null ? null : JSON.stringify(r.error),
-    r.resolution === null ? null : JSON.stringify(r.resolution),
-    r.taskId ?? null,
-  ];
 }

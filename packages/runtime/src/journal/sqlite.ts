@@ -34,7 +34,7 @@ import {
 import { systemClock, type RuntimeClock } from '../clock.js';
 import { sqliteJournalOptionsSchema } from '../options-schema.js';
 import { GroupCommit, type PendingWrite } from './sqlite-batch.js';
-import { rowValues, toRecord, type ReceiptRow, type RecordRow } from './sqlite-rows.js';
+import { rowValues, toRecord, type ReceiptRow, type RecordRow } from './rows.js';
 import { isBusy, retryBusy, waitCancelled, type JournalOperation } from './sqlite-busy.js';
 import {
   openSqliteDatabase,

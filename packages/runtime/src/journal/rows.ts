@@ -1,6 +1,7 @@
 /**
- * The SQLite journal's rows and the records they hold: the columns a record is written as, and a
- * read row turned back into a record (a damaged one is `JOURNAL_CORRUPT`).
+ * The journal's rows in the SQL stores: the columns a record is written as (SQLite and the
+ * fleet's PostgreSQL store, same order), and a SQLite row turned back into a record (a damaged one
+ * is `JOURNAL_CORRUPT`).
  */
 import {
   ErrorCode,
@@ -68,7 +69,8 @@ export function toRecord(row: RecordRow, location: string): JournalRecord {
   }
 }
 
-function parseNullable(text: string | null): unknown {
+/** A nullable JSON column's value. */
+export function parseNullable(text: string | null): unknown {
   return text === null ? null : JSON.parse(text);
 }
 
