@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 const src = (pkg: string): string =>
   fileURLToPath(new URL(`./packages/${pkg}/src/index.ts`, import.meta.url));
@@ -69,6 +70,43 @@ if (!aiSdk7Runs) {
 }
 const aiV7 = (path: string): string =>
   fileURLToPath(new URL(`./packages/runtime/node_modules/ai-v7/${path}`, import.meta.url));
+
+/**
+ * The longest suites (each tens of seconds to minutes, most of it waiting on child processes),
+ * longest first. With two workers a long file that starts last is the whole run's tail; vitest
+ * orders files by the durations of the last run when it has them, and by size otherwise (a fresh
+ * CI machine has none), which put the SIGKILL campaign, a small file, near the end.
+ */
+const LONGEST_FIRST = [
+  'packages/runtime/test/journal/kill.test.ts',
+  'packages/runtime/test/auth/oidc.fleet.test.ts',
+  'packages/runtime/test/install.test.ts',
+  'packages/testkit/test/model.provisional.prop.test.ts',
+  'packages/runtime/test/fleet/fleet.process.pg.test.ts',
+  'packages/runtime/test/discover-tools.test.ts',
+  'packages/runtime/test/http.sessions.test.ts',
+  'packages/runtime/test/journal/group-commit.kill.test.ts',
+  'packages/runtime/test/readme.test.ts',
+  'packages/testkit/test/hostile.process.test.ts',
+  'packages/testkit/test/model.prop.test.ts',
+  'packages/runtime/test/tasks.kill.test.ts',
+  'packages/runtime/test/packaging.test.ts',
+];
+
+/** vitest's order, with the {@link LONGEST_FIRST} suites (of any project) moved to the front. */
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const rank = (spec: TestSpecification): number => {
+      const i = LONGEST_FIRST.findIndex((suite) => spec.moduleId.endsWith(suite));
+      return i === -1 ? LONGEST_FIRST.length : i;
+    };
+    return sorted
+      .map((spec, index) => ({ spec, index, rank: rank(spec) }))
+      .sort((a, b) => a.rank - b.rank || a.index - b.index)
+      .map(({ spec }) => spec);
+  }
+}
 
 export default defineConfig({
   resolve: {
@@ -142,6 +180,7 @@ export default defineConfig({
     // processes and sockets, so two workers there cut the suite's time (DESIGN §21.4 has the
     // figures). The CPU-bound property tests carry their own longer timeouts.
     maxWorkers: Math.max(2, availableParallelism() - 1),
+    sequence: { sequencer: LongestFirst },
     // A private TMPDIR per run; fails the run if a test leaves anything in it.
     globalSetup: ['./scripts/test-teardown.ts'],
     // CI also writes a JSON report, from which .ci/run prints a plain "N passed, N failed" line.

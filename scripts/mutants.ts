@@ -44,6 +44,12 @@ interface Mutant {
    * @default the Node running this script
    */
   readonly node?: 22;
+  /**
+   * `tsc`: the mutation shows in the declarations (`.d.ts`), which compiling the file alone does
+   * not write, so the copy is rebuilt whole with `tsc -b` (and again after it is restored).
+   * @default 'file' (the mutated file alone into dist, see {@link emitOne})
+   */
+  readonly build?: 'tsc';
 }
 
 const MUTANTS: readonly Mutant[] = [
@@ -993,6 +999,7 @@ const MUTANTS: readonly Mutant[] = [
     testName:
       'publishes declarations that compile for a consumer and name no unexported type of the public classes',
     diagnostic: '"@types/pg"',
+    build: 'tsc',
   },
   {
     name: 'call lets --args that are not an object through to the server start',
@@ -1618,9 +1625,14 @@ async function judge(dir: string, m: Mutant, baselineHolds: boolean): Promise<st
   try {
     // The mutated file alone goes into dist (spawned processes run dist); restored below.
     const t0 = performance.now();
-    const compiled = emitOne(mutated, path);
-    if ('errors' in compiled) return `NOT KILLED (does not compile: ${compiled.errors})`;
-    writeFileSync(distPath, compiled.js);
+    if (m.build === 'tsc') {
+      const compiled = await tsc(dir);
+      if (compiled.code !== 0) return 'NOT KILLED (does not compile)';
+    } else {
+      const compiled = emitOne(mutated, path);
+      if ('errors' in compiled) return `NOT KILLED (does not compile: ${compiled.errors})`;
+      writeFileSync(distPath, compiled.js);
+    }
     const t1 = performance.now();
     const t = await vitest(dir, m);
     times.set(m, `build ${seconds(t1 - t0)}, test ${seconds(performance.now() - t1)}`);
@@ -1631,6 +1643,8 @@ async function judge(dir: string, m: Mutant, baselineHolds: boolean): Promise<st
   } finally {
     writeFileSync(path, original);
     writeFileSync(distPath, built);
+    // Declarations a whole build wrote for the mutant are rebuilt from the restored source.
+    if (m.build === 'tsc') await tsc(dir);
   }
 }
 
