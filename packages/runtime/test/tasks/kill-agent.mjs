@@ -20,6 +20,10 @@ for await (const chunk of process.stdin) input += chunk;
 const plan = JSON.parse(input);
 const print = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
 
+// The during-polling kill's timer, cleared once its key's outcome is being recorded: fired later,
+// it would kill the agent in the middle of the next key (not the planned point).
+let pollingKill;
+
 function reach(point, key) {
   if (plan.kill === null || key !== plan.kill.key || point !== plan.kill.point) return;
   print({ event: 'kill', key, point });
@@ -39,6 +43,8 @@ const journal = {
     const taskRecorded = record.state === 'SENT' && record.taskId !== undefined;
     const completing = record.state === 'COMPLETED' && options?.receipt?.source === 'run';
     if (taskRecorded) reach('after-create', record.key);
+    const final = ['COMPLETED', 'NOT_SENT', 'OUTCOME_UNKNOWN'].includes(record.state);
+    if (final && record.key === plan.kill?.key) clearTimeout(pollingKill);
     if (completing) reach('after-result', record.key);
     const written = await store.update(record, expectedVersion, options);
     if (written.ok && record.state === 'SENT' && record.taskId === undefined)
@@ -46,7 +52,7 @@ const journal = {
     if (written.ok && taskRecorded) {
       reach('after-task-recorded', record.key);
       if (plan.kill?.point === 'during-polling' && plan.kill.key === record.key) {
-        setTimeout(() => reach('during-polling', record.key), plan.kill.delayMs);
+        pollingKill = setTimeout(() => reach('during-polling', record.key), plan.kill.delayMs);
       }
     }
     if (written.ok && completing) reach('after-record', record.key);
