@@ -12,7 +12,7 @@
 //   after-result         the result arrived; the COMPLETED record not written yet
 //   after-record         the COMPLETED record committed
 import process from 'node:process';
-import { setTimeout } from 'node:timers';
+import { clearTimeout, setTimeout } from 'node:timers';
 import { McpRuntime, openSqliteJournal } from '@stepbind/runtime';
 
 let input = '';
