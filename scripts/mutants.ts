@@ -5,7 +5,7 @@
  * dist (`emitOne`), where the processes a test spawns load it. Prints a table; exits 1 if any
  * mutant survives.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import {
   chmodSync,
   cpSync,
@@ -18,6 +18,7 @@ import {
   readlinkSync,
   realpathSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -1550,6 +1551,45 @@ interface JsonReport {
 }
 
 /**
+ * The mutants a whole-suite run of this tree already vouches for: `STEPBIND_MUTANTS_BASELINE`
+ * names the JSON report of `vitest run` over the whole suite (`.ci/run` runs it just before, on
+ * the same clean checkout). The report is used only when it started after the newest change to any
+ * tracked file, so a report of an earlier tree never vouches. A mutant is vouched for under the
+ * batched rule below, applied to every entry of its test file (a file of two projects appears
+ * twice, unnamed: each must hold). Mutants it does not vouch for get the batched run.
+ */
+function reportedBaseline(mutants: readonly Mutant[]): Set<Mutant> {
+  const good = new Set<Mutant>();
+  const path = process.env['STEPBIND_MUTANTS_BASELINE'];
+  if (path === undefined || path === '' || !existsSync(path)) return good;
+  const report = JSON.parse(readFileSync(path, 'utf8')) as JsonReport & { startTime?: number };
+  const tracked = spawnSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8' });
+  if (tracked.status !== 0 || typeof report.startTime !== 'number') return good;
+  const newest = Math.max(
+    ...tracked.stdout
+      .split('\0')
+      .filter((file) => file !== '' && existsSync(join(root, file)))
+      .map((file) => statSync(join(root, file)).mtimeMs),
+  );
+  if (!(report.startTime > newest)) {
+    console.log(`baseline report ${path} is older than the tree: not used`);
+    return good;
+  }
+  for (const m of mutants) {
+    const files = report.testResults.filter((r) => r.name === join(root, m.testFile));
+    const holds = (file: JsonReport['testResults'][number]): boolean => {
+      if (file.status !== 'passed') return false;
+      const ran = file.assertionResults.filter(
+        (t) => (t.status === 'passed' || t.status === 'failed') && t.fullName.includes(m.testName),
+      );
+      return ran.length === 1 && ran[0]?.status === 'passed';
+    };
+    if (files.length > 0 && files.every(holds)) good.add(m);
+  }
+  return good;
+}
+
+/**
  * One vitest run per project of every named test on the unmutated copy (JSON reporter). A mutant's
  * baseline holds when the run passed as a whole, its test file passed, and exactly one test of that
  * file whose name contains the mutant's test name ran (the set the mutant's own `-t` run selects)
@@ -1667,10 +1707,16 @@ async function main(): Promise<number> {
   while (dirs.length < jobs) dirs.push(cloneTree(first));
   console.log(`copies built: ${seconds(performance.now() - buildStarted)}`);
   const baselineStarted = performance.now();
-  const vouched = await batchedBaseline(first, selected);
+  const reported = reportedBaseline(selected);
+  const batched = await batchedBaseline(
+    first,
+    selected.filter((m) => !reported.has(m)),
+  );
+  const vouched = new Set([...reported, ...batched]);
   console.log(
     `baseline: ${vouched.size} of ${selected.length} named tests pass on the unmutated code ` +
-      `(${seconds(performance.now() - baselineStarted)}); ${jobs} worker${jobs === 1 ? '' : 's'}`,
+      `(${reported.size} by the whole suite's report, ${batched.size} in a batched run; ` +
+      `${seconds(performance.now() - baselineStarted)}); ${jobs} worker${jobs === 1 ? '' : 's'}`,
   );
 
   const verdicts = new Map<Mutant, string>();
