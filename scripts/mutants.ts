@@ -1100,11 +1100,32 @@ const MUTANTS: readonly Mutant[] = [
   {
     name: 'the tool search index ignores descriptions',
     file: 'packages/binding/src/tools/search.ts',
-    find: '    description: tool.description.slice(0, SEARCH_MAX_DESCRIPTION_CHARS),',
-    replace: "    description: '',",
+    find: '    searchWordsOf(tool.description.slice(0, SEARCH_MAX_DESCRIPTION_CHARS)),',
+    replace: '    [],',
     testFile: 'packages/binding/test/tools/search.test.ts',
     testName: 'finds a tool by a word only its description has',
     diagnostic: 'calendar__find_free_time',
+  },
+  {
+    // A search's per-tool scratch is cleared as its hits are read: a score must not leak into the next search.
+    name: "keep a search's scores for the next search",
+    file: 'packages/binding/src/tools/search-index.ts',
+    find: '      scores[id] = 0;\n',
+    replace: '',
+    testFile: 'packages/binding/test/tools/search-index.test.ts',
+    testName:
+      'leaves nothing behind between searches, breaks ties by id and honours limit and accept',
+    diagnostic: 'to deeply equal',
+  },
+  {
+    // A tool the prefix range matched is not scored again by the fuzzy band.
+    name: 'count a prefix match of a tool twice when the fuzzy band also reaches it',
+    file: 'packages/binding/src/tools/search-index.ts',
+    find: 'if (term === query.term || prefixed.has(term)) continue;',
+    replace: 'if (term === query.term) continue;',
+    testFile: 'packages/binding/test/tools/search-index.test.ts',
+    testName: 'weights a fuzzy match by its distance, and never counts a prefix match twice',
+    diagnostic: 'to deeply equal',
   },
   {
     name: 'Anthropic deferred tools are sent without defer_loading',

@@ -1,5 +1,5 @@
 /**
- * Tool search over a step (DESIGN §19.4): a BM25 index (minisearch) of a step view's tools, built
+ * Tool search over a step (DESIGN §19.4): a BM25 index (`search-index.ts`) of a step view's tools, built
  * lazily once per {@link BindingView}. A view is shared by every binding captured until the next
  * publication or catalog swap, so the index is built once per published catalog, not per step, and
  * the next catalog (after `list_changed`) gets its own index with its own view.
@@ -11,9 +11,9 @@
  *
  * @packageDocumentation
  */
-import MiniSearch from 'minisearch';
 import * as z from 'zod/v4';
 import { bagOf, checkOptions } from '../options-check.js';
+import { TermIndexBuilder, type TermIndex } from './search-index.js';
 import type { BindingView, BoundTool, ModelTool } from './view.js';
 
 /** Most characters of a search query. */
@@ -86,21 +86,19 @@ function termOf(word: string): string | null {
   return word;
 }
 
-interface Indexed {
-  readonly id: number;
-  readonly words: string;
-  readonly title: string;
-  readonly description: string;
-  readonly parameters: string;
-}
-
 interface ToolIndex {
-  readonly search: MiniSearch<Indexed>;
+  readonly search: TermIndex;
   readonly entries: readonly BoundTool[];
   readonly tools: readonly ModelTool[];
-  /** In how many tools each indexed term occurs. */
-  readonly frequency: ReadonlyMap<string, number>;
 }
+
+/** The indexed fields, in this order, and their boosts. */
+const FIELDS = [
+  { boost: 3 }, // the model name and the raw name, split into words
+  { boost: 2 }, // the title
+  { boost: 1.5 }, // the description
+  { boost: 0.5 }, // parameter names
+] as const;
 
 /**
  * A query term found in more than this share of the tools, and in more than
@@ -145,57 +143,35 @@ export function parameterNamesOf(schema: unknown): string[] {
   return names;
 }
 
-function documentOf(id: number, bound: BoundTool, tool: ModelTool): Indexed {
+/** The words of each field of a tool, in {@link FIELDS}' order. */
+function fieldWordsOf(bound: BoundTool, tool: ModelTool): string[][] {
   const raw = bound.descriptor.raw as {
     readonly title?: unknown;
     readonly annotations?: { readonly title?: unknown };
   };
   const title = typeof raw.title === 'string' ? raw.title : raw.annotations?.title;
   const rawName = bound.descriptor.name.slice(0, SEARCH_MAX_NAME_CHARS);
-  return {
-    id,
-    words: `${tool.name.slice(0, SEARCH_MAX_NAME_CHARS * 2)} ${rawName}`,
-    title: clip(title, SEARCH_MAX_NAME_CHARS),
-    description: tool.description.slice(0, SEARCH_MAX_DESCRIPTION_CHARS),
-    parameters: parameterNamesOf(tool.inputSchema).join(' '),
-  };
+  return [
+    searchWordsOf(`${tool.name.slice(0, SEARCH_MAX_NAME_CHARS * 2)} ${rawName}`),
+    searchWordsOf(clip(title, SEARCH_MAX_NAME_CHARS)),
+    searchWordsOf(tool.description.slice(0, SEARCH_MAX_DESCRIPTION_CHARS)),
+    searchWordsOf(parameterNamesOf(tool.inputSchema).join(' ')),
+  ];
 }
 
 /** The index of `view`, built on first use and kept as long as the view is. */
 function indexOf(view: BindingView): ToolIndex {
   const known = indexes.get(view);
   if (known !== undefined) return known;
-  // Terms of the document being added, to count document frequencies in the indexing pass itself.
-  let seen: Set<string> | undefined;
-  const search = new MiniSearch<Indexed>({
-    fields: ['words', 'title', 'description', 'parameters'],
-    tokenize: searchWordsOf,
-    processTerm: (word) => {
-      const term = termOf(word);
-      if (term !== null) seen?.add(term);
-      return term;
-    },
-    searchOptions: {
-      boost: { words: 3, title: 2, description: 1.5, parameters: 0.5 },
-      // Query terms arrive processed (see searchTools).
-      processTerm: (term) => term,
-      prefix: (term) => term.length >= 4,
-      maxFuzzy: 2,
-      combineWith: 'OR',
-    },
-  });
+  const builder = new TermIndexBuilder(FIELDS);
   const entries: BoundTool[] = [];
-  const frequency = new Map<string, number>();
-  view.tools.forEach((tool, id) => {
+  for (const tool of view.tools) {
     const bound = view.byModelName.get(tool.name);
     if (bound === undefined) throw new Error('stepbind: a step tool is missing from its view');
     entries.push(bound);
-    seen = new Set();
-    search.add(documentOf(id, bound, tool));
-    for (const term of seen) frequency.set(term, (frequency.get(term) ?? 0) + 1);
-  });
-  seen = undefined;
-  const index: ToolIndex = { search, entries, tools: view.tools, frequency };
+    builder.add(fieldWordsOf(bound, tool), termOf);
+  }
+  const index: ToolIndex = { search: builder.build(), entries, tools: view.tools };
   indexes.set(view, index);
   return index;
 }
@@ -212,10 +188,10 @@ function queryTermsOf(query: string, index: ToolIndex): string[] {
     if (term !== null) terms.add(term);
   }
   const common = Math.max(COMMON_TERM_MIN, index.entries.length * COMMON_TERM_SHARE);
-  const kept = [...terms].filter((t) => (index.frequency.get(t) ?? 0) <= common);
+  const kept = [...terms].filter((t) => index.search.frequency(t) <= common);
   if (kept.length > 0 || terms.size === 0) return kept;
   const rarest = [...terms].sort(
-    (a, b) => (index.frequency.get(a) ?? 0) - (index.frequency.get(b) ?? 0),
+    (a, b) => index.search.frequency(a) - index.search.frequency(b),
   )[0];
   return rarest === undefined ? [] : [rarest];
 }
@@ -258,21 +234,19 @@ export function searchTools(
   const terms = queryTermsOf(query, index);
   if (terms.length === 0) return Object.freeze([]);
   const servers = options.servers === undefined ? undefined : new Set(options.servers);
-  const results = index.search.search(terms.join(' '), {
-    // A typo is a word no tool has: only those are matched fuzzily (fuzzy lookups are the slow ones).
-    fuzzy: (term) => (term.length >= 5 && !index.frequency.has(term) ? 0.2 : false),
-    ...(servers === undefined
-      ? {}
-      : { filter: (r) => servers.has(index.entries[r.id as number]?.server.name ?? '') }),
-  });
-  // minisearch sorts by score; only the results tied with the last one kept need reordering.
-  const cutoff = results[limit - 1]?.score ?? -Infinity;
-  const top: { id: number; score: number }[] = [];
-  for (const r of results) {
-    if (r.score < cutoff) break;
-    top.push({ id: r.id as number, score: r.score });
-  }
-  const ranked = top.sort((a, b) => b.score - a.score || a.id - b.id).slice(0, limit);
+  const ranked = index.search.search(
+    terms.map((term) => ({
+      term,
+      prefix: term.length >= 4,
+      // A typo is a word no tool has: only those are matched fuzzily (fuzzy lookups are the slow ones).
+      maxDistance:
+        term.length >= 5 && !index.search.has(term)
+          ? Math.min(2, Math.round(term.length * 0.2))
+          : 0,
+    })),
+    limit,
+    servers === undefined ? undefined : (id) => servers.has(index.entries[id]?.server.name ?? ''),
+  );
   return Object.freeze(
     ranked.map(({ id, score }) => {
       const entry = index.entries[id] as BoundTool;
