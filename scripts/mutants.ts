@@ -1310,6 +1310,17 @@ const MUTANTS: readonly Mutant[] = [
       'never sends a key twice when 16 concurrent keyed calls are killed mid-group, and runs every unsent key once after',
     diagnostic: 'expected 2 to be 1',
   },
+  {
+    // Issue 20 (DESIGN §21.2): a result response skips the SDK's schema only without a `_meta`.
+    name: "skip the JSON-RPC schema for a result response's _meta",
+    file: 'packages/runtime/src/transports/guard.ts',
+    find: "if (result['_meta'] === undefined) return { ok: true, message: raw as JSONRPCMessage };",
+    replace: 'return { ok: true, message: raw as JSONRPCMessage };',
+    testFile: 'packages/runtime/test/guard.check.test.ts',
+    testName:
+      'still refuses a result response whose _meta the schema refuses, with nothing else wrong',
+    diagnostic: 'expected true to be false',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

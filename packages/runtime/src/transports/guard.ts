@@ -87,8 +87,9 @@ export function preview(value: unknown): string {
 /**
  * Checks one incoming JSON value. A response must be exactly `{jsonrpc: "2.0", id, result}` with an
  * object result or `{jsonrpc: "2.0", id, error: {code, message, data?}}` with a string or integer id;
- * requests and notifications must match the SDK's JSON-RPC schema. Returns the SDK-parsed message
- * when it is well formed.
+ * requests and notifications must match the SDK's JSON-RPC schema. Returns the message when it is
+ * well formed: a result response without `_meta` as it came (these checks prove everything the
+ * SDK's schema would), anything else as the SDK's schema parsed it.
  */
 export function checkMessage(raw: unknown): MessageVerdict {
   if (!isRecord(raw)) {
@@ -129,8 +130,14 @@ export function checkMessage(raw: unknown): MessageVerdict {
       ) {
         return bad('carries an "error" that is not {code: integer, message: string}');
       }
-    } else if (!isRecord(raw['result'])) {
-      return bad('carries a "result" that is not an object');
+    } else {
+      const result = raw['result'];
+      if (!isRecord(result)) return bad('carries a "result" that is not an object');
+      // The checks above prove what the SDK's schema would: exactly {jsonrpc: "2.0", id, result}
+      // with a string or safe-integer id and an object result. Only a `_meta` (whose members the
+      // schema types) still needs the schema; without one its parse would merely copy the message
+      // (the SDK parses the result again with the request's own result schema).
+      if (result['_meta'] === undefined) return { ok: true, message: raw as JSONRPCMessage };
     }
   }
   const parsed = JSONRPCMessageSchema.safeParse(raw);
