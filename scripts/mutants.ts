@@ -1314,8 +1314,19 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 20 (DESIGN §21.2): a result response skips the SDK's schema only without a `_meta`.
     name: "skip the JSON-RPC schema for a result response's _meta",
     file: 'packages/runtime/src/transports/guard.ts',
-    find: "if (result['_meta'] === undefined) return { ok: true, message: raw as JSONRPCMessage };",
-    replace: 'return { ok: true, message: raw as JSONRPCMessage };',
+    find: 'return token === undefined || isRequestId(token);',
+    replace: 'return true;',
+    testFile: 'packages/runtime/test/guard.check.test.ts',
+    testName:
+      'still refuses a result response whose _meta the schema refuses, with nothing else wrong',
+    diagnostic: 'expected true to be false',
+  },
+  {
+    // Issue 20 (DESIGN §21.2): a related task in `_meta` still goes through the SDK's schema.
+    name: "deliver a result response's related-task _meta unparsed",
+    file: 'packages/runtime/src/transports/guard.ts',
+    find: 'if (!isRecord(meta) || meta[RELATED_TASK] !== undefined) return false;',
+    replace: 'if (!isRecord(meta)) return false;',
     testFile: 'packages/runtime/test/guard.check.test.ts',
     testName:
       'still refuses a result response whose _meta the schema refuses, with nothing else wrong',

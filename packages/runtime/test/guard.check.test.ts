@@ -81,6 +81,7 @@ describe('checkMessage', () => {
       { progressToken: true },
       { progressToken: 1.5 },
       { 'io.modelcontextprotocol/related-task': { taskId: 7 } },
+      { 'io.modelcontextprotocol/related-task': 'task' },
       'meta',
       [1],
     ]) {
@@ -100,5 +101,13 @@ describe('checkMessage', () => {
     const raw = { jsonrpc: '2.0', id: 'a', result: { content: [{ type: 'text', text: 'ok' }] } };
     const verdict = checkMessage(raw);
     expect(verdict.ok && verdict.message).toBe(raw);
+    // The 2026-07-28 era's results carry the server's identity in `_meta`.
+    const modern = {
+      jsonrpc: '2.0',
+      id: 4,
+      result: { content: [], _meta: { 'io.modelcontextprotocol/serverInfo': { name: 's' } } },
+    };
+    const verdict2 = checkMessage(modern);
+    expect(verdict2.ok && verdict2.message).toBe(modern);
   });
 });
