@@ -1332,6 +1332,17 @@ const MUTANTS: readonly Mutant[] = [
       'still refuses a result response whose _meta the schema refuses, with nothing else wrong',
     diagnostic: 'expected true to be false',
   },
+  {
+    // Issue 20 (DESIGN §21.2): with requests in flight, one turn's messages leave in one write.
+    name: 'write every stdio message on its own',
+    file: 'packages/runtime/src/transports/stdio.ts',
+    find: 'if (this.#guard.liveCount > 0 && stdin.writableCorked === 0) {',
+    replace: 'if (false) {',
+    testFile: 'packages/runtime/test/stdio.batch.test.ts',
+    testName:
+      'sends the messages of one turn in one write while requests are in flight, and a lone request at once',
+    diagnostic: 'expected [',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

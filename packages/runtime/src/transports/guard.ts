@@ -256,6 +256,11 @@ export class MessageGuard {
     return [...this.#live.values()];
   }
 
+  /** How many requests are in flight. */
+  get liveCount(): number {
+    return this.#live.size;
+  }
+
   /** Records an outgoing message: a request becomes live, a cancellation ends one. */
   sent(message: JSONRPCMessage): void {
     if (!('method' in message)) return;
