@@ -1332,6 +1332,39 @@ const MUTANTS: readonly Mutant[] = [
       'never sends a key twice when 16 concurrent keyed calls are killed mid-group, and runs every unsent key once after',
     diagnostic: 'expected 2 to be 1',
   },
+  {
+    // Issue 20 (DESIGN §21.2): a result response skips the SDK's schema only without a `_meta`.
+    name: "skip the JSON-RPC schema for a result response's _meta",
+    file: 'packages/runtime/src/transports/guard.ts',
+    find: 'return token === undefined || isRequestId(token);',
+    replace: 'return true;',
+    testFile: 'packages/runtime/test/guard.check.test.ts',
+    testName:
+      'still refuses a result response whose _meta the schema refuses, with nothing else wrong',
+    diagnostic: 'expected true to be false',
+  },
+  {
+    // Issue 20 (DESIGN §21.2): a related task in `_meta` still goes through the SDK's schema.
+    name: "deliver a result response's related-task _meta unparsed",
+    file: 'packages/runtime/src/transports/guard.ts',
+    find: 'if (!isRecord(meta) || meta[RELATED_TASK] !== undefined) return false;',
+    replace: 'if (!isRecord(meta)) return false;',
+    testFile: 'packages/runtime/test/guard.check.test.ts',
+    testName:
+      'still refuses a result response whose _meta the schema refuses, with nothing else wrong',
+    diagnostic: 'expected true to be false',
+  },
+  {
+    // Issue 20 (DESIGN §21.2): with requests in flight, one turn's messages leave in one write.
+    name: 'write every stdio message on its own',
+    file: 'packages/runtime/src/transports/stdio.ts',
+    find: 'if (this.#guard.liveCount > 0 && stdin.writableCorked === 0) {',
+    replace: 'if (false) {',
+    testFile: 'packages/runtime/test/stdio.batch.test.ts',
+    testName:
+      'sends the messages of one turn in one write while requests are in flight, and a lone request at once',
+    diagnostic: 'expected [',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -73,6 +73,19 @@ function isRequestId(value: unknown): value is RequestId {
   return typeof value === 'string' || (typeof value === 'number' && Number.isSafeInteger(value));
 }
 
+const RELATED_TASK = 'io.modelcontextprotocol/related-task';
+
+/**
+ * Whether a result's `_meta` is one the SDK's result schema accepts as it is: absent, or an object
+ * whose `progressToken` is absent, a string or a safe integer and that has no related-task member.
+ */
+function plainMeta(meta: unknown): boolean {
+  if (meta === undefined) return true;
+  if (!isRecord(meta) || meta[RELATED_TASK] !== undefined) return false;
+  const token = meta['progressToken'];
+  return token === undefined || isRequestId(token);
+}
+
 /** A short, single-line rendering of a value the server sent, for messages. */
 export function preview(value: unknown): string {
   let text: string;
@@ -87,8 +100,9 @@ export function preview(value: unknown): string {
 /**
  * Checks one incoming JSON value. A response must be exactly `{jsonrpc: "2.0", id, result}` with an
  * object result or `{jsonrpc: "2.0", id, error: {code, message, data?}}` with a string or integer id;
- * requests and notifications must match the SDK's JSON-RPC schema. Returns the SDK-parsed message
- * when it is well formed.
+ * requests and notifications must match the SDK's JSON-RPC schema. Returns the message when it is
+ * well formed: a result response with a plain `_meta` (or none) as it came (these checks prove everything the
+ * SDK's schema would), anything else as the SDK's schema parsed it.
  */
 export function checkMessage(raw: unknown): MessageVerdict {
   if (!isRecord(raw)) {
@@ -129,8 +143,15 @@ export function checkMessage(raw: unknown): MessageVerdict {
       ) {
         return bad('carries an "error" that is not {code: integer, message: string}');
       }
-    } else if (!isRecord(raw['result'])) {
-      return bad('carries a "result" that is not an object');
+    } else {
+      const result = raw['result'];
+      if (!isRecord(result)) return bad('carries a "result" that is not an object');
+      // The checks above prove what the SDK's schema would: exactly {jsonrpc: "2.0", id, result}
+      // with a string or safe-integer id and an object result, and `plainMeta` its `_meta`; the
+      // schema's parse would merely copy the message (the SDK parses the result again with the
+      // request's own result schema). A related-task member still goes through the schema (it
+      // strips that object's unknown members).
+      if (plainMeta(result['_meta'])) return { ok: true, message: raw as JSONRPCMessage };
     }
   }
   const parsed = JSONRPCMessageSchema.safeParse(raw);
@@ -233,6 +254,11 @@ export class MessageGuard {
   /** The requests in flight, oldest first. */
   get live(): readonly LiveRequest[] {
     return [...this.#live.values()];
+  }
+
+  /** How many requests are in flight. */
+  get liveCount(): number {
+    return this.#live.size;
   }
 
   /** Records an outgoing message: a request becomes live, a cancellation ends one. */

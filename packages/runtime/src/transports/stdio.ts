@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
+import type { Writable } from 'node:stream';
 import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -194,6 +195,7 @@ export interface StdioTransportOptions {
 const liveGroups = new Map<number, ChildProcess>();
 const GROUPS = process.platform !== 'win32';
 const POLL_MS = 20;
+const uncork = (stdin: Writable): void => stdin.uncork();
 
 /**
  * Sends SIGKILL to the process group of every stdio server still running in this process, at once.
@@ -362,6 +364,13 @@ export class StdioProcessTransport implements Transport {
     const stdin = this.#child?.stdin;
     if (this.#shutdown !== undefined || stdin === null || stdin === undefined || !stdin.writable) {
       return Promise.reject(new Error('Not connected'));
+    }
+    // With requests in flight, the messages of one turn of the event loop leave in one write (one
+    // syscall, one wake-up of the server): answers arrive together, so do their callers' next
+    // requests. A lone request (sequential calls) is written at once.
+    if (this.#guard.liveCount > 0 && stdin.writableCorked === 0) {
+      stdin.cork();
+      process.nextTick(uncork, stdin);
     }
     this.#guard.sent(message);
     let flushed: boolean;
