@@ -1310,6 +1310,17 @@ const MUTANTS: readonly Mutant[] = [
       'never sends a key twice when 16 concurrent keyed calls are killed mid-group, and runs every unsent key once after',
     diagnostic: 'expected 2 to be 1',
   },
+  {
+    // Issue 20 (DESIGN §21, Discovery): the listing key of a re-list is derived from the page root.
+    name: 'key a re-list without its page root',
+    file: 'packages/runtime/src/discover-catalog.ts',
+    find: '`${pageRoot}\\n${JSON.stringify(discovery.revision)}',
+    replace: '`${JSON.stringify(discovery.revision)}',
+    testFile: 'packages/runtime/test/listing-key.stdio.test.ts',
+    testName:
+      'is equal for an equal listing (even reordered keys) and differs for any change a snapshot shows',
+    diagnostic: 'not to be',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

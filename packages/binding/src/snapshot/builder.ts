@@ -251,6 +251,10 @@ class Builder implements SnapshotBuilder {
     return this.#pageSizes.length;
   }
 
+  get pageRoot(): string {
+    return `sha256:${sha256Hex(this.#pageDigests.join(''))}`;
+  }
+
   addPage(page: readonly unknown[], pageIndex: number): void {
     this.#usable();
     if (pageIndex !== this.#pageSizes.length) {
@@ -327,7 +331,7 @@ class Builder implements SnapshotBuilder {
       discoveryStartedAt: input.discoveryStartedAt,
       expiresAt: input.discoveryStartedAt + this.#ttlMs,
       pageSizes: Object.freeze(this.#pageSizes),
-      pageRoot: `sha256:${sha256Hex(this.#pageDigests.join(''))}`,
+      pageRoot: this.pageRoot,
       state: input.revisionProof === 'proven' ? 'SNAPSHOT_PROVEN' : 'UNVERSIONED_OBSERVATION',
       tools: Object.freeze(tools),
       toolsByName: new ToolsByName(index, tools),
