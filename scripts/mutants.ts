@@ -1321,6 +1321,16 @@ const MUTANTS: readonly Mutant[] = [
       'is equal for an equal listing (even reordered keys) and differs for any change a snapshot shows',
     diagnostic: 'not to be',
   },
+  {
+    // Issue 20 (DESIGN §21, Discovery): deepFreeze walks arrays by index; their objects are frozen.
+    name: 'freeze the objects of a definition but not those inside arrays',
+    file: 'packages/binding/src/snapshot/builder.ts',
+    find: "      if (typeof item === 'object' && item !== null) freezeObject(item);",
+    replace: '',
+    testFile: 'packages/binding/test/snapshot.test.ts',
+    testName: 'deep-freezes every object of a definition, inside arrays and nested arrays too',
+    diagnostic: '/inputSchema/properties/pick/anyOf/0',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');
