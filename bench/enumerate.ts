@@ -6,7 +6,8 @@
  * - Warm: one long-lived child per side; each round enumerates once per side (ABBA). stepbind runs
  *   exactly what a refresh runs: `discoverCatalog` on the connection (enumeration, with each page
  *   validated, digested and named while the next one is in flight) with a fresh validator cache
- *   (target ≤ 1.15× wall).
+ *   (target ≤ 1.15× wall, client CPU ≤ 1.5×).
+ * - Warm re-list: the same, with the listing key a published connection's re-list computes.
  * - Cold: fresh children each round; `connect` (spawn + initialize) is timed on its own, then the
  *   first enumeration; and `McpRuntime.open` end to end versus bare connect + loop.
  * - Round trips: one audited `McpRuntime.open` counts the requests the child received.
