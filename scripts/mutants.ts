@@ -1365,6 +1365,27 @@ const MUTANTS: readonly Mutant[] = [
       'sends the messages of one turn in one write while requests are in flight, and a lone request at once',
     diagnostic: 'expected [',
   },
+  {
+    // Issue 20 (DESIGN §21, Discovery): the listing key of a re-list is derived from the page root.
+    name: 'key a re-list without its page root',
+    file: 'packages/runtime/src/discover-catalog.ts',
+    find: '`${pageRoot}\\n${JSON.stringify(discovery.revision)}',
+    replace: '`${JSON.stringify(discovery.revision)}',
+    testFile: 'packages/runtime/test/listing-key.stdio.test.ts',
+    testName:
+      'is equal for an equal listing (even reordered keys) and differs for any change a snapshot shows',
+    diagnostic: 'not to be',
+  },
+  {
+    // Issue 20 (DESIGN §21, Discovery): deepFreeze walks arrays by index; their objects are frozen.
+    name: 'freeze the objects of a definition but not those inside arrays',
+    file: 'packages/binding/src/snapshot/builder.ts',
+    find: "      if (typeof item === 'object' && item !== null) freezeObject(item);",
+    replace: '',
+    testFile: 'packages/binding/test/snapshot.test.ts',
+    testName: 'deep-freezes every object of a definition, inside arrays and nested arrays too',
+    diagnostic: '/inputSchema/properties/pick/anyOf/0',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

@@ -315,6 +315,34 @@ describe('immutability', () => {
     expect(digestOf(raw)).toBe(s.tools[0]?.descriptorDigest);
   });
 
+  it('deep-freezes every object of a definition, inside arrays and nested arrays too', () => {
+    const nested = {
+      name: 'nested',
+      inputSchema: {
+        type: 'object',
+        properties: {
+          pick: {
+            anyOf: [{ type: 'string' }, { type: 'object', properties: { a: { type: 'number' } } }],
+          },
+          grid: { type: 'array', prefixItems: [{ type: 'array', items: { type: 'integer' } }] },
+          mode: { enum: [{ kind: 'fast' }, [{ kind: 'deep' }], 'plain'] },
+        },
+      },
+      _meta: { tags: [[{ label: 'a' }], { label: 'b' }] },
+    };
+    const built = createCatalogSnapshot(input([[structuredClone(nested)]]));
+    // An independent walk: every object and array reachable through values is frozen.
+    const unfrozen: string[] = [];
+    const walk = (value: unknown, path: string): void => {
+      if (typeof value !== 'object' || value === null) return;
+      if (!Object.isFrozen(value)) unfrozen.push(path || '/');
+      for (const [key, member] of Object.entries(value)) walk(member, `${path}/${key}`);
+    };
+    walk(built.tools[0]?.raw, '');
+    expect(unfrozen).toEqual([]);
+    expect(digestOf(built.tools[0]?.raw)).toBe(digestOf(nested));
+  });
+
   it('offers no way to mutate toolsByName', () => {
     expect((s.toolsByName as unknown as { set?: unknown }).set).toBeUndefined();
     expect((s.toolsByName as unknown as { delete?: unknown }).delete).toBeUndefined();

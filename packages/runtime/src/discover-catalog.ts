@@ -1,7 +1,7 @@
-import { createHash, type Hash } from 'node:crypto';
 import {
   createSnapshotBuilder,
   discoverToolPages,
+  sha256Hex,
   type CatalogSnapshot,
   type SchemaValidatorCache,
   type ServerIdentity,
@@ -39,8 +39,9 @@ export interface DiscoverCatalogOptions {
    */
   readonly previousListingKey?: string;
   /**
-   * Compute the listing key (about 15% of the client CPU of a large discovery). A first discovery
-   * of a new connection has nothing to compare with and can skip it. @default true
+   * Compute the listing key: one sha256 over the builder's page root (the pages are not hashed
+   * again for it). A first discovery of a new connection has nothing to compare with and can skip
+   * it. @default true
    */
   readonly keyListing?: boolean;
   /** Called after each page arrived (1-based page number, tools on it, tools so far). */
@@ -52,8 +53,10 @@ export interface DiscoverCatalogOptions {
 /** What {@link discoverCatalog} found. */
 export interface CatalogDiscovery {
   readonly discovered: ToolDiscovery;
-  /** sha256 of the raw pages and revision proof as served; equal listings have equal keys. */
-  /** `undefined` for a listing too deep to serialise (validation refuses it anyway). */
+  /**
+   * sha256 of the validated listing (its page root), the revision proof and the tool filter: equal
+   * listings have equal keys. `undefined` when `keyListing` is `false`.
+   */
   readonly listingKey: string | undefined;
   /** The validated candidate, or `undefined` when the listing equals `previousListingKey`. */
   readonly snapshot: CatalogSnapshot | undefined;
@@ -88,7 +91,6 @@ async function discover(
 ): Promise<CatalogDiscovery> {
   const { config, name } = options;
   let total = 0;
-  const key = options.keyListing === false ? NO_KEY : listingKeyHasher(config.tools);
   // The configured allow/deny filter drops tools before validation and model names (a denied tool
   // that is broken does not break its server's catalog); the listing key covers the filter too.
   const keep = toolFilterOf(config.tools);
@@ -118,7 +120,6 @@ async function discover(
         pageTools: tools.length,
         totalTools: total,
       });
-      key.addPage(tools);
       builder.addPage(
         keep === undefined ? tools : tools.filter((t) => keep(toolName(t))),
         pageIndex,
@@ -127,14 +128,22 @@ async function discover(
     onRestart: () => {
       total = 0;
       debugDiscovery(`server "${name}": list_changed during the listing, restarting from page 1`);
-      key.reset();
       builder.reset();
     },
   });
-  // A cheap key over the listing exactly as served lets an unchanged re-list (a list_changed that
-  // changed nothing, a refresh of a reused connection) skip the snapshot: nothing is frozen or
-  // built, and the pages validated on the way are dropped.
-  const listingKey = key.finish(discovery);
+  // Every page passed through onPage, in order, on the traversal that succeeded.
+  if (builder.pageCount !== discovery.pages.length) {
+    throw new Error(
+      `discoverCatalog: ${builder.pageCount} pages validated for ${discovery.pages.length} listed`,
+    );
+  }
+  // A key over the listing as validated lets an unchanged re-list (a list_changed that changed
+  // nothing, a refresh of a reused connection) skip the snapshot: nothing is frozen or built, and
+  // the pages validated on the way are dropped.
+  const listingKey =
+    options.keyListing === false
+      ? undefined
+      : listingKeyOf(builder.pageRoot, discovery, config.tools);
   options.onValidating?.();
   if (listingKey !== undefined && listingKey === options.previousListingKey) {
     return { discovered: discovery, listingKey, snapshot: undefined };
@@ -147,46 +156,23 @@ async function discover(
       : {}),
     discoveryStartedAt: discovery.startedAt,
   } as const;
-  // Every page passed through onPage, in order, on the traversal that succeeded.
-  if (builder.pageCount !== discovery.pages.length) {
-    throw new Error(
-      `discoverCatalog: ${builder.pageCount} pages validated for ${discovery.pages.length} listed`,
-    );
-  }
   const snapshot = builder.finish(finish);
   return { discovered: discovery, listingKey, snapshot };
 }
 
-const NO_KEY = { addPage: () => undefined, reset: () => undefined, finish: () => undefined };
-
 /**
- * The listing key, hashed page by page while the next page is on the wire. `undefined` when a page
- * is too deep for `JSON.stringify` (validation refuses such a listing with a typed error anyway).
+ * The listing key of a traversal that succeeded: sha256 over the builder's page root (which covers
+ * every kept tool's canonical definition, already hashed for its descriptor and page digests, and
+ * the page boundaries), the revision proof and the tool filter. No page is serialised or hashed a
+ * second time for it. Listings that differ only in the order of an object's keys (or in a tool the
+ * filter drops) get the same key: their catalogs are equal, descriptor by descriptor.
  */
-function listingKeyHasher(filter: ToolFilterConfig | undefined): {
-  addPage(tools: readonly unknown[]): void;
-  reset(): void;
-  finish(discovery: ToolDiscovery): string | undefined;
-} {
-  let hash: Hash | undefined = createHash('sha256');
-  let pages = 0;
-  const filterKey = JSON.stringify(filter ?? null);
-  return {
-    addPage(tools) {
-      pages++;
-      try {
-        hash?.update(JSON.stringify(tools)).update('\n');
-      } catch {
-        hash = undefined;
-      }
-    },
-    reset() {
-      hash = createHash('sha256');
-      pages = 0;
-    },
-    finish(discovery) {
-      if (hash === undefined || pages !== discovery.pages.length) return undefined;
-      return hash.update(JSON.stringify(discovery.revision)).update(filterKey).digest('hex');
-    },
-  };
+function listingKeyOf(
+  pageRoot: string,
+  discovery: ToolDiscovery,
+  filter: ToolFilterConfig | undefined,
+): string {
+  return sha256Hex(
+    `${pageRoot}\n${JSON.stringify(discovery.revision)}\n${JSON.stringify(filter ?? null)}`,
+  );
 }

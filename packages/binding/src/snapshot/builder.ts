@@ -251,6 +251,10 @@ class Builder implements SnapshotBuilder {
     return this.#pageSizes.length;
   }
 
+  get pageRoot(): string {
+    return `sha256:${sha256Hex(this.#pageDigests.join(''))}`;
+  }
+
   addPage(page: readonly unknown[], pageIndex: number): void {
     this.#usable();
     if (pageIndex !== this.#pageSizes.length) {
@@ -327,7 +331,7 @@ class Builder implements SnapshotBuilder {
       discoveryStartedAt: input.discoveryStartedAt,
       expiresAt: input.discoveryStartedAt + this.#ttlMs,
       pageSizes: Object.freeze(this.#pageSizes),
-      pageRoot: `sha256:${sha256Hex(this.#pageDigests.join(''))}`,
+      pageRoot: this.pageRoot,
       state: input.revisionProof === 'proven' ? 'SNAPSHOT_PROVEN' : 'UNVERSIONED_OBSERVATION',
       tools: Object.freeze(tools),
       toolsByName: new ToolsByName(index, tools),
@@ -382,15 +386,31 @@ function freezeIdentity(identity: ServerIdentity): ServerIdentity {
 }
 
 /**
- * Freeze `value` and everything reachable through own enumerable string keys. `for...in` with an
- * own-key test walks the same keys as `Object.keys` without allocating an array per object.
+ * Freeze `value` and every object reachable from it: through the items of arrays and the own
+ * enumerable string keys of other objects (what a JSON value holds). `for...in` with an own-key
+ * test walks the same keys as `Object.keys` without allocating an array per object; arrays are
+ * walked by index (a `for...in` over an array makes a string of every index); primitives are
+ * skipped before the call.
  */
 function deepFreeze<T>(value: T): T {
-  if (typeof value !== 'object' || value === null) return value;
+  if (typeof value === 'object' && value !== null) freezeObject(value);
+  return value;
+}
+
+function freezeObject(value: object): void {
   Object.freeze(value);
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      if (typeof item === 'object' && item !== null) freezeObject(item);
+    }
+    return;
+  }
   const record = value as Record<string, unknown>;
   for (const key in record) {
-    if (Object.hasOwn(record, key)) deepFreeze(record[key]);
+    const member = record[key];
+    if (typeof member === 'object' && member !== null && Object.hasOwn(record, key)) {
+      freezeObject(member);
+    }
   }
-  return value;
 }

@@ -161,6 +161,12 @@ export interface SnapshotBuilder {
   /** Number of pages added since creation or the last {@link SnapshotBuilder.reset}. */
   readonly pageCount: number;
   /**
+   * The page root of the pages added so far: what {@link SnapshotBuilder.finish} would give as
+   * {@link CatalogSnapshot.pageRoot}. It covers every added tool's canonical definition and the page
+   * boundaries, so a re-list can be compared without hashing its pages again.
+   */
+  readonly pageRoot: string;
+  /**
    * Validates and digests one page. `pageIndex` must be {@link SnapshotBuilder.pageCount}.
    *
    * @throws CatalogError any code of `createCatalogSnapshot` for this page.
