@@ -1310,6 +1310,29 @@ const MUTANTS: readonly Mutant[] = [
       'never sends a key twice when 16 concurrent keyed calls are killed mid-group, and runs every unsent key once after',
     diagnostic: 'expected 2 to be 1',
   },
+  {
+    // Issue 20 (DESIGN §21.1, keyed call CPU): a store deadline ends only once its writes settled.
+    name: "end a keyed call's store deadline before its SENT write settles",
+    file: 'packages/binding/src/call/prepared.ts',
+    find: '    await boundedBy(run.io, (io) => journal.markSent(claim, run.timeoutMs, io));',
+    replace:
+      '    run.io?.end();\n    await boundedBy(run.io, (io) => journal.markSent(claim, run.timeoutMs, io));',
+    testFile: 'packages/binding/test/journal/deadline.test.ts',
+    testName:
+      'a store that does not answer the SENT write sees its signal abort at the timeout (TimeoutError): JOURNAL_UNAVAILABLE, not sent',
+    diagnostic: 'expected false to be true',
+  },
+  {
+    // Issue 20: a settled store deadline's timer is cleared (it used to live until GC).
+    name: "keep a settled store deadline's timer",
+    file: 'packages/binding/src/signals.ts',
+    find: '      clearTimeout(this.#timer);',
+    replace: '      void this.#timer;',
+    testFile: 'packages/binding/test/journal/deadline.test.ts',
+    testName:
+      'clears every deadline once its operations settled: no timer left, no signal fires later',
+    diagnostic: 'to deeply equal []',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

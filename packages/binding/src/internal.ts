@@ -92,7 +92,7 @@ export type {
 } from './registry.js';
 export { acquireMutex, RevisionLock } from './lock.js';
 export type { LockAcquireOptions, Release } from './lock.js';
-export { onAbort, untilAborted } from './signals.js';
+export { armedDeadlines, onAbort, untilAborted } from './signals.js';
 export { CatalogSlot } from './call/slot.js';
 export { createBinding } from './call/binding.js';
 export type { CreateBindingOptions } from './call/binding.js';
