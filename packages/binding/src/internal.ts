@@ -101,6 +101,7 @@ export type { InputRoundListener } from './call/input-rounds.js';
 export { JournalClaim } from './journal/claim.js';
 export type { BeginOptions, BeginResult, CallIntent, ResolveInput } from './journal/claim.js';
 export { recordFinding } from './journal/audit.js';
+export { jsonText } from './journal/chain.js';
 export {
   abortSignal,
   bagOf,

@@ -1,5 +1,7 @@
 /**
- * The store deadlines of a keyed run (DESIGN §21.1, "keyed call CPU"): every journal operation
+ * A keyed run's own CPU (DESIGN §21.1, "keyed call CPU"). The result is serialized once: its
+ * digest (unchanged, so older journals verify) and the completed record's outcome text come from
+ * the same text. The store deadlines of a keyed run: every journal operation
  * gets a signal bounded by the call's timeout; a store that does not answer in time sees it abort
  * with a `TimeoutError`, and a deadline whose operations settled is cleared at once (its timer
  * gone, its signal never aborting later). Fake timers drive the clock: nothing here sleeps.
@@ -11,6 +13,9 @@ import {
   JournalError,
   MemoryJournalStore,
   armedDeadlines,
+  jsonText,
+  type JournalRecord,
+  type ReceiptBody,
   createBinding,
   createCatalogSnapshot,
   type BoundServer,
@@ -50,6 +55,10 @@ interface Setup {
   readonly binding: McpBinding;
   readonly seen: Seen[];
   readonly sends: number[];
+  /** Every record the run asked the store to update to, as given. */
+  readonly updates: JournalRecord[];
+  /** Every receipt body written with an update. */
+  readonly receipts: ReceiptBody[];
 }
 
 /**
@@ -60,6 +69,8 @@ interface Setup {
 function setup(options: { readonly hangSent?: boolean } = {}): Setup {
   const memory = new MemoryJournalStore();
   const seen: Seen[] = [];
+  const updates: JournalRecord[] = [];
+  const receipts: ReceiptBody[] = [];
   const later = <T>(operation: string, signal: AbortSignal | undefined, fn: () => Promise<T>) => {
     seen.push({ operation, signal });
     return new Promise((resolve) => setImmediate(resolve)).then(fn);
@@ -85,8 +96,11 @@ function setup(options: { readonly hangSent?: boolean } = {}): Setup {
       }
       return later('insert', o?.signal, () => memory.insert(record));
     },
-    update: (record, version, o) =>
-      later('update', o?.signal, () => memory.update(record, version, o)),
+    update: (record, version, o) => {
+      updates.push(record);
+      if (o?.receipt !== undefined) receipts.push(o.receipt);
+      return later('update', o?.signal, () => memory.update(record, version, o));
+    },
     appendReceipt: (receipt, o) =>
       later('appendReceipt', o?.signal, () => memory.appendReceipt(receipt)),
     listRecords: (filter) => memory.listRecords(filter),
@@ -122,7 +136,7 @@ function setup(options: { readonly hangSent?: boolean } = {}): Setup {
     { tools: [], byModelName, servers: [server], leftOut: [] },
     { stepId: 'step-1', policy: { policyEpoch: 0, isRevoked: () => false }, journal },
   );
-  return { binding, seen, sends };
+  return { binding, seen, sends, updates, receipts };
 }
 
 /** Turns of the event loop (not of the faked clock) until the store was asked for `operation`. */
@@ -207,5 +221,27 @@ describe('store deadlines of a keyed run', () => {
     expect(sent?.reason).toBe(reason);
     expect(await outcome).toBeInstanceOf(CallError);
     expect(armedDeadlines()).toBe(0);
+  });
+});
+
+describe('the result of a keyed run, serialized once', () => {
+  it('digests it as before and writes the outcome text its digest was made from', async () => {
+    const { binding, updates, receipts } = setup();
+    const outcome = await binding.prepareCall('s__send').run({ to: 'a' }, { idempotencyKey: 'k' });
+    const completed = updates.find((r) => r.state === 'COMPLETED');
+    expect(completed?.outcome?.kind).toBe('result');
+    if (completed?.outcome == null) throw new Error('no completed record');
+    // The digest of JSON.stringify(result), pinned: a journal written before verifies the same.
+    expect(receipts.at(-1)?.resultDigest).toBe(
+      'sha256:f18e2136669c8ee727a7ff5b7c1e3e37d56a50b31d44d865990925837b486b2d',
+    );
+    const text = jsonText(completed.outcome);
+    expect(text).toBe(JSON.stringify(completed.outcome));
+    expect(JSON.parse(text)).toEqual({
+      kind: 'result',
+      result: outcome.result,
+      receipt: outcome.receipt,
+    });
+    expect(text).toContain('{"content":[{"type":"text","text":"done"}]}');
   });
 });
