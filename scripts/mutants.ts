@@ -1386,6 +1386,50 @@ const MUTANTS: readonly Mutant[] = [
     testName: 'deep-freezes every object of a definition, inside arrays and nested arrays too',
     diagnostic: '/inputSchema/properties/pick/anyOf/0',
   },
+  {
+    // Issue 20 (DESIGN §21.1, keyed call CPU): a store deadline ends only once its writes settled.
+    name: "end a keyed call's store deadline before its SENT write settles",
+    file: 'packages/binding/src/call/prepared.ts',
+    find: '    await boundedBy(run.io, (io) => journal.markSent(claim, run.timeoutMs, io));',
+    replace:
+      '    run.io?.end();\n    await boundedBy(run.io, (io) => journal.markSent(claim, run.timeoutMs, io));',
+    testFile: 'packages/binding/test/journal/keyed-cpu.test.ts',
+    testName:
+      'a store that does not answer the SENT write sees its signal abort at the timeout (TimeoutError): JOURNAL_UNAVAILABLE, not sent',
+    diagnostic: 'expected false to be true',
+  },
+  {
+    // Issue 20: a settled store deadline's timer is cleared (it used to live until GC).
+    name: "keep a settled store deadline's timer",
+    file: 'packages/binding/src/signals.ts',
+    find: '      clearTimeout(this.#timer);',
+    replace: '      void this.#timer;',
+    testFile: 'packages/binding/test/journal/keyed-cpu.test.ts',
+    testName:
+      'clears every deadline once its operations settled: no timer left, no signal fires later',
+    diagnostic: 'to deeply equal []',
+  },
+  {
+    // Issue 20 (DESIGN §21.1): the outcome text a store writes is the JSON of the outcome.
+    name: "remember a completed outcome's text other than its JSON",
+    file: 'packages/binding/src/journal/transitions.ts',
+    find: '`{"kind":"result","result":${resultText},"receipt":${JSON.stringify(outcome.receipt)}}`',
+    replace: '`{"kind":"result","result":${resultText},"receipt":{}}`',
+    testFile: 'packages/binding/test/journal/keyed-cpu.test.ts',
+    testName: 'digests it as before and writes the outcome text its digest was made from',
+    diagnostic: 'expected',
+  },
+  {
+    // Issue 20: the WAL is checkpointed every 10,000 pages (a fifth of a keyed call's SQLite time).
+    name: "checkpoint the journal's WAL at SQLite's default 1,000 pages",
+    file: 'packages/runtime/src/journal/sqlite.ts',
+    find: 'const WAL_CHECKPOINT_PAGES = 10_000;',
+    replace: 'const WAL_CHECKPOINT_PAGES = 1_000;',
+    testFile: 'packages/runtime/test/journal/sqlite.test.ts',
+    testName:
+      'checkpoints its WAL every 10,000 pages, not at the SQLite default of 1,000 (DESIGN §21.1)',
+    diagnostic: 'to be greater than 2000',
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

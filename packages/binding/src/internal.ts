@@ -93,7 +93,7 @@ export type {
 } from './registry.js';
 export { acquireMutex, RevisionLock } from './lock.js';
 export type { LockAcquireOptions, Release } from './lock.js';
-export { onAbort, untilAborted } from './signals.js';
+export { armedDeadlines, onAbort, untilAborted } from './signals.js';
 export { CatalogSlot } from './call/slot.js';
 export { createBinding } from './call/binding.js';
 export type { CreateBindingOptions } from './call/binding.js';
@@ -102,6 +102,7 @@ export type { InputRoundListener } from './call/input-rounds.js';
 export { JournalClaim } from './journal/claim.js';
 export type { BeginOptions, BeginResult, CallIntent, ResolveInput } from './journal/claim.js';
 export { recordFinding } from './journal/audit.js';
+export { jsonText } from './journal/chain.js';
 export {
   abortSignal,
   bagOf,

@@ -13,7 +13,7 @@ import {
   trustedRead,
   type AdmissionSubject,
 } from './admission.js';
-import { anySignal, callDeadline, outcomeDeadline, untilAborted } from '../signals.js';
+import { anySignal, boundedBy, callDeadline, outcomeDeadline, untilAborted } from '../signals.js';
 import { argsDigestOf, checkArgs, checkBounds, checkOutput, type CheckedCall } from './checks.js';
 import {
   abortedBeforeSend,
@@ -40,7 +40,7 @@ import type {
   ToolCallResult,
   ToolCaller,
 } from './types.js';
-import type { CallRun, StoreBound } from './run.js';
+import type { CallRun } from './run.js';
 
 /** What admission decided before the `prepare` hook, and the arguments checked so far. */
 interface Admitted {
@@ -207,7 +207,7 @@ export class PreparedCall {
       argsDigest: undefined,
       claim: undefined,
       release: undefined,
-      io: {},
+      io: undefined,
       rounds: undefined,
       taskId: undefined,
     };
@@ -260,7 +260,7 @@ export class PreparedCall {
         argsDigest,
         retryReads: this.#bound.server.retryReads === true && trustedRead(this.#bound),
       },
-      { deferWrite: options.prepare === undefined, ...run.io },
+      { deferWrite: options.prepare === undefined, signal: run.io.signal },
     );
     if (begun.kind === 'refused') throw begun.error;
     if (begun.kind === 'replay') {
@@ -334,14 +334,16 @@ export class PreparedCall {
     provisional: NonNullable<BoundServer['provisional']>,
   ): Promise<void> {
     const { signal } = run.options;
-    const deadline = callDeadline(signal, run.timeoutMs).signal;
+    const bound = callDeadline(signal, run.timeoutMs);
     let live: BoundServer;
     try {
-      live = await provisional.live(deadline);
+      live = await provisional.live(bound.signal);
     } catch (error) {
       if (signal?.aborted === true) throw this.#abortedBeforeSend(signal.reason);
-      if (deadline?.aborted === true) throw provisionalTimeoutError(this.#call, run.timeoutMs);
+      if (bound.signal?.aborted === true) throw provisionalTimeoutError(this.#call, run.timeoutMs);
       throw error;
+    } finally {
+      bound.end();
     }
     const descriptor = live.catalog.toolsByName.get(this.tool);
     const liveDigest = descriptor?.descriptorDigest;
@@ -447,9 +449,10 @@ export class PreparedCall {
   async #markSent(run: CallRun): Promise<void> {
     const { claim, journal, options } = run;
     if (claim === undefined || journal === undefined) return;
-    // A fresh bound: a prepare hook (a human approval) may have outlived the claim's.
-    if (options.prepare !== undefined) run.io = callDeadline(options.signal, run.timeoutMs);
-    await journal.markSent(claim, run.timeoutMs, run.io);
+    // A fresh bound: a prepare hook (a human approval) may have outlived the claim's. The bound
+    // of the writes before the send ends with the last of them (DESIGN §21.1).
+    if (options.prepare !== undefined) run.io = callDeadline(options.signal, run.timeoutMs, run.io);
+    await boundedBy(run.io, (io) => journal.markSent(claim, run.timeoutMs, io));
   }
 
   /**
@@ -493,10 +496,12 @@ export class PreparedCall {
    */
   async #finish(run: CallRun, result: ToolCallResult): Promise<CallOutcome> {
     const receipt = this.#receipt(run, result);
-    if (run.journal !== undefined) {
+    const { journal } = run;
+    if (journal !== undefined) {
       run.recorded = true;
       try {
-        await run.journal.complete(run.claim, { result, receipt }, this.#recordIo(run));
+        const outcome = { result, receipt };
+        await boundedBy(this.#recordIo(run), (io) => journal.complete(run.claim, outcome, io));
       } catch (error) {
         this.#state.onJournalError(error);
       }
@@ -535,6 +540,7 @@ export class PreparedCall {
 
   /** Releases the read lock and the in-flight count (the binding may drain now). */
   #leave(run: CallRun): void {
+    run.io?.end(); // a run that ended before its SENT write (a refusal, a replay)
     run.release?.();
     if (run.counted) {
       this.#state.inFlight--;
@@ -543,7 +549,7 @@ export class PreparedCall {
   }
 
   /** The store bound of recording the run's outcome (DESIGN §13, `outcomeDeadline`). */
-  #recordIo(run: CallRun): StoreBound {
+  #recordIo(run: CallRun): ReturnType<typeof outcomeDeadline> {
     return outcomeDeadline(run.options.signal, run.timeoutMs);
   }
 

@@ -11,7 +11,8 @@ import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/sto
 import { failureOf, withRounds, type FailingCall } from './failure.js';
 import type { CheckedCall } from './checks.js';
 import { callContext, type CallCapture } from './receipt.js';
-import type { CallRun, StoreBound } from './run.js';
+import type { StoreDeadline } from '../signals.js';
+import type { CallRun } from './run.js';
 import type { BindingState } from './state.js';
 import type { CallOutcome } from './types.js';
 
@@ -25,15 +26,17 @@ export async function replayOutcome(
   journal: CallJournal,
   replay: { readonly record: JournalRecord; readonly outcome: RecordedOutcome },
   context: CallContext,
-  deadline: StoreBound,
+  deadline: StoreDeadline,
   call: FailingCall,
   state: Pick<BindingState, 'onJournalError'>,
 ): Promise<CallOutcome> {
   const { record, outcome } = replay;
   try {
-    await journal.replayed(record, context, deadline);
+    await journal.replayed(record, context, { signal: deadline.signal });
   } catch (error) {
     state.onJournalError(error);
+  } finally {
+    deadline.end();
   }
   if (outcome.kind === 'result') {
     return { result: outcome.result, receipt: Object.freeze(outcome.receipt), replayed: true };
@@ -57,11 +60,12 @@ export async function failedRun(
   call: CheckedCall & FailingCall,
   capture: CallCapture,
   state: Pick<BindingState, 'onJournalError'>,
-  deadline: () => StoreBound,
+  deadline: () => StoreDeadline,
 ): Promise<CallError> {
   const failure = withRounds(failureOf(error, run.phase, call), run.rounds);
   const { journal } = run;
   if (journal !== undefined && !run.recorded) {
+    const io = deadline();
     try {
       await journal.fail(
         run.claim,
@@ -72,10 +76,12 @@ export async function failedRun(
           key: run.key ?? null,
           ...run.rounds?.field(),
         },
-        deadline(),
+        { signal: io.signal },
       );
     } catch (journalError) {
       state.onJournalError(journalError);
+    } finally {
+      io.end();
     }
   }
   return failure;

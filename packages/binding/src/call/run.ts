@@ -8,10 +8,8 @@ import type { Release } from '../lock.js';
 import type { BoundTool } from '../tools/view.js';
 import type { CallPhase } from './failure.js';
 import type { InputRoundLog } from './input-rounds.js';
+import type { StoreDeadline } from '../signals.js';
 import type { RunOptions } from './types.js';
-
-/** Store options bounding one journal operation (the caller's signal and a deadline). */
-export type StoreBound = { readonly signal?: AbortSignal };
 
 /**
  * What one run has done so far. The phases write it; the failure path reads it to decide what a
@@ -50,7 +48,7 @@ export interface CallRun {
   /** The revision read lock, held from `PreparedCall.run`'s lock phase to its end. */
   release: Release | undefined;
   /** Bounds the journal's writes before the send (the caller's signal, the call's timeout). */
-  io: StoreBound;
+  io: StoreDeadline | undefined;
   /** MRTR rounds (2026-07-28 era): the log exists only once a server asks for input. */
   rounds: InputRoundLog | undefined;
   /** The MCP task the call runs as, once created, or the one a resume polls (DESIGN §20.2). */

@@ -9,7 +9,7 @@ import { CallError, ErrorCode, StepbindError } from '../errors.js';
 import type { JournalClaim } from '../journal/claim.js';
 import type { CallJournal } from '../journal/journal.js';
 import { recordTaskId } from '../journal/task.js';
-import type { StoreCallOptions } from '../journal/store.js';
+import type { StoreDeadline } from '../signals.js';
 import type { ToolDescriptor } from '../snapshot/snapshot.js';
 import type { BoundTool } from '../tools/view.js';
 import { checkOutput, type CheckedCall } from './checks.js';
@@ -66,7 +66,7 @@ export function taskRequestOf(
  */
 export function taskOption(
   run: TaskRun,
-  io: () => StoreCallOptions,
+  io: () => StoreDeadline,
   state: { readonly onJournalError: (error: unknown) => void },
 ): { readonly task?: TaskCallRequest } {
   const request = taskRequestOf(run.bound.descriptor, run.options);
@@ -75,10 +75,13 @@ export function taskOption(
     run.taskId = taskId;
     const { claim, journal } = run;
     if (claim === undefined || journal === undefined) return;
+    const bound = io();
     try {
-      await recordTaskId(journal.store, claim, taskId, io());
+      await recordTaskId(journal.store, claim, taskId, { signal: bound.signal });
     } catch (error) {
       state.onJournalError(error);
+    } finally {
+      bound.end();
     }
   };
   return { task: { ...request, onCreated } };

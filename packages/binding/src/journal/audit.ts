@@ -7,10 +7,8 @@
  *
  * @packageDocumentation
  */
-import { sha256Hex } from '../canonical.js';
-import type { ToolCallResult } from '../call/types.js';
 import { ErrorCode, JournalError } from '../errors.js';
-import { verifyChain } from './chain.js';
+import { resultDigestOf, verifyChain } from './chain.js';
 import type {
   ChainAnchor,
   JournalRecord,
@@ -86,10 +84,7 @@ export interface KeyReceipt {
   readonly body: ReceiptBody;
 }
 
-/** The `sha256:` digest a receipt records for a result (`resultDigest`). */
-export function resultDigestOf(result: ToolCallResult): string {
-  return `sha256:${sha256Hex(JSON.stringify(result))}`;
-}
+export { resultDigestOf };
 
 /**
  * Checks the whole journal: the chain from its anchor, the head record, the anchor's `prune`

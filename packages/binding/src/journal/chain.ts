@@ -1,4 +1,5 @@
 import { canonicalJson, sha256Hex } from '../canonical.js';
+import type { ToolCallResult } from '../call/types.js';
 import type {
   ChainAnchor,
   JournalRecord,
@@ -12,6 +13,33 @@ export const GENESIS_DIGEST = '0'.repeat(64);
 
 /** The anchor of a chain nothing was pruned from. */
 export const GENESIS_ANCHOR: ChainAnchor = Object.freeze({ seq: 0, digest: GENESIS_DIGEST });
+
+/** The `sha256:` digest a receipt records for a result (`resultDigest`). */
+export function resultDigestOf(result: ToolCallResult): string {
+  return resultDigestOfText(JSON.stringify(result));
+}
+
+/** {@link resultDigestOf} of a result whose `JSON.stringify` text is `text` (made once per call). */
+export function resultDigestOfText(text: string): string {
+  return `sha256:${sha256Hex(text)}`;
+}
+
+/**
+ * JSON texts remembered for objects a journal made once and writes as they are (a completed
+ * record's outcome): a store writes that text instead of serializing the object again.
+ */
+const jsonTexts = new WeakMap<object, string>();
+
+/** Remembers `text` as the JSON text of `value` (a fresh object nothing else holds or changes). */
+export function rememberJson<T extends object>(value: T, text: string): T {
+  jsonTexts.set(value, text);
+  return value;
+}
+
+/** The JSON text of `value`: the one remembered for it, else `JSON.stringify(value)`. */
+export function jsonText(value: object): string {
+  return jsonTexts.get(value) ?? JSON.stringify(value);
+}
 
 /** The text a receipt is stored and digested as: the canonical JSON of its body. */
 export function receiptText(body: ReceiptBody): string {

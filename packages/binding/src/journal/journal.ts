@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { CallReceipt, ToolCallResult } from '../call/types.js';
-import { sha256Hex } from '../canonical.js';
 import { CallError, ErrorCode, JournalError, type Delivery } from '../errors.js';
 import { checkChained } from './audit.js';
-import { verifyChain, type ChainVerification } from './chain.js';
+import { resultDigestOfText, verifyChain, type ChainVerification } from './chain.js';
 import { JournalTime } from './clock.js';
 import { checkCallJournalOptions, positive, type CallJournalOptions } from './options.js';
 import { notSentError } from './unavailable.js';
@@ -329,7 +328,9 @@ export class CallJournal {
     outcome: { readonly result: ToolCallResult; readonly receipt: CallReceipt },
     options: StoreCallOptions = {},
   ): Promise<ReceiptEntry> {
-    const resultDigest = `sha256:${sha256Hex(JSON.stringify(outcome.result))}`;
+    // The result is serialized once: for its digest and for the record's outcome column.
+    const resultText = JSON.stringify(outcome.result);
+    const resultDigest = resultDigestOfText(resultText);
     const body = runReceipt(outcome.receipt, claim, this.#now(), {
       outcome: outcome.receipt.outcome,
       delivery: 'sent',
@@ -340,7 +341,7 @@ export class CallJournal {
     return this.#record(
       claim,
       body,
-      (record, now) => completedRecord(this, record, outcome, now),
+      (record, now) => completedRecord(this, record, outcome, now, resultText),
       signalOf(options),
     );
   }

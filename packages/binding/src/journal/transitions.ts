@@ -6,11 +6,17 @@
  */
 import type { InputRounds } from '../call/input-rounds.js';
 import type { CallReceipt, ToolCallResult } from '../call/types.js';
-import { sha256Hex } from '../canonical.js';
 import { ErrorCode, type CallError, type Delivery } from '../errors.js';
 import type { CallIntent, ResolveInput } from './claim.js';
+import { rememberJson, resultDigestOf } from './chain.js';
 import { contextOf, isAnswered, resolvedReceipt, resolvedResult } from './rules.js';
-import type { CallContext, JournalRecord, ReceiptBody, Resolution } from './store.js';
+import type {
+  CallContext,
+  JournalRecord,
+  ReceiptBody,
+  RecordedOutcome,
+  Resolution,
+} from './store.js';
 
 /** What a transition needs to know about the journal that writes it. */
 export interface Holder {
@@ -174,9 +180,7 @@ export function resolvedRecord(
       replayed: false,
       argsDigest: existing.argsDigest,
       resultDigest:
-        record.outcome?.kind === 'result'
-          ? `sha256:${sha256Hex(JSON.stringify(record.outcome.result))}`
-          : null,
+        record.outcome?.kind === 'result' ? resultDigestOf(record.outcome.result) : null,
     },
   };
 }
@@ -217,14 +221,27 @@ export function completedRecord(
   record: JournalRecord,
   outcome: { readonly result: ToolCallResult; readonly receipt: CallReceipt },
   now: number,
+  resultText?: string,
 ): JournalRecord {
+  const recorded: RecordedOutcome = {
+    kind: 'result',
+    result: outcome.result,
+    receipt: outcome.receipt,
+  };
   return {
     ...record,
     state: 'COMPLETED',
     updatedAt: now,
     leaseExpiresAt: 0,
     expiresAt: now + holder.retentionMs,
-    outcome: { kind: 'result', result: outcome.result, receipt: outcome.receipt },
+    // The result's text, made once for its digest, is the one the store writes (§21.1).
+    outcome:
+      resultText === undefined
+        ? recorded
+        : rememberJson(
+            recorded,
+            `{"kind":"result","result":${resultText},"receipt":${JSON.stringify(outcome.receipt)}}`,
+          ),
     error: null,
   };
 }
@@ -330,8 +347,7 @@ export function replayReceipt(
     delivery: 'not-sent',
     replayed: true,
     argsDigest: record.argsDigest,
-    resultDigest:
-      outcome?.kind === 'result' ? `sha256:${sha256Hex(JSON.stringify(outcome.result))}` : null,
+    resultDigest: outcome?.kind === 'result' ? resultDigestOf(outcome.result) : null,
     ...(record.context.descriptorDigest === context.descriptorDigest
       ? {}
       : { recordedDescriptorDigest: record.context.descriptorDigest }),

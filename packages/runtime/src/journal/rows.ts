@@ -7,6 +7,7 @@ import {
   ErrorCode,
   JOURNAL_STATES,
   JournalError,
+  jsonText,
   type JournalRecord,
   type JournalState,
 } from '@stepbind/binding/internal';
@@ -87,7 +88,8 @@ export function rowValues(r: JournalRecord): unknown[] {
     r.updatedAt,
     r.leaseExpiresAt,
     r.expiresAt,
-    r.outcome === null ? null : JSON.stringify(r.outcome),
+    // A completed record's outcome carries the text its result was digested from (§21.1).
+    r.outcome === null ? null : jsonText(r.outcome),
     r.error === null ? null : JSON.stringify(r.error),
     r.resolution === null ? null : JSON.stringify(r.resolution),
     r.taskId ?? null,

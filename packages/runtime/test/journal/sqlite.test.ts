@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { JournalError, verifyChain, verifyJournal, type StepbindError } from '@stepbind/binding';
@@ -64,6 +64,18 @@ describeEachDriver('SQLite journal store', (driver) => {
     expect((await again.get('k1'))?.state).toBe('INTENT');
     expect((await again.readReceipts()).map((r) => r.seq)).toEqual([1]);
     await again.close();
+  });
+
+  it('checkpoints its WAL every 10,000 pages, not at the SQLite default of 1,000 (DESIGN §21.1)', async () => {
+    using dir = tempDir('journal');
+    const path = join(dir.path, 'journal.db');
+    const store = openSqliteJournal({ path, synchronous: 'normal' });
+    // Each insert is one commit of at least two pages (the row and its key index): 3,000 or more
+    // frames, which a checkpoint every 1,000 pages would have started over from the WAL's start.
+    for (let i = 0; i < 1_500; i++) expect(await store.insert(record(`k${i}`))).toBe(true);
+    const frames = (statSync(`${path}-wal`).size - 32) / (4096 + 24);
+    expect(frames).toBeGreaterThan(2_000);
+    await store.close();
   });
 
   it('compare-and-sets across two connections to one file: one insert and one update win', async () => {
