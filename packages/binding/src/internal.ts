@@ -81,7 +81,7 @@ export {
   searchTools,
   searchWordsOf,
 } from './tools/search.js';
-export { editDistanceWithin, TermIndex, TermIndexBuilder } from './tools/search-index.js';
+export { TermIndex, TermIndexBuilder } from './tools/search-index.js';
 export type { BindingView, BoundServer, BoundTool, ProvisionalServer } from './tools/view.js';
 export { CatalogRegistry, sameIdentity } from './registry.js';
 export type {

@@ -13,6 +13,7 @@
  *
  * @packageDocumentation
  */
+import { editDistance } from '../nearest.js';
 
 /** BM25+ parameters. */
 const K = 1.2;
@@ -181,8 +182,8 @@ export class TermIndex {
       ) {
         for (const term of this.#byLength.get(length) ?? []) {
           if (term === query.term || prefixed.has(term)) continue;
-          const distance = editDistanceWithin(query.term, term, max);
-          if (distance === undefined) continue;
+          const distance = editDistance(query.term, term, max);
+          if (distance > max) continue;
           add(term, (FUZZY_WEIGHT * term.length) / (term.length + distance), bit);
         }
       }
@@ -300,33 +301,4 @@ function popcount(mask: number): number {
   let n = 0;
   for (let m = mask; m !== 0; m &= m - 1) n++;
   return n;
-}
-
-/**
- * The Levenshtein distance of `a` and `b` when it is at most `max`, else undefined; stops as soon
- * as a row's minimum exceeds `max` (cost O(len · max) per pair, not O(len²)).
- */
-export function editDistanceWithin(a: string, b: string, max: number): number | undefined {
-  if (Math.abs(a.length - b.length) > max) return undefined;
-  let prev = new Array<number>(b.length + 1);
-  let row = new Array<number>(b.length + 1);
-  for (let j = 0; j <= b.length; j++) prev[j] = j;
-  for (let i = 1; i <= a.length; i++) {
-    row[0] = i;
-    let rowMin = i;
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a.charCodeAt(i - 1) === b.charCodeAt(j - 1) ? 0 : 1;
-      const value = Math.min(
-        (prev[j - 1] as number) + cost,
-        (prev[j] as number) + 1,
-        (row[j - 1] as number) + 1,
-      );
-      row[j] = value;
-      if (value < rowMin) rowMin = value;
-    }
-    if (rowMin > max) return undefined;
-    [prev, row] = [row, prev];
-  }
-  const distance = prev[b.length] as number;
-  return distance <= max ? distance : undefined;
 }
