@@ -248,7 +248,7 @@ export class PgHandle {
     work: (client: PgPoolClient) => Promise<T>,
   ): Promise<T> {
     if (this.#closed) throw this.failure('connect', 'closed', undefined, 'the store is closed');
-    if (signal.aborted) throw this.#abandoned(what, signal.reason);
+    if (signal.aborted) throw this.abandoned(what, signal.reason);
     let client: PgPoolClient | undefined;
     let abandoned = false;
     const running = (async () => {
@@ -266,7 +266,7 @@ export class PgHandle {
         if (client !== undefined) destroyClient(client);
         // The abandoned work still settles (its connection is gone); nothing waits for it.
         running.catch(() => undefined);
-        reject(this.#abandoned(what, signal.reason));
+        reject(this.abandoned(what, signal.reason));
       });
       running.then(
         (value) => {
@@ -282,7 +282,7 @@ export class PgHandle {
   }
 
   /** The error of an operation abandoned for `reason`: a timeout, the store's close, or ABORTED. */
-  #abandoned(what: string, reason: unknown): StepbindError {
+  abandoned(what: string, reason: unknown): StepbindError {
     if (StepbindError.isInstance(reason)) return reason;
     if (isTimeout(reason)) return this.#timeout(what, reason);
     return abortedError(
@@ -335,7 +335,7 @@ export class PgHandle {
         const delay = backoff.fail();
         if (delay === undefined) throw this.failure(what, 'unreachable', error);
         await pause(delay, signal);
-        if (signal.aborted) throw this.#abandoned(what, signal.reason);
+        if (signal.aborted) throw this.abandoned(what, signal.reason);
       }
     }
   }

@@ -1,0 +1,228 @@
+/**
+ * Group commit for the PostgreSQL journal store (DESIGN §21.x, "Group commit of the fleet store"),
+ * with the rules of the SQLite store's (`journal/sqlite-batch.ts`). The writes the journal asks
+ * for while one batch of promise continuations runs (the `SENT` records of 64 keyed calls started
+ * together, the completions of the answers one read delivered) share one transaction on one pooled
+ * connection: `BEGIN`, each write in its own `SAVEPOINT`, `COMMIT`.
+ *
+ * - Each write resolves only after the `COMMIT` that holds it returned, so a call is still sent
+ *   only once its own `SENT` record is committed.
+ * - A write that fails (a statement error, a damaged row) is rolled back to its savepoint and fails
+ *   alone; a lost compare-and-set is that write's answer. A failure of the connection, a timeout,
+ *   a serialization failure or a deadlock is the group's: it fails (or is retried) whole.
+ * - The receipts of a group are chained in order under one lock of the chain-head row, taken by
+ *   the first of them and held to the commit (a write rolled back to its savepoint gives back what
+ *   it took: the head it chained from is used again, and the lock again if it took it).
+ * - A group that failed provably before `COMMIT` is retried whole ({@link PgHandle.tx}); a write
+ *   whose caller cancelled meanwhile is dropped before the next attempt, with nothing written.
+ *   A commit whose outcome is unknown fails every write of the group with that same
+ *   `commit-unknown` error.
+ * - Each write keeps its caller's signal: when it fires, that write rejects at once (a timeout or
+ *   `ABORTED`, "may or may not have been made", as a lone write's); when every write of a group
+ *   was given up, the group's connection is destroyed as a lone write's was.
+ *
+ * A lone write (a sequential caller) is a group of one and runs without a savepoint after one
+ * `process.nextTick` hop.
+ */
+import type { ChainAnchor, ReceiptBody, ReceiptEntry } from '@stepbind/binding/internal';
+import { chainReceipt, onAbort, StepbindError } from '@stepbind/binding/internal';
+import { DB_NOW_SQL, type DatabaseClock } from './db-clock.js';
+import type { PgPoolClient } from './pg-driver.js';
+import { isConnectionError, isTimeout, type PgHandle } from './pg.js';
+
+/** What one write of a group runs in: the group's connection and its chain. */
+export interface GroupTransaction {
+  readonly client: PgPoolClient;
+  /** Chains `body` after the head, under the group's one lock of the chain-head row. */
+  append(body: ReceiptBody): Promise<ReceiptEntry>;
+}
+
+interface PendingWrite {
+  readonly what: string;
+  readonly fn: (tx: GroupTransaction) => Promise<unknown>;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+  /** Set once its promise settled (its caller gave up, or its group ended). */
+  settled: boolean;
+  stop: () => void;
+  /** Told when its caller gives up, by the group running it. */
+  gaveUp: (() => void) | undefined;
+}
+
+type Outcome = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown };
+
+/** Collects the writes of one turn and commits them together; see the file comment. */
+export class FleetGroupCommit {
+  /** Committed transactions (a group is one), for benchmarks. */
+  commits = 0;
+  /** Writes committed, for benchmarks. */
+  writes = 0;
+  /** The most writes one transaction held, for benchmarks. */
+  largestGroup = 0;
+  /** False: every write is its own transaction (the one-commit-per-write side of a benchmark). */
+  grouping = true;
+  readonly #pg: PgHandle;
+  readonly #clock: DatabaseClock;
+  #pending: PendingWrite[] = [];
+
+  constructor(pg: PgHandle, clock: DatabaseClock) {
+    this.#pg = pg;
+    this.#clock = clock;
+  }
+
+  /** Queues a write; the returned promise settles after the commit that holds it. */
+  add<T>(
+    what: string,
+    signal: AbortSignal | undefined,
+    fn: (tx: GroupTransaction) => Promise<T>,
+  ): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const write: PendingWrite = {
+        what,
+        fn,
+        settled: false,
+        resolve: (value) => {
+          if (write.settled) return;
+          write.settled = true;
+          write.stop();
+          resolve(value as T);
+        },
+        reject: (error) => {
+          if (write.settled) return;
+          write.settled = true;
+          write.stop();
+          reject(error);
+        },
+        stop: () => undefined,
+        gaveUp: undefined,
+      };
+      if (signal !== undefined) {
+        write.stop = onAbort(signal, () => {
+          write.reject(this.#pg.abandoned(what, signal.reason));
+          write.gaveUp?.();
+        });
+      }
+      if (!this.grouping) {
+        void this.#commit([write]);
+        return;
+      }
+      if (this.#pending.length === 0) process.nextTick(() => void this.#flush());
+      this.#pending.push(write);
+    });
+  }
+
+  #flush(): Promise<void> {
+    const group = this.#pending;
+    this.#pending = [];
+    return this.#commit(group);
+  }
+
+  async #commit(group: PendingWrite[]): Promise<void> {
+    let live = group.filter((write) => !write.settled);
+    if (live.length === 0) return;
+    // Every caller gone: the group's connection is destroyed, as a lone write's was.
+    const abandon = new AbortController();
+    const check = (): void => {
+      if (live.every((write) => write.settled)) abandon.abort(new Error('every caller gave up'));
+    };
+    for (const write of live) write.gaveUp = check;
+    const what = live.length === 1 ? live[0]!.what : `commit ${live.length} writes`;
+    let outcomes: Outcome[];
+    try {
+      outcomes = await this.#pg.tx(
+        what,
+        async (client) => {
+          // A retried group drops the writes whose callers cancelled meanwhile: nothing of them is written.
+          live = live.filter((write) => !write.settled);
+          if (live.length > this.largestGroup) this.largestGroup = live.length;
+          const tx = new Transaction(client, this.#clock);
+          const [only] = live;
+          if (only === undefined) return [];
+          if (live.length === 1) return [{ ok: true, value: await only.fn(tx) }];
+          const results: Outcome[] = [];
+          let first = true;
+          for (const write of live) {
+            await client.query(first ? 'SAVEPOINT w' : 'RELEASE SAVEPOINT w; SAVEPOINT w');
+            first = false;
+            const head = tx.head;
+            try {
+              results.push({ ok: true, value: await write.fn(tx) });
+            } catch (error) {
+              if (isGroupFailure(error)) throw error;
+              await client.query('ROLLBACK TO SAVEPOINT w');
+              tx.head = head;
+              results.push({ ok: false, error: this.#own(write, error) });
+            }
+          }
+          return results;
+        },
+        { signal: abandon.signal },
+      );
+    } catch (error) {
+      for (const write of live) write.reject(error);
+      return;
+    }
+    this.commits++;
+    live.forEach((write, i) => {
+      const outcome = outcomes[i];
+      if (outcome === undefined) return;
+      if (outcome.ok) {
+        this.writes++;
+        write.resolve(outcome.value);
+      } else write.reject(outcome.error);
+    });
+  }
+
+  /** A write's own failure, as it would have failed alone. */
+  #own(write: PendingWrite, error: unknown): unknown {
+    if (StepbindError.isInstance(error)) return error;
+    return this.#pg.failure(write.what, 'query', error);
+  }
+}
+
+/** A failure that is the group's, not one write's: the group fails or is retried whole. */
+function isGroupFailure(error: unknown): boolean {
+  if (isConnectionError(error) || isTimeout(error)) return true;
+  const code = (error as { code?: unknown } | undefined)?.code;
+  // Serialization failure, deadlock, a transaction already aborted.
+  return code === '40001' || code === '40P01' || code === '25P02';
+}
+
+/** One group's transaction: its connection and the chain head it holds the lock of. */
+class Transaction implements GroupTransaction {
+  readonly client: PgPoolClient;
+  /** The head the next receipt chains after; undefined until the head row is locked. */
+  head: ChainAnchor | undefined;
+  readonly #clock: DatabaseClock;
+
+  constructor(client: PgPoolClient, clock: DatabaseClock) {
+    this.client = client;
+    this.#clock = clock;
+  }
+
+  async append(body: ReceiptBody): Promise<ReceiptEntry> {
+    if (this.head === undefined) {
+      // The lock is held to the commit; the same round trip measures the database's clock.
+      const before = this.#clock.mark();
+      const locked = await this.client.query<{ seq: string; digest: string; now: string }>(
+        `SELECT seq, digest, ${DB_NOW_SQL} AS now FROM chain_head WHERE id = 1 FOR UPDATE`,
+      );
+      const row = locked.rows[0];
+      // Not a clean measurement when the row lock was waited for: observe keeps the more precise one.
+      this.#clock.observe(before, Number(row?.now), this.#clock.mark());
+      if (row === undefined) throw new Error('the chain head row is missing');
+      this.head = { seq: Number(row.seq), digest: row.digest };
+    }
+    const entry = chainReceipt(this.head, body);
+    // The receipt and the new head in one statement (one round trip).
+    await this.client.query(
+      `WITH appended AS (
+         INSERT INTO receipts (seq, prev_digest, digest, key, at, body) VALUES ($1, $2, $3, $4, $5, $6)
+       )
+       UPDATE chain_head SET seq = $1, digest = $3 WHERE id = 1`,
+      [entry.seq, entry.prevDigest, entry.digest, body.key, body.at, entry.text],
+    );
+    this.head = { seq: entry.seq, digest: entry.digest };
+    return entry;
+  }
+}
