@@ -33,7 +33,7 @@ import {
 import { parseNullable, rowValues } from '../journal/rows.js';
 import { DatabaseClock, DB_NOW_SQL } from './db-clock.js';
 import type { PgHandle } from './pg.js';
-import { FleetGroupCommit, type GroupTransaction } from './pg-batch.js';
+import { BatchedReads, FleetGroupCommit, type GroupTransaction } from './pg-batch.js';
 
 interface RecordRow {
   key: string;
@@ -77,6 +77,8 @@ export class PostgresJournalStore implements JournalStore {
    * `writes`, `largestGroup`) are for benchmarks; `grouping = false` commits every write alone.
    */
   readonly group: FleetGroupCommit;
+  /** The record reads of one turn, in one query (`queries` counts them, for benchmarks). */
+  readonly reads: BatchedReads<RecordRow>;
   readonly #pg: PgHandle;
   readonly #ownsHandle: boolean;
   /** Commits of the writes that run outside the group (prunes). */
@@ -92,6 +94,15 @@ export class PostgresJournalStore implements JournalStore {
     this.#ownsHandle = options.ownsHandle === true;
     this.clock = new DatabaseClock(options.monotonic);
     this.group = new FleetGroupCommit(handle, this.clock);
+    this.reads = new BatchedReads(handle, 'read a record', async (keys, signal) => {
+      const { rows } = await this.#pg.query<RecordRow>(
+        `SELECT ${COLUMNS} FROM records WHERE key = ANY($1::text[])`,
+        [keys],
+        'read a record',
+        { signal },
+      );
+      return new Map(rows.map((row) => [row.key, row]));
+    });
   }
 
   /** Committed write transactions since construction (a group is one), for benchmarks. */
@@ -109,15 +120,7 @@ export class PostgresJournalStore implements JournalStore {
   }
 
   async get(key: string, options: StoreCallOptions = {}): Promise<JournalRecord | undefined> {
-    const { rows } = await this.#read(() =>
-      this.#pg.query<RecordRow>(
-        `SELECT ${COLUMNS} FROM records WHERE key = $1`,
-        [key],
-        'read a record',
-        options,
-      ),
-    );
-    const row = rows[0];
+    const row = await this.#read(() => this.reads.get(key, options.signal));
     return row === undefined ? undefined : this.#toRecord(row);
   }
 

@@ -49,7 +49,14 @@ interface PendingWrite {
   gaveUp: (() => void) | undefined;
 }
 
-type Outcome = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown };
+/**
+ * Groups committing at once, each on its own pooled connection. Writes that arrive meanwhile wait
+ * for one to end and form the next group, so a busy store makes larger groups, not more commits.
+ */
+const MAX_GROUPS_IN_FLIGHT = 2;
+
+type Outcome =
+  { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown };
 
 /** Collects the writes of one turn and commits them together; see the file comment. */
 export class FleetGroupCommit {
@@ -64,6 +71,9 @@ export class FleetGroupCommit {
   readonly #pg: PgHandle;
   readonly #clock: DatabaseClock;
   #pending: PendingWrite[] = [];
+  /** Groups committing now; at most {@link MAX_GROUPS_IN_FLIGHT}. */
+  #inFlight = 0;
+  #scheduled = false;
 
   constructor(pg: PgHandle, clock: DatabaseClock) {
     this.#pg = pg;
@@ -91,7 +101,7 @@ export class FleetGroupCommit {
           if (write.settled) return;
           write.settled = true;
           write.stop();
-          reject(error);
+          reject(error instanceof Error ? error : new Error(String(error)));
         },
         stop: () => undefined,
         gaveUp: undefined,
@@ -106,15 +116,27 @@ export class FleetGroupCommit {
         void this.#commit([write]);
         return;
       }
-      if (this.#pending.length === 0) process.nextTick(() => void this.#flush());
       this.#pending.push(write);
+      this.#schedule();
     });
   }
 
-  #flush(): Promise<void> {
-    const group = this.#pending;
-    this.#pending = [];
-    return this.#commit(group);
+  /** Flushes after the continuations ready now ran, unless the groups in flight are at the bound. */
+  #schedule(): void {
+    if (this.#scheduled || this.#inFlight >= MAX_GROUPS_IN_FLIGHT) return;
+    this.#scheduled = true;
+    process.nextTick(() => {
+      this.#scheduled = false;
+      if (this.#pending.length === 0) return;
+      const group = this.#pending;
+      this.#pending = [];
+      this.#inFlight++;
+      void this.#commit(group).finally(() => {
+        this.#inFlight--;
+        // What arrived while it committed is the next group.
+        if (this.#pending.length > 0) this.#schedule();
+      });
+    });
   }
 
   async #commit(group: PendingWrite[]): Promise<void> {
@@ -224,5 +246,90 @@ class Transaction implements GroupTransaction {
     );
     this.head = { seq: entry.seq, digest: entry.digest };
     return entry;
+  }
+}
+
+interface PendingRead<R> {
+  readonly key: string;
+  readonly resolve: (row: R | undefined) => void;
+  readonly reject: (error: Error) => void;
+  settled: boolean;
+  stop: () => void;
+  gaveUp: (() => void) | undefined;
+}
+
+/**
+ * The reads by key of one turn (the record reads of 64 keyed calls started together) in one
+ * query, so their writes become ready together and form one group. Each read keeps its caller's
+ * signal as {@link FleetGroupCommit}'s writes do; a batch all of whose callers gave up is
+ * abandoned (its connection destroyed).
+ */
+export class BatchedReads<R> {
+  /** Queries made, for benchmarks. */
+  queries = 0;
+  readonly #pg: PgHandle;
+  readonly #what: string;
+  readonly #run: (keys: string[], signal: AbortSignal) => Promise<ReadonlyMap<string, R>>;
+  #pending: PendingRead<R>[] = [];
+
+  constructor(
+    pg: PgHandle,
+    what: string,
+    run: (keys: string[], signal: AbortSignal) => Promise<ReadonlyMap<string, R>>,
+  ) {
+    this.#pg = pg;
+    this.#what = what;
+    this.#run = run;
+  }
+
+  /** The row of `key`, read with the other reads of this turn. */
+  get(key: string, signal: AbortSignal | undefined): Promise<R | undefined> {
+    return new Promise<R | undefined>((resolve, reject) => {
+      const read: PendingRead<R> = {
+        key,
+        settled: false,
+        resolve: (row) => {
+          if (read.settled) return;
+          read.settled = true;
+          read.stop();
+          resolve(row);
+        },
+        reject: (error) => {
+          if (read.settled) return;
+          read.settled = true;
+          read.stop();
+          reject(error);
+        },
+        stop: () => undefined,
+        gaveUp: undefined,
+      };
+      if (signal !== undefined) {
+        read.stop = onAbort(signal, () => {
+          read.reject(this.#pg.abandoned(this.#what, signal.reason));
+          read.gaveUp?.();
+        });
+      }
+      if (this.#pending.length === 0) process.nextTick(() => void this.#flush());
+      this.#pending.push(read);
+    });
+  }
+
+  async #flush(): Promise<void> {
+    const batch = this.#pending.filter((read) => !read.settled);
+    this.#pending = [];
+    if (batch.length === 0) return;
+    const abandon = new AbortController();
+    const check = (): void => {
+      if (batch.every((read) => read.settled)) abandon.abort(new Error('every caller gave up'));
+    };
+    for (const read of batch) read.gaveUp = check;
+    this.queries++;
+    try {
+      const rows = await this.#run([...new Set(batch.map((read) => read.key))], abandon.signal);
+      for (const read of batch) read.resolve(rows.get(read.key));
+    } catch (error) {
+      const reason = error instanceof Error ? error : new Error(String(error));
+      for (const read of batch) read.reject(reason);
+    }
   }
 }
