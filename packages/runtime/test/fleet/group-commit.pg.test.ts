@@ -126,9 +126,9 @@ describe.skipIf(server === undefined)('group commit of the PostgreSQL journal st
     const store = await openStore();
     // PostgreSQL text cannot hold NUL: that insert fails in the database, inside the group.
     const writes = [
-      ...Array.from({ length: 5 }, (_, i) => store.insert(record(`a${i}`), { durable: true })),
-      store.insert(record('bad\u0000key'), { durable: true }),
-      ...Array.from({ length: 5 }, (_, i) => store.insert(record(`b${i}`), { durable: true })),
+      ...Array.from({ length: 5 }, (_, i) => store.insert(record(`a${i}`))),
+      store.insert(record('bad\u0000key')),
+      ...Array.from({ length: 5 }, (_, i) => store.insert(record(`b${i}`))),
     ];
     const settled = await Promise.allSettled(writes);
 
@@ -158,10 +158,7 @@ describe.skipIf(server === undefined)('group commit of the PostgreSQL journal st
       await holder.query('LOCK TABLE records IN EXCLUSIVE MODE');
       const cancel = new AbortController();
       const writes = Array.from({ length: 6 }, (_, i) =>
-        store.insert(record(`k${i}`), {
-          durable: true,
-          ...(i === 2 ? { signal: cancel.signal } : {}),
-        }),
+        store.insert(record(`k${i}`), i === 2 ? { signal: cancel.signal } : {}),
       );
       const all = Promise.allSettled(writes);
       const waiting = await waitingBackend(admin);
