@@ -103,15 +103,15 @@ describe.skipIf(server === undefined)('group commit of the PostgreSQL journal st
       Array.from({ length: IN_FLIGHT }, (_, i) => call.run({ i }, { idempotencyKey: `k${i}` })),
     );
 
+    // Each was committed (seen by another connection) when it resolved, before its send.
+    expect(checked.unseen).toEqual([]);
+    expect(checked.checked()).toBe(IN_FLIGHT);
     expect(results.every((r) => r.result.isError !== true && !r.replayed)).toBe(true);
     // Two writes per call (SENT, completion with its receipt), in fewer commits than calls.
     expect(store.group.writes - before.writes).toBe(2 * IN_FLIGHT);
     expect(store.commits - before.commits).toBeGreaterThanOrEqual(1);
     expect(store.commits - before.commits).toBeLessThan(IN_FLIGHT);
     expect(store.group.largestGroup).toBeGreaterThan(1);
-    // Each was committed (seen by another connection) when it resolved, before its send.
-    expect(checked.checked()).toBe(IN_FLIGHT);
-    expect(checked.unseen).toEqual([]);
     const sends = (await readAuditTrail(auditPath)).filter((e) => e.method === 'tools/call');
     expect(sends).toHaveLength(IN_FLIGHT);
     const completed = await reader.listRecords({ states: ['COMPLETED'] });
