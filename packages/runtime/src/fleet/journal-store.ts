@@ -63,6 +63,12 @@ interface ReceiptRow {
 const COLUMNS =
   'key, state, version, attempt, owner, context, args_digest, created_at, updated_at, lease_expires_at, expires_at, outcome, error, resolution, task_id';
 
+/** The compare-and-set of a record: `$1` its key, `$2`–`$15` its values, `$16` the version expected. */
+const UPDATE_RECORD = `UPDATE records SET state = $2, version = $3, attempt = $4, owner = $5, context = $6,
+  args_digest = $7, created_at = $8, updated_at = $9, lease_expires_at = $10,
+  expires_at = $11, outcome = $12, error = $13, resolution = $14, task_id = $15
+  WHERE key = $1 AND version = $16`;
+
 /**
  * The PostgreSQL {@link JournalStore}. Obtain it from `attachFleet` (which migrates the schema
  * first) or construct it over a migrated {@link PgHandle}. It does not own the handle unless
@@ -125,8 +131,8 @@ export class PostgresJournalStore implements JournalStore {
   }
 
   async insert(record: JournalRecord, options: StoreCallOptions = {}): Promise<boolean> {
-    return this.#grouped('insert a record', options, async ({ client }) => {
-      const result = await client.query(
+    return this.#grouped('insert a record', options, async (tx) => {
+      const result = await tx.query(
         `INSERT INTO records (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
          ON CONFLICT (key) DO NOTHING`,
         [record.key, ...rowValues(record)],
@@ -141,17 +147,18 @@ export class PostgresJournalStore implements JournalStore {
     options: { readonly receipt?: ReceiptBody; readonly durable?: boolean } & StoreCallOptions = {},
   ): Promise<UpdateResult> {
     const written = await this.#grouped('update a record', options, async (tx) => {
-      const result = await tx.client.query(
-        `UPDATE records SET state = $2, version = $3, attempt = $4, owner = $5, context = $6,
-           args_digest = $7, created_at = $8, updated_at = $9, lease_expires_at = $10,
-           expires_at = $11, outcome = $12, error = $13, resolution = $14, task_id = $15
-         WHERE key = $1 AND version = $16`,
-        [record.key, ...rowValues(record), expectedVersion],
+      const values = [record.key, ...rowValues(record), expectedVersion];
+      if (options.receipt === undefined) {
+        return (await tx.query(UPDATE_RECORD, values)).rowCount === 1 ? undefined : false;
+      }
+      // The change and the lock of the chain head in one round trip.
+      const changed = await tx.lockHead(
+        `WITH changed AS (${UPDATE_RECORD} RETURNING 1)`,
+        '(SELECT count(*) FROM changed)',
+        values,
       );
-      if (result.rowCount !== 1) return false;
-      return options.receipt === undefined
-        ? undefined
-        : tx.append(stampReceipt(options.receipt, record));
+      if (Number(changed) !== 1) return false;
+      return tx.append(stampReceipt(options.receipt, record));
     });
     if (written === false) return { ok: false, current: await this.get(record.key, options) };
     return { ok: true, receipt: written };

@@ -27,12 +27,19 @@
 import type { ChainAnchor, ReceiptBody, ReceiptEntry } from '@stepbind/binding/internal';
 import { chainReceipt, onAbort, StepbindError } from '@stepbind/binding/internal';
 import { DB_NOW_SQL, type DatabaseClock } from './db-clock.js';
-import type { PgPoolClient } from './pg-driver.js';
+import type { PgPoolClient, PgQueryResult, PgRow } from './pg-driver.js';
 import { isConnectionError, isTimeout, type PgHandle } from './pg.js';
 
 /** What one write of a group runs in: the group's connection and its chain. */
 export interface GroupTransaction {
-  readonly client: PgPoolClient;
+  /** Runs a statement of the group (the first carries the group's `BEGIN`, one round trip). */
+  query<R extends object = PgRow>(text: string, values?: unknown[]): Promise<PgQueryResult<R>>;
+  /**
+   * Takes the group's lock of the chain-head row, unless it holds it already, in one statement
+   * with `withClause` (a `WITH name AS (…)` whose data change runs in the same round trip), and
+   * returns the value of `extra` (an expression over it).
+   */
+  lockHead(withClause: string, extra: string, values: unknown[]): Promise<unknown>;
   /** Chains `body` after the head, under the group's one lock of the chain-head row. */
   append(body: ReceiptBody): Promise<ReceiptEntry>;
 }
@@ -164,7 +171,7 @@ export class FleetGroupCommit {
           const results: Outcome[] = [];
           let first = true;
           for (const write of live) {
-            await client.query(first ? 'SAVEPOINT w' : 'RELEASE SAVEPOINT w; SAVEPOINT w');
+            await tx.query(first ? 'SAVEPOINT w' : 'RELEASE SAVEPOINT w; SAVEPOINT w');
             first = false;
             const head = tx.head;
             try {
@@ -178,7 +185,8 @@ export class FleetGroupCommit {
           }
           return results;
         },
-        { signal: abandon.signal },
+        // The first statement of the group carries its BEGIN (Transaction.query).
+        { signal: abandon.signal, deferBegin: true },
       );
     } catch (error) {
       for (const write of live) write.reject(error);
@@ -216,28 +224,61 @@ class Transaction implements GroupTransaction {
   /** The head the next receipt chains after; undefined until the head row is locked. */
   head: ChainAnchor | undefined;
   readonly #clock: DatabaseClock;
+  #begun = false;
 
   constructor(client: PgPoolClient, clock: DatabaseClock) {
     this.client = client;
     this.#clock = clock;
   }
 
-  async append(body: ReceiptBody): Promise<ReceiptEntry> {
-    if (this.head === undefined) {
-      // The lock is held to the commit; the same round trip measures the database's clock.
-      const before = this.#clock.mark();
-      const locked = await this.client.query<{ seq: string; digest: string; now: string }>(
-        `SELECT seq, digest, ${DB_NOW_SQL} AS now FROM chain_head WHERE id = 1 FOR UPDATE`,
-      );
-      const row = locked.rows[0];
-      // Not a clean measurement when the row lock was waited for: observe keeps the more precise one.
-      this.#clock.observe(before, Number(row?.now), this.#clock.mark());
-      if (row === undefined) throw new Error('the chain head row is missing');
-      this.head = { seq: Number(row.seq), digest: row.digest };
+  async query<R extends object = PgRow>(
+    text: string,
+    values: unknown[] = [],
+  ): Promise<PgQueryResult<R>> {
+    if (this.#begun) return this.client.query<R>(text, values);
+    this.#begun = true;
+    const inline = values.length === 0 ? text : inlined(text, values);
+    if (inline === undefined) {
+      await this.client.query('BEGIN');
+      return this.client.query<R>(text, values);
     }
-    const entry = chainReceipt(this.head, body);
+    // One simple-protocol round trip: `BEGIN` and the statement, its values escaped as literals.
+    const results = (await this.client.query(`BEGIN; ${inline}`)) as unknown as PgQueryResult<R>[];
+    const last = results[results.length - 1];
+    if (last === undefined) throw new Error("no result from the group's first statement");
+    return last;
+  }
+
+  async lockHead(withClause: string, extra: string, values: unknown[]): Promise<unknown> {
+    if (this.head !== undefined) {
+      const { rows } = await this.query<{ extra: unknown }>(
+        `${withClause} SELECT ${extra} AS extra`,
+        values,
+      );
+      return rows[0]?.extra;
+    }
+    // The lock is held to the commit; the same round trip measures the database's clock.
+    const before = this.#clock.mark();
+    const locked = await this.query<{ seq: string; digest: string; now: string; extra: unknown }>(
+      `${withClause} SELECT seq, digest, ${DB_NOW_SQL} AS now, ${extra} AS extra
+       FROM chain_head WHERE id = 1 FOR UPDATE`,
+      values,
+    );
+    const row = locked.rows[0];
+    // Not a clean measurement when the row lock was waited for: observe keeps the more precise one.
+    this.#clock.observe(before, Number(row?.now), this.#clock.mark());
+    if (row === undefined) throw new Error('the chain head row is missing');
+    this.head = { seq: Number(row.seq), digest: row.digest };
+    return row.extra;
+  }
+
+  async append(body: ReceiptBody): Promise<ReceiptEntry> {
+    if (this.head === undefined) await this.lockHead('', 'NULL', []);
+    const head = this.head;
+    if (head === undefined) throw new Error('the chain head row is missing');
+    const entry = chainReceipt(head, body);
     // The receipt and the new head in one statement (one round trip).
-    await this.client.query(
+    await this.query(
       `WITH appended AS (
          INSERT INTO receipts (seq, prev_digest, digest, key, at, body) VALUES ($1, $2, $3, $4, $5, $6)
        )
@@ -247,6 +288,29 @@ class Transaction implements GroupTransaction {
     this.head = { seq: entry.seq, digest: entry.digest };
     return entry;
   }
+}
+
+/**
+ * `text` with its `$n` parameters replaced by SQL literals, or undefined when a value cannot be
+ * one (a NUL character, which the simple protocol cannot carry, or a value of another type).
+ */
+function inlined(text: string, values: readonly unknown[]): string | undefined {
+  const literals: string[] = [];
+  for (const value of values) {
+    const literal = toLiteral(value);
+    if (literal === undefined) return undefined;
+    literals.push(literal);
+  }
+  return text.replace(/\$(\d+)/g, (_, n: string) => literals[Number(n) - 1] ?? 'NULL');
+}
+
+function toLiteral(value: unknown): string | undefined {
+  if (value === null || value === undefined) return 'NULL';
+  if (typeof value === 'number') return Number.isFinite(value) ? String(value) : undefined;
+  if (typeof value !== 'string' || value.includes('\u0000')) return undefined;
+  // As pg's escapeLiteral: quotes doubled; with a backslash, an E'' string with it doubled.
+  const escaped = value.replace(/'/g, "''");
+  return value.includes('\\') ? ` E'${escaped.replace(/\\/g, '\\\\')}'` : `'${escaped}'`;
 }
 
 interface PendingRead<R> {

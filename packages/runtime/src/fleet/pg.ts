@@ -168,16 +168,22 @@ export class PgHandle {
   async tx<T>(
     what: string,
     fn: (client: PgPoolClient) => Promise<T>,
-    options: { readonly serializable?: boolean } & PgCallOptions = {},
+    options: {
+      readonly serializable?: boolean;
+      /** `fn` sends the `BEGIN` itself, with its first statement (one round trip less). */
+      readonly deferBegin?: boolean;
+    } & PgCallOptions = {},
   ): Promise<T> {
     return this.#retry(what, options.signal, (signal) =>
       this.#withClient(what, signal, async (client) => {
         let broken: unknown;
         let committing = false;
         try {
-          await client.query(
-            options.serializable === true ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : 'BEGIN',
-          );
+          if (options.deferBegin !== true) {
+            await client.query(
+              options.serializable === true ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : 'BEGIN',
+            );
+          }
           const result = await fn(client);
           committing = true;
           await client.query('COMMIT');
