@@ -30,7 +30,7 @@ interface Side {
   readonly close: () => Promise<void>;
 }
 
-async function openSide(
+export async function openSide(
   name: string,
   store: { readonly url: string; readonly schema: string } | undefined,
   grouping: boolean,
@@ -95,7 +95,7 @@ async function sequential(side: Side, n: number, keyed: boolean): Promise<number
 }
 
 /** `total` keyed calls with 64 in flight; calls per second. */
-async function concurrent(side: Side, total: number): Promise<number> {
+export async function concurrent(side: Side, total: number): Promise<number> {
   let next = 0;
   const lane = async (): Promise<void> => {
     while (next < total) {

@@ -169,16 +169,15 @@ export class FleetGroupCommit {
           if (only === undefined) return [];
           if (live.length === 1) return [{ ok: true, value: await only.fn(tx) }];
           const results: Outcome[] = [];
-          let first = true;
           for (const write of live) {
-            await tx.query(first ? 'SAVEPOINT w' : 'RELEASE SAVEPOINT w; SAVEPOINT w');
-            first = false;
+            // Sent with the write's first statement (its round trip).
+            tx.savepoint();
             const head = tx.head;
             try {
               results.push({ ok: true, value: await write.fn(tx) });
             } catch (error) {
               if (isGroupFailure(error)) throw error;
-              await client.query('ROLLBACK TO SAVEPOINT w');
+              await tx.rollbackToSavepoint();
               tx.head = head;
               results.push({ ok: false, error: this.#own(write, error) });
             }
@@ -224,7 +223,11 @@ class Transaction implements GroupTransaction {
   /** The head the next receipt chains after; undefined until the head row is locked. */
   head: ChainAnchor | undefined;
   readonly #clock: DatabaseClock;
-  #begun = false;
+  /** Statements sent with the next query, in its round trip: `BEGIN`, a write's `SAVEPOINT`. */
+  #prefix: string[] = ['BEGIN'];
+  /** The savepoint statement of the current write while it waits in {@link #prefix}. */
+  #pendingSavepoint: string | undefined;
+  #savepointSent = false;
 
   constructor(client: PgPoolClient, clock: DatabaseClock) {
     this.client = client;
@@ -235,18 +238,43 @@ class Transaction implements GroupTransaction {
     text: string,
     values: unknown[] = [],
   ): Promise<PgQueryResult<R>> {
-    if (this.#begun) return this.client.query<R>(text, values);
-    this.#begun = true;
+    if (this.#prefix.length === 0) return this.client.query<R>(text, values);
+    const prefix = this.#prefix.join('; ');
+    this.#prefix = [];
+    if (this.#pendingSavepoint !== undefined) {
+      this.#pendingSavepoint = undefined;
+      this.#savepointSent = true;
+    }
     const inline = values.length === 0 ? text : inlined(text, values);
     if (inline === undefined) {
-      await this.client.query('BEGIN');
+      await this.client.query(prefix);
       return this.client.query<R>(text, values);
     }
-    // One simple-protocol round trip: `BEGIN` and the statement, its values escaped as literals.
-    const results = (await this.client.query(`BEGIN; ${inline}`)) as unknown as PgQueryResult<R>[];
+    // One simple-protocol round trip: the prefix and the statement, its values escaped as literals.
+    const results = (await this.client.query(
+      `${prefix}; ${inline}`,
+    )) as unknown as PgQueryResult<R>[];
     const last = results[results.length - 1];
-    if (last === undefined) throw new Error("no result from the group's first statement");
+    if (last === undefined) throw new Error('no result from a statement of the group');
     return last;
+  }
+
+  /** Starts the next write of the group: its savepoint goes with its first statement. */
+  savepoint(): void {
+    this.#pendingSavepoint = this.#savepointSent
+      ? 'RELEASE SAVEPOINT w; SAVEPOINT w'
+      : 'SAVEPOINT w';
+    this.#prefix.push(this.#pendingSavepoint);
+  }
+
+  /** Undoes the current write: to its savepoint, or nothing when none of it was sent. */
+  async rollbackToSavepoint(): Promise<void> {
+    if (this.#pendingSavepoint !== undefined) {
+      this.#prefix.pop();
+      this.#pendingSavepoint = undefined;
+      return;
+    }
+    await this.client.query('ROLLBACK TO SAVEPOINT w');
   }
 
   async lockHead(withClause: string, extra: string, values: unknown[]): Promise<unknown> {
