@@ -9,23 +9,23 @@
  *   change), on the machine's clock (`performance.timeOrigin + now()` in both processes). Goal
  *   p99 < 100 ms (seed bound 30 s).
  * - Admission: the policy check of the hot path (local view) versus the in-memory runtime's
- *   revocation check, per call; and whole sequential `PreparedCall.run` over in-memory transports
- *   with the PostgreSQL store (every run's receipt is a transaction) versus the in-memory default.
+ *   revocation check, per call.
+ * - Whole calls with the PostgreSQL store versus none, sequential and 64 in flight, with and
+ *   without group commit, and commits per call (`bench/fleet-calls.ts`).
  *
  * Run alone: `npx tsx bench/fleet.ts [revocations]`.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { McpRuntime } from '@stepbind/runtime';
 import {
   commitPolicyChange,
   migrateFleetStore,
   PgHandle,
   PolicyView,
 } from '@stepbind/runtime/fleet';
-import { createInMemoryFleet } from '@stepbind/testkit';
 import { usePostgres } from '../packages/runtime/test/support/postgres.js';
+import { runFleetCallBench } from './fleet-calls.js';
 import { isMain, row, runStandalone, spread, type BenchRow } from './support.js';
 
 const SUITE = 'fleet';
@@ -93,7 +93,6 @@ export async function runFleetBench(
   const pg = await usePostgres('bench/fleet.ts');
   if (pg === undefined) return [];
   const revocations = options.revocations ?? 1000;
-  const calls = options.calls ?? 300;
   try {
     const schema = pg.schema('bench');
     const admin = new PgHandle({ url: pg.url, schema });
@@ -136,56 +135,10 @@ export async function runFleetBench(
     }
     await view.close();
     await viewHandle.close();
-    // Whole sequential calls, in-memory transports: fleet store vs the in-memory default.
-    const run = async (withStore: boolean): Promise<number[]> => {
-      const fleet = createInMemoryFleet({
-        s: {
-          scenario: 'fixture',
-          fixture: {
-            generations: [
-              {
-                pages: [
-                  {
-                    tools: [
-                      {
-                        name: 'echo',
-                        inputSchema: { type: 'object' },
-                        annotations: { readOnlyHint: true },
-                      },
-                    ],
-                  },
-                ],
-              },
-            ],
-          },
-        },
-      });
-      const runtime = await McpRuntime.open(fleet.config(), {
-        connect: fleet.connect,
-        approval: 'none',
-        ...(withStore ? { store: { url: pg.url, schema: pg.schema('calls') } } : {}),
-      });
-      try {
-        await using step = await runtime.captureBinding();
-        const call = step.prepareCall('s__echo');
-        const out: number[] = [];
-        for (let i = 0; i < calls; i++) {
-          const t = performance.now();
-          await call.run({});
-          out.push((performance.now() - t) * 1000);
-        }
-        return out;
-      } finally {
-        await runtime.close();
-        await fleet.close();
-      }
-    };
-    const memRounds: number[] = [];
-    const pgRounds: number[] = [];
-    for (let r = 0; r < 4; r++) {
-      memRounds.push(spread(await run(false)).median);
-      pgRounds.push(spread(await run(true)).median);
-    }
+    // Whole calls, in-memory transports: fleet store (grouped, one commit per write) vs none.
+    const callRows = await runFleetCallBench(pg.url, (prefix) => pg.schema(prefix), {
+      ...(options.calls === undefined ? {} : { calls: options.calls }),
+    });
     await admin.close();
     const sorted = [...latencies].sort((a, b) => a - b);
     const fleetMedian = spread(fleetNs).median;
@@ -202,13 +155,7 @@ export async function runFleetBench(
       row(SUITE, 'ratio admission check fleet / in-memory', '×', [fleetMedian / memoryMedian], {
         note: 'the local view: a clock read, a staleness compare and two set lookups; no database access',
       }),
-      row(SUITE, 'sequential run, in-memory store', 'µs', memRounds),
-      row(SUITE, 'sequential run, PostgreSQL store', 'µs', pgRounds, {
-        note: 'every run appends its receipt in one PostgreSQL transaction (the policy check itself reads no database)',
-      }),
-      row(SUITE, 'ratio sequential run PG / in-memory', '×', [
-        spread(pgRounds).median / spread(memRounds).median,
-      ]),
+      ...callRows,
     ];
   } finally {
     await pg.stop();

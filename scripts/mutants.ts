@@ -1430,6 +1430,51 @@ const MUTANTS: readonly Mutant[] = [
       'checkpoints its WAL every 10,000 pages, not at the SQLite default of 1,000 (DESIGN §21.1)',
     diagnostic: 'to be greater than 2000',
   },
+  {
+    // Issue 20 (fleet): a grouped write of the PostgreSQL store resolves only after its COMMIT.
+    name: "resolve a fleet group's write before its commit",
+    file: 'packages/runtime/src/fleet/pg-batch.ts',
+    find: '              results.push({ ok: true, value: await write.fn(tx) });',
+    replace:
+      '              const value = await write.fn(tx);\n              write.resolve(value);\n              results.push({ ok: true, value });',
+    testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
+    testName:
+      'commits the SENT records of 64 keyed calls started together in fewer commits than calls, each visible to another connection before its call is sent, and sends each key once',
+    diagnostic: 'to deeply equal []',
+  },
+  {
+    // Issue 20 (fleet): a write that fails inside its group is rolled back to its savepoint alone.
+    name: 'fail a whole fleet group for one failed write',
+    file: 'packages/runtime/src/fleet/pg-batch.ts',
+    find: '              if (isGroupFailure(error)) throw error;',
+    replace: '              throw error;',
+    testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
+    testName:
+      'fails a write whose statement fails inside its group alone: the others of the group commit',
+    diagnostic: "'fulfilled'",
+  },
+  {
+    // Issue 20 (fleet): a group's receipts chain under the head row's lock, held to the commit.
+    name: "chain a fleet group's receipts without the head lock",
+    file: 'packages/runtime/src/fleet/pg-batch.ts',
+    find: 'FROM chain_head WHERE id = 1 FOR UPDATE`,',
+    replace: 'FROM chain_head WHERE id = 1`,',
+    testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
+    testName:
+      'chains the receipts of concurrent groups of two workers under the head lock: every append succeeds once and the chain verifies',
+    diagnostic: "'rejected'",
+  },
+  {
+    // Issue 20 (fleet): a retried group drops the writes whose callers cancelled meanwhile.
+    name: "write a fleet group's cancelled write on its retry",
+    file: 'packages/runtime/src/fleet/pg-batch.ts',
+    find: '          live = live.filter((write) => !write.settled);',
+    replace: '',
+    testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
+    testName:
+      'writes nothing for a write whose caller cancels while its group waits, when the group is lost before COMMIT and retried; the rest commit once',
+    diagnostic: "'k2'",
+  },
 ];
 
 const root = resolve(import.meta.dirname, '..');

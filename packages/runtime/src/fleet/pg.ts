@@ -168,16 +168,22 @@ export class PgHandle {
   async tx<T>(
     what: string,
     fn: (client: PgPoolClient) => Promise<T>,
-    options: { readonly serializable?: boolean } & PgCallOptions = {},
+    options: {
+      readonly serializable?: boolean;
+      /** `fn` sends the `BEGIN` itself, with its first statement (one round trip less). */
+      readonly deferBegin?: boolean;
+    } & PgCallOptions = {},
   ): Promise<T> {
     return this.#retry(what, options.signal, (signal) =>
       this.#withClient(what, signal, async (client) => {
         let broken: unknown;
         let committing = false;
         try {
-          await client.query(
-            options.serializable === true ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : 'BEGIN',
-          );
+          if (options.deferBegin !== true) {
+            await client.query(
+              options.serializable === true ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : 'BEGIN',
+            );
+          }
           const result = await fn(client);
           committing = true;
           await client.query('COMMIT');
@@ -248,7 +254,7 @@ export class PgHandle {
     work: (client: PgPoolClient) => Promise<T>,
   ): Promise<T> {
     if (this.#closed) throw this.failure('connect', 'closed', undefined, 'the store is closed');
-    if (signal.aborted) throw this.#abandoned(what, signal.reason);
+    if (signal.aborted) throw this.abandoned(what, signal.reason);
     let client: PgPoolClient | undefined;
     let abandoned = false;
     const running = (async () => {
@@ -266,7 +272,7 @@ export class PgHandle {
         if (client !== undefined) destroyClient(client);
         // The abandoned work still settles (its connection is gone); nothing waits for it.
         running.catch(() => undefined);
-        reject(this.#abandoned(what, signal.reason));
+        reject(this.abandoned(what, signal.reason));
       });
       running.then(
         (value) => {
@@ -282,7 +288,7 @@ export class PgHandle {
   }
 
   /** The error of an operation abandoned for `reason`: a timeout, the store's close, or ABORTED. */
-  #abandoned(what: string, reason: unknown): StepbindError {
+  abandoned(what: string, reason: unknown): StepbindError {
     if (StepbindError.isInstance(reason)) return reason;
     if (isTimeout(reason)) return this.#timeout(what, reason);
     return abortedError(
@@ -335,7 +341,7 @@ export class PgHandle {
         const delay = backoff.fail();
         if (delay === undefined) throw this.failure(what, 'unreachable', error);
         await pause(delay, signal);
-        if (signal.aborted) throw this.#abandoned(what, signal.reason);
+        if (signal.aborted) throw this.abandoned(what, signal.reason);
       }
     }
   }

@@ -1,0 +1,221 @@
+/**
+ * Group commit of the PostgreSQL journal store (DESIGN §21.x, `src/fleet/pg-batch.ts`): the
+ * writes of one turn share one transaction, each resolves only after the commit that holds it (so
+ * a call is sent only once its own `SENT` record is committed and visible to another connection),
+ * a write that fails fails alone, a cancelled caller of a retried group writes nothing, and the
+ * receipts of concurrent groups of two workers chain under the head row's lock.
+ */
+import { verifyChain, type JournalRecord, type JournalStore } from '@stepbind/binding/internal';
+import { McpRuntime } from '@stepbind/runtime';
+import { migrateFleetStore, PgHandle, PostgresJournalStore } from '@stepbind/runtime/fleet';
+import { readAuditTrail, stdioServerParams, tempAuditPath } from '@stepbind/testkit';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { failure } from '../support/errors.js';
+import { fixtureTool, WRITE } from '../support/fixtures.js';
+import { receipt, record } from '../support/journal.js';
+import { usePostgres } from '../support/postgres.js';
+import { trackRuntimes } from '../support/runtimes.js';
+
+const server = await usePostgres('group-commit.pg.test.ts');
+afterAll(() => server?.stop());
+
+const { runtimes, auditFiles } = trackRuntimes();
+const stores: PostgresJournalStore[] = [];
+afterEach(async () => {
+  for (const store of stores.splice(0)) await store.close();
+});
+
+const IN_FLIGHT = 64;
+
+/** A migrated store on `schema` (a fresh one by default), with its own pool: one "worker". */
+async function openStore(schema = server!.schema('g')): Promise<PostgresJournalStore> {
+  const handle = new PgHandle({ url: server!.url, schema });
+  await migrateFleetStore(handle);
+  const store = new PostgresJournalStore(handle, { ownsHandle: true });
+  await store.syncClock();
+  stores.push(store);
+  return store;
+}
+
+/**
+ * The store, delegated to whole, except that every durable write is checked, the moment it
+ * resolves (before the journal can send the call it precedes), on a second connection: the record
+ * it wrote must already be committed there.
+ */
+function checkedAtResolve(
+  store: PostgresJournalStore,
+  reader: PostgresJournalStore,
+): { readonly store: JournalStore; readonly unseen: string[]; readonly checked: () => number } {
+  const unseen: string[] = [];
+  let checked = 0;
+  const check = async (written: JournalRecord): Promise<void> => {
+    checked++;
+    const seen = await reader.get(written.key);
+    if (seen?.version !== written.version || seen.state !== written.state) unseen.push(written.key);
+  };
+  return {
+    unseen,
+    checked: () => checked,
+    store: {
+      location: store.location,
+      clock: store.clock,
+      get: (...a) => store.get(...a),
+      async insert(r, options) {
+        const ok = await store.insert(r, options);
+        if (ok && options?.durable === true) await check(r);
+        return ok;
+      },
+      async update(r, expected, options) {
+        const result = await store.update(r, expected, options);
+        if (result.ok && options?.durable === true) await check(r);
+        return result;
+      },
+      appendReceipt: (...a) => store.appendReceipt(...a),
+      listRecords: (...a) => store.listRecords(...a),
+      readReceipts: (...a) => store.readReceipts(...a),
+      anchor: () => store.anchor(),
+      head: () => store.head(),
+      prune: (...a) => store.prune(...a),
+      close: () => store.close(),
+    },
+  };
+}
+
+describe.skipIf(server === undefined)('group commit of the PostgreSQL journal store', () => {
+  it(`commits the SENT records of ${IN_FLIGHT} keyed calls started together in fewer commits than calls, each visible to another connection before its call is sent, and sends each key once`, async () => {
+    const schema = server!.schema('g');
+    const store = await openStore(schema);
+    const reader = await openStore(schema);
+    const checked = checkedAtResolve(store, reader);
+    const auditPath = tempAuditPath('pg-group-commit');
+    auditFiles.push(auditPath);
+    const fixture = { generations: [{ pages: [{ tools: [fixtureTool('send', WRITE)] }] }] };
+    const runtime = await McpRuntime.open(
+      { mcpServers: { s: stdioServerParams({ scenario: 'fixture', fixture, auditPath }) } },
+      { approval: 'none', journal: { store: checked.store } },
+    );
+    runtimes.push(runtime);
+    await using step = await runtime.captureBinding();
+    const call = step.prepareCall('s__send');
+    const before = { commits: store.commits, writes: store.group.writes };
+
+    const results = await Promise.all(
+      Array.from({ length: IN_FLIGHT }, (_, i) => call.run({ i }, { idempotencyKey: `k${i}` })),
+    );
+
+    // Each was committed (seen by another connection) when it resolved, before its send.
+    expect(checked.unseen).toEqual([]);
+    expect(checked.checked()).toBe(IN_FLIGHT);
+    expect(results.every((r) => r.result.isError !== true && !r.replayed)).toBe(true);
+    // Two writes per call (SENT, completion with its receipt), in fewer commits than calls.
+    expect(store.group.writes - before.writes).toBe(2 * IN_FLIGHT);
+    expect(store.commits - before.commits).toBeGreaterThanOrEqual(1);
+    expect(store.commits - before.commits).toBeLessThan(IN_FLIGHT);
+    expect(store.group.largestGroup).toBeGreaterThan(1);
+    const sends = (await readAuditTrail(auditPath)).filter((e) => e.method === 'tools/call');
+    expect(sends).toHaveLength(IN_FLIGHT);
+    const completed = await reader.listRecords({ states: ['COMPLETED'] });
+    expect(completed.map((r) => r.key).sort()).toEqual(
+      Array.from({ length: IN_FLIGHT }, (_, i) => `k${i}`).sort(),
+    );
+    // The chain of the grouped completions verifies.
+    expect((await runtime.journal?.verify())?.ok).toBe(true);
+  });
+
+  it('fails a write whose statement fails inside its group alone: the others of the group commit', async () => {
+    const store = await openStore();
+    // PostgreSQL text cannot hold NUL: that insert fails in the database, inside the group.
+    const writes = [
+      ...Array.from({ length: 5 }, (_, i) => store.insert(record(`a${i}`))),
+      store.insert(record('bad\u0000key')),
+      ...Array.from({ length: 5 }, (_, i) => store.insert(record(`b${i}`))),
+    ];
+    const settled = await Promise.allSettled(writes);
+
+    expect(store.group.largestGroup).toBe(11);
+    expect(settled.map((s) => s.status)).toEqual([
+      ...Array<string>(5).fill('fulfilled'),
+      'rejected',
+      ...Array<string>(5).fill('fulfilled'),
+    ]);
+    expect(await failure(writes[5] as Promise<boolean>)).toMatchObject({
+      code: 'JOURNAL_UNAVAILABLE',
+    });
+    const keys = (await store.listRecords()).map((r) => r.key).sort();
+    expect(keys).toEqual(['a0', 'a1', 'a2', 'a3', 'a4', 'b0', 'b1', 'b2', 'b3', 'b4']);
+    expect(store.commits).toBe(1);
+  });
+
+  it('writes nothing for a write whose caller cancels while its group waits, when the group is lost before COMMIT and retried; the rest commit once', async () => {
+    const schema = server!.schema('g');
+    const store = await openStore(schema);
+    const admin = new PgHandle({ url: server!.url, schema });
+    const holder = admin.client('group-commit-holder');
+    await holder.connect();
+    try {
+      // Another session holds the records table: the group waits at its first insert.
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE records IN EXCLUSIVE MODE');
+      const cancel = new AbortController();
+      const writes = Array.from({ length: 6 }, (_, i) =>
+        store.insert(record(`k${i}`), i === 2 ? { signal: cancel.signal } : {}),
+      );
+      const all = Promise.allSettled(writes);
+      const waiting = await waitingBackend(admin);
+      cancel.abort();
+      // The group's connection is lost before COMMIT: provably nothing committed, retried whole.
+      await admin.query('SELECT pg_terminate_backend($1)', [waiting]);
+      await holder.query('COMMIT');
+      const settled = await all;
+
+      expect(settled.map((s) => s.status)).toEqual([
+        'fulfilled',
+        'fulfilled',
+        'rejected',
+        'fulfilled',
+        'fulfilled',
+        'fulfilled',
+      ]);
+      expect(await failure(writes[2] as Promise<boolean>)).toMatchObject({ code: 'ABORTED' });
+      const keys = (await store.listRecords()).map((r) => r.key).sort();
+      expect(keys).toEqual(['k0', 'k1', 'k3', 'k4', 'k5']);
+      expect(store.group.largestGroup).toBe(6);
+    } finally {
+      await holder.end();
+      await admin.close();
+    }
+  });
+
+  it('chains the receipts of concurrent groups of two workers under the head lock: every append succeeds once and the chain verifies', async () => {
+    const schema = server!.schema('g');
+    const a = await openStore(schema);
+    const b = await openStore(schema);
+    const perRound = 24;
+    for (let round = 0; round < 4; round++) {
+      const appends = [a, b].flatMap((store, s) =>
+        Array.from({ length: perRound }, (_, i) =>
+          store.appendReceipt(receipt(i, `r${round}-${s}-${i}`)),
+        ),
+      );
+      const settled = await Promise.allSettled(appends);
+      expect(settled.filter((x) => x.status === 'rejected')).toEqual([]);
+    }
+    const chain = await a.readReceipts();
+    expect(chain).toHaveLength(2 * 4 * perRound);
+    expect(verifyChain(await a.anchor(), chain).ok).toBe(true);
+    expect(a.group.largestGroup).toBe(perRound);
+    expect(b.group.largestGroup).toBe(perRound);
+  });
+});
+
+/** The process id of the stepbind session waiting for a lock (polled on the admin connection). */
+async function waitingBackend(admin: PgHandle): Promise<number> {
+  for (;;) {
+    const { rows } = await admin.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity
+        WHERE application_name = 'stepbind' AND wait_event_type = 'Lock' AND datname = current_database()`,
+    );
+    const pid = rows[0]?.pid;
+    if (pid !== undefined) return pid;
+  }
+}
