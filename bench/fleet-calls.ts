@@ -1,7 +1,7 @@
 /**
  * bench/fleet-calls: whole `PreparedCall.run` over in-memory transports with the PostgreSQL fleet
  * store versus the same calls without a store (the default in-memory journal), interleaved per
- * round in one run (issue 20, DESIGN §21.x "Group commit of the fleet store"). Part of
+ * round in one run (issue 20, DESIGN §21.6 "Group commit of the fleet store"). Part of
  * `bench/fleet.ts`.
  *
  * Sides, each its own runtime and in-memory server, kept open across rounds:

@@ -79,11 +79,12 @@ export class PostgresJournalStore implements JournalStore {
   /** The database's clock, measured by {@link syncClock} and in every receipt append. */
   readonly clock: DatabaseClock;
   /**
-   * The group commit of its record and receipt writes (DESIGN §21.x): its counters (`commits`,
+   * The group commit of its record and receipt writes (DESIGN §21.6): its counters (`commits`,
    * `writes`, `largestGroup`) are for benchmarks; `grouping = false` commits every write alone.
+   * @internal
    */
   readonly group: FleetGroupCommit;
-  /** The record reads of one turn, in one query (`queries` counts them, for benchmarks). */
+  /** The record reads of one turn, in one query (`queries` counts them, for benchmarks). @internal */
   readonly reads: BatchedReads<RecordRow>;
   readonly #pg: PgHandle;
   readonly #ownsHandle: boolean;

@@ -1,5 +1,5 @@
 /**
- * Group commit for the PostgreSQL journal store (DESIGN §21.x, "Group commit of the fleet store"),
+ * Group commit for the PostgreSQL journal store (DESIGN §21.6, "Group commit of the fleet store"),
  * with the rules of the SQLite store's (`journal/sqlite-batch.ts`). The writes the journal asks
  * for while one batch of promise continuations runs (the `SENT` records of 64 keyed calls started
  * together, the completions of the answers one read delivered) share one transaction on one pooled
