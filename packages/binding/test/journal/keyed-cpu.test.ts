@@ -17,7 +17,6 @@ import {
   type JournalRecord,
   type ReceiptBody,
   createBinding,
-  createCatalogSnapshot,
   type BoundServer,
   type BoundTool,
   type JournalStore,
@@ -26,24 +25,8 @@ import {
   type ToolCaller,
 } from '@stepbind/binding/internal';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { catalog } from '../call/support.js';
 import { ErrorCode } from '../support/journal.js';
-
-const catalog = createCatalogSnapshot({
-  identity: { name: 's', transportDigest: 'sha256:t' },
-  audience: 'default',
-  policyEpoch: 0,
-  pages: [
-    [
-      {
-        name: 'send',
-        inputSchema: { type: 'object', properties: { to: { type: 'string' } } },
-        annotations: { readOnlyHint: false, destructiveHint: false },
-      },
-    ],
-  ],
-  revisionProof: 'unversioned',
-  discoveryStartedAt: 0,
-});
 
 /** One store operation as the run asked for it: its name and the signal it was given. */
 interface Seen {

@@ -5,14 +5,14 @@
  * a write that fails fails alone, a cancelled caller of a retried group writes nothing, and the
  * receipts of concurrent groups of two workers chain under the head row's lock.
  */
-import { verifyChain, type JournalRecord, type JournalStore } from '@stepbind/binding/internal';
+import { verifyChain } from '@stepbind/binding/internal';
 import { McpRuntime } from '@stepbind/runtime';
 import { migrateFleetStore, PgHandle, PostgresJournalStore } from '@stepbind/runtime/fleet';
 import { readAuditTrail, stdioServerParams, tempAuditPath } from '@stepbind/testkit';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { failure } from '../support/errors.js';
 import { fixtureTool, WRITE } from '../support/fixtures.js';
-import { receipt, record } from '../support/journal.js';
+import { checkedAtResolve, receipt, record } from '../support/journal.js';
 import { usePostgres } from '../support/postgres.js';
 import { trackRuntimes } from '../support/runtimes.js';
 
@@ -35,50 +35,6 @@ async function openStore(schema = server!.schema('g')): Promise<PostgresJournalS
   await store.syncClock();
   stores.push(store);
   return store;
-}
-
-/**
- * The store, delegated to whole, except that every durable write is checked, the moment it
- * resolves (before the journal can send the call it precedes), on a second connection: the record
- * it wrote must already be committed there.
- */
-function checkedAtResolve(
-  store: PostgresJournalStore,
-  reader: PostgresJournalStore,
-): { readonly store: JournalStore; readonly unseen: string[]; readonly checked: () => number } {
-  const unseen: string[] = [];
-  let checked = 0;
-  const check = async (written: JournalRecord): Promise<void> => {
-    checked++;
-    const seen = await reader.get(written.key);
-    if (seen?.version !== written.version || seen.state !== written.state) unseen.push(written.key);
-  };
-  return {
-    unseen,
-    checked: () => checked,
-    store: {
-      location: store.location,
-      clock: store.clock,
-      get: (...a) => store.get(...a),
-      async insert(r, options) {
-        const ok = await store.insert(r, options);
-        if (ok && options?.durable === true) await check(r);
-        return ok;
-      },
-      async update(r, expected, options) {
-        const result = await store.update(r, expected, options);
-        if (result.ok && options?.durable === true) await check(r);
-        return result;
-      },
-      appendReceipt: (...a) => store.appendReceipt(...a),
-      listRecords: (...a) => store.listRecords(...a),
-      readReceipts: (...a) => store.readReceipts(...a),
-      anchor: () => store.anchor(),
-      head: () => store.head(),
-      prune: (...a) => store.prune(...a),
-      close: () => store.close(),
-    },
-  };
 }
 
 describe.skipIf(server === undefined)('group commit of the PostgreSQL journal store', () => {

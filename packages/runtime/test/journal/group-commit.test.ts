@@ -5,7 +5,7 @@
  * connection), a write that fails fails alone, and a write whose caller cancels while its group
  * waits for another process's lock is not written.
  */
-import type { JournalRecord, JournalStore } from '@stepbind/binding';
+import type { JournalRecord } from '@stepbind/binding';
 import {
   McpRuntime,
   openSqliteJournal as openStore,
@@ -17,7 +17,7 @@ import { readAuditTrail, stdioServerParams, tempAuditPath, tempDir } from '@step
 import { afterEach, expect, it } from 'vitest';
 import { fixtureTool, WRITE } from '../support/fixtures.js';
 import { failure } from '../support/errors.js';
-import { context, record } from '../support/journal.js';
+import { checkedAtResolve, context, record } from '../support/journal.js';
 import { trackRuntimes } from '../support/runtimes.js';
 import { holdLock } from './busy/hold.js';
 import { describeEachDriver } from './drivers.js';
@@ -29,50 +29,6 @@ afterEach(async () => {
 });
 
 const IN_FLIGHT = 64;
-
-/**
- * The store, delegated to whole, except that every durable write is checked, the moment it
- * resolves (before the journal can send the call it precedes), against a second connection to the
- * file: the record it wrote must already be committed there.
- */
-function checkedAtResolve(
-  store: SqliteJournalStore,
-  reader: SqliteJournalStore,
-): { readonly store: JournalStore; readonly unseen: string[]; readonly checked: () => number } {
-  const unseen: string[] = [];
-  let checked = 0;
-  const check = async (written: JournalRecord): Promise<void> => {
-    checked++;
-    const seen = await reader.get(written.key);
-    if (seen?.version !== written.version || seen.state !== written.state) unseen.push(written.key);
-  };
-  return {
-    unseen,
-    checked: () => checked,
-    store: {
-      location: store.location,
-      get: (...a) => store.get(...a),
-      async insert(r, options) {
-        const ok = await store.insert(r, options);
-        if (ok && options?.durable === true) await check(r);
-        return ok;
-      },
-      async update(r, expected, options) {
-        const result = await store.update(r, expected, options);
-        if (result.ok && options?.durable === true) await check(r);
-        return result;
-      },
-      appendReceipt: (...a) => store.appendReceipt(...a),
-      listRecords: (...a) => store.listRecords(...a),
-      readReceipts: (...a) => store.readReceipts(...a),
-      anchor: () => store.anchor(),
-      head: () => store.head(),
-      newestWrite: (...a) => store.newestWrite(...a),
-      prune: (...a) => store.prune(...a),
-      close: () => store.close(),
-    },
-  };
-}
 
 describeEachDriver('group commit of the SQLite journal', (driver: JournalDriver) => {
   const open = (options: SqliteJournalOptions): SqliteJournalStore => {
