@@ -14,6 +14,7 @@ import {
   type ApprovalMode,
   type BoundServer,
   type BoundTool,
+  type CatalogSnapshot,
   type InputRoundListener,
   type JournalStore,
   type McpBinding,
@@ -96,6 +97,28 @@ export interface Harness {
 /** A successful text result. */
 export const ok = (text = 'done'): ToolCallResult => ({ content: [{ type: 'text', text }] });
 
+/** Server `s` of `snapshot` at revision 1 calling through `caller`, and its tools by model name. */
+export function serverOver(
+  snapshot: CatalogSnapshot,
+  caller: ToolCaller,
+  approval: ApprovalMode = 'none',
+): { readonly server: BoundServer; readonly byModelName: Map<string, BoundTool> } {
+  const server: BoundServer = {
+    name: 's',
+    slot: new CatalogSlot('s', snapshot),
+    catalog: snapshot,
+    revision: 1,
+    caller,
+    callTimeoutMs: 1_000,
+    approval,
+  };
+  const byModelName = new Map<string, BoundTool>();
+  for (const descriptor of snapshot.tools) {
+    byModelName.set(descriptor.modelName, { modelName: descriptor.modelName, server, descriptor });
+  }
+  return { server, byModelName };
+}
+
 /** A fake runtime with server `s` captured at revision 1 and policy epoch 0. */
 export function harness(options: HarnessOptions = {}): Harness {
   const log: string[] = [];
@@ -134,20 +157,7 @@ export function harness(options: HarnessOptions = {}): Harness {
       return await reply({ tool, args, signal: o.signal, onInputRound: o.onInputRound });
     },
   };
-  const slot = new CatalogSlot('s', catalog);
-  const server: BoundServer = {
-    name: 's',
-    slot,
-    catalog,
-    revision: 1,
-    caller,
-    callTimeoutMs: 1_000,
-    approval: options.approval ?? 'none',
-  };
-  const byModelName = new Map<string, BoundTool>();
-  for (const descriptor of catalog.tools) {
-    byModelName.set(descriptor.modelName, { modelName: descriptor.modelName, server, descriptor });
-  }
+  const { server, byModelName } = serverOver(catalog, caller, options.approval);
   const policy: LivePolicy = {
     policyEpoch: 0,
     revoked: false,
@@ -175,7 +185,7 @@ export function harness(options: HarnessOptions = {}): Harness {
       onJournalError: (error) => journalErrors.push(error),
     },
   );
-  return { binding, journal, slot, policy, close, log, sends, journalErrors };
+  return { binding, journal, slot: server.slot, policy, close, log, sends, journalErrors };
 }
 
 /** Moves the slot to the next revision, as a hard refresh does (under the write lock). */

@@ -5,20 +5,18 @@
 import {
   CallError,
   CallJournal,
-  CatalogSlot,
   MemoryJournalStore,
   RuntimeError,
   createBinding,
   createCatalogSnapshot,
   toToolResult,
-  type BoundServer,
-  type BoundTool,
   type JournalStore,
   type McpBinding,
   type ToolCallResult,
   type ToolCaller,
 } from '@stepbind/binding/internal';
 import { describe, expect, it } from 'vitest';
+import { serverOver } from '../call/support.js';
 import { ErrorCode } from '../support/journal.js';
 
 const catalog = createCatalogSnapshot({
@@ -74,20 +72,7 @@ function setup(
       return result;
     },
   };
-  const slot = new CatalogSlot('s', catalog);
-  const server: BoundServer = {
-    name: 's',
-    slot,
-    catalog,
-    revision: 1,
-    caller,
-    callTimeoutMs: 1_000,
-    approval: 'none',
-  };
-  const byModelName = new Map<string, BoundTool>();
-  for (const descriptor of catalog.tools) {
-    byModelName.set(descriptor.modelName, { modelName: descriptor.modelName, server, descriptor });
-  }
+  const { server, byModelName } = serverOver(catalog, caller);
   const binding = createBinding(
     { tools: [], byModelName, servers: [server], leftOut: [] },
     {

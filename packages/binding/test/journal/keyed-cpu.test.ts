@@ -9,7 +9,6 @@
 import {
   CallError,
   CallJournal,
-  CatalogSlot,
   JournalError,
   MemoryJournalStore,
   armedDeadlines,
@@ -17,15 +16,13 @@ import {
   type JournalRecord,
   type ReceiptBody,
   createBinding,
-  type BoundServer,
-  type BoundTool,
   type JournalStore,
   type McpBinding,
   type ToolCallResult,
   type ToolCaller,
 } from '@stepbind/binding/internal';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { catalog } from '../call/support.js';
+import { catalog, serverOver } from '../call/support.js';
 import { ErrorCode } from '../support/journal.js';
 
 /** One store operation as the run asked for it: its name and the signal it was given. */
@@ -101,20 +98,7 @@ function setup(options: { readonly hangSent?: boolean } = {}): Setup {
       return { content: [{ type: 'text', text: 'done' }] };
     },
   };
-  const slot = new CatalogSlot('s', catalog);
-  const server: BoundServer = {
-    name: 's',
-    slot,
-    catalog,
-    revision: 1,
-    caller,
-    callTimeoutMs: 1_000,
-    approval: 'none',
-  };
-  const byModelName = new Map<string, BoundTool>();
-  for (const descriptor of catalog.tools) {
-    byModelName.set(descriptor.modelName, { modelName: descriptor.modelName, server, descriptor });
-  }
+  const { server, byModelName } = serverOver(catalog, caller);
   const binding = createBinding(
     { tools: [], byModelName, servers: [server], leftOut: [] },
     { stepId: 'step-1', policy: { policyEpoch: 0, isRevoked: () => false }, journal },
