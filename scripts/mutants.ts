@@ -1431,6 +1431,27 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: 'to be greater than 2000',
   },
   {
+    // A grouped statement's values are inlined as literals: a negative number after a minus sign
+    // must not open a `--` comment (the rest of the statement would be dropped).
+    name: 'inline a number without parentheses',
+    file: 'packages/runtime/src/fleet/pg-batch.ts',
+    find: 'Number.isFinite(value) ? `(${String(value)})` : undefined',
+    replace: 'Number.isFinite(value) ? String(value) : undefined',
+    testFile: 'packages/runtime/test/fleet/literals.pg.test.ts',
+    testName: 'bring every string and number back exactly, and refuse what cannot be a literal',
+    diagnostic: 'Property failed',
+  },
+  {
+    // The same literals with their quotes not doubled: a quote in a value ends the literal.
+    name: 'inline a string without doubling its quotes',
+    file: 'packages/runtime/src/fleet/pg-batch.ts',
+    find: "const escaped = value.replace(/'/g, \"''\");",
+    replace: 'const escaped = value;',
+    testFile: 'packages/runtime/test/fleet/literals.pg.test.ts',
+    testName: 'bring every string and number back exactly, and refuse what cannot be a literal',
+    diagnostic: 'Property failed',
+  },
+  {
     // Issue 20 (fleet): a grouped write of the PostgreSQL store resolves only after its COMMIT.
     name: "resolve a fleet group's write before its commit",
     file: 'packages/runtime/src/fleet/pg-batch.ts',
