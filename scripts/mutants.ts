@@ -545,7 +545,7 @@ const MUTANTS: readonly Mutant[] = [
     name: "ignore the call's deadline in the journal",
     file: 'packages/binding/src/call/prepared.ts',
     find: '    run.io = callDeadline(options.signal, run.timeoutMs);\n    // Without a prepare hook',
-    replace: '    run.io = {};\n    // Without a prepare hook',
+    replace: '    run.io = callDeadline(options.signal, Infinity);\n    // Without a prepare hook',
     testFile: 'packages/runtime/test/fleet/frozen.pg.test.ts',
     testName:
       'frozen (SIGSTOP): a keyed run with timeoutMs fails JOURNAL_UNAVAILABLE (reason timeout) and sends nothing; close() resolves while frozen; the key runs once after the thaw',
