@@ -1086,7 +1086,7 @@ const MUTANTS: readonly Mutant[] = [
     replace: "      principal: '',\n",
     testFile: 'packages/runtime/test/cache/catalog-cache.test.ts',
     testName: 'never serves a catalog across principals, audiences, tool filters or env values',
-    diagnostic: 'to be undefined',
+    diagnostic: 'expected {} to be undefined',
   },
   {
     name: 'serve a cached catalog whose tools were edited on disk',
@@ -1095,7 +1095,7 @@ const MUTANTS: readonly Mutant[] = [
     replace: 'if (mismatch !== undefined && (false as boolean)) {',
     testFile: 'packages/runtime/test/cache/catalog-cache.test.ts',
     testName: 'drops an entry whose tools were edited on disk (digest-mismatch), from the file too',
-    diagnostic: 'to be undefined',
+    diagnostic: 'expected {} to be undefined',
   },
   {
     name: 'the tool search index ignores descriptions',
@@ -1405,7 +1405,7 @@ const MUTANTS: readonly Mutant[] = [
     replace: '',
     testFile: 'packages/binding/test/bounds.test.ts',
     testName: 'keeps no reference to a walked value once the walk is over',
-    diagnostic: 'to be undefined',
+    diagnostic: 'expected {} to be undefined',
   },
   {
     // Issue 20 (DESIGN §21.2): a lock taken at once reads no clock, unless a journal claim came first.
@@ -1415,7 +1415,7 @@ const MUTANTS: readonly Mutant[] = [
     replace: 'run.t0',
     testFile: 'packages/binding/test/call/hot-path.test.ts',
     testName: "counts a keyed call's journal claim as lock wait, and 0 for a lock taken at once",
-    diagnostic: 'expected 0 to be 50',
+    diagnostic: 'expected +0 to be 50',
   },
   {
     // Issue 20 (DESIGN §21.2): the one-literal receipt has no protocolVersion member without one.
@@ -1425,7 +1425,7 @@ const MUTANTS: readonly Mutant[] = [
     replace: '',
     testFile: 'packages/binding/test/call/hot-path.test.ts',
     testName: 'has no protocolVersion member when the server named no protocol version',
-    diagnostic: 'not to have property',
+    diagnostic: 'to not have property "protocolVersion"',
   },
   {
     // Issue 20 (DESIGN §21.2): the plain tools/call path keeps the delivery record.
