@@ -1086,7 +1086,7 @@ const MUTANTS: readonly Mutant[] = [
     replace: "      principal: '',\n",
     testFile: 'packages/runtime/test/cache/catalog-cache.test.ts',
     testName: 'never serves a catalog across principals, audiences, tool filters or env values',
-    diagnostic: 'expected {} to be undefined',
+    diagnostic: 'to be undefined',
   },
   {
     name: 'serve a cached catalog whose tools were edited on disk',
@@ -1095,7 +1095,7 @@ const MUTANTS: readonly Mutant[] = [
     replace: 'if (mismatch !== undefined && (false as boolean)) {',
     testFile: 'packages/runtime/test/cache/catalog-cache.test.ts',
     testName: 'drops an entry whose tools were edited on disk (digest-mismatch), from the file too',
-    diagnostic: 'expected {} to be undefined',
+    diagnostic: 'to be undefined',
   },
   {
     name: 'the tool search index ignores descriptions',
