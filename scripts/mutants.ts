@@ -1387,6 +1387,68 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: '/inputSchema/properties/pick/anyOf/0',
   },
   {
+    // Issue 20 (DESIGN §21.2, in-memory call path): the bounds walk reuses its stacks, but a walk
+    // that a getter starts inside another must not write over the outer walk's pending values.
+    name: 'share the bounds walk stacks with a walk started inside it',
+    file: 'packages/binding/src/bounds.ts',
+    find: '  spareStacks = undefined;\n',
+    replace: '',
+    testFile: 'packages/binding/test/bounds.test.ts',
+    testName: 'gives a walk started from inside another (a getter of the value) stacks of its own',
+    diagnostic: 'expected undefined to deeply equal',
+  },
+  {
+    // Issue 20 (DESIGN §21.2): the kept stacks must not keep the walked values alive.
+    name: 'keep the walked values on the spare bounds stacks',
+    file: 'packages/binding/src/bounds.ts',
+    find: '      stacks.values.fill(undefined, 0, high);\n',
+    replace: '',
+    testFile: 'packages/binding/test/bounds.test.ts',
+    testName: 'keeps no reference to a walked value once the walk is over',
+    diagnostic: 'expected {} to be undefined',
+  },
+  {
+    // Issue 20 (DESIGN §21.2): a lock taken at once reads no clock, unless a journal claim came first.
+    name: "count a keyed call's journal claim as no lock wait",
+    file: 'packages/binding/src/call/prepared.ts',
+    find: 'run.journal === undefined ? run.t0 : performance.now()',
+    replace: 'run.t0',
+    testFile: 'packages/binding/test/call/hot-path.test.ts',
+    testName: "counts a keyed call's journal claim as lock wait, and 0 for a lock taken at once",
+    diagnostic: 'expected +0 to be 50',
+  },
+  {
+    // Issue 20 (DESIGN §21.2): the one-literal receipt has no protocolVersion member without one.
+    name: 'give a receipt without a protocol version an undefined protocolVersion member',
+    file: 'packages/binding/src/call/receipt.ts',
+    find: ' && receipt.protocolVersion !== undefined',
+    replace: '',
+    testFile: 'packages/binding/test/call/hot-path.test.ts',
+    testName: 'has no protocolVersion member when the server named no protocol version',
+    diagnostic: 'to not have property "protocolVersion"',
+  },
+  {
+    // Issue 20 (DESIGN §21.2): the plain tools/call path keeps the delivery record.
+    name: 'forget the delivery record of a plain tools/call',
+    file: 'packages/runtime/src/sdk/sdk-connection.ts',
+    find: '    const params = { name: tool, arguments: args };\n    this.#outgoing.expect(params, delivery);',
+    replace: '    const params = { name: tool, arguments: args };',
+    testFile: 'packages/runtime/test/runtime.stdio.test.ts',
+    testName:
+      'gives OUTCOME_UNKNOWN (delivery sent) for a server that crashes mid-call, and the next refresh reconnects it',
+    diagnostic: "expected 'CONNECTION_CLOSED' to be 'OUTCOME_UNKNOWN'",
+  },
+  {
+    // Issue 20 (DESIGN §21.2): a call with the caller's signal never takes the plain path.
+    name: "take the plain tools/call path past the caller's signal",
+    file: 'packages/runtime/src/sdk/sdk-requests.ts',
+    find: 'return options.signal === undefined && options.task === undefined',
+    replace: 'return options.task === undefined',
+    testFile: 'packages/runtime/test/delivery.stdio.test.ts',
+    testName: 'reports an abort after sending as ABORTED, delivery sent',
+    diagnostic: 'ABORTED',
+  },
+  {
     // Issue 20 (DESIGN §21.1, keyed call CPU): a store deadline ends only once its writes settled.
     name: "end a keyed call's store deadline before its SENT write settles",
     file: 'packages/binding/src/call/prepared.ts',

@@ -67,64 +67,91 @@ export function checkJsonValue(
   maxDepth: number,
   maxBytes: number,
 ): ValueProblem | undefined {
-  const values: unknown[] = [value];
-  const depths: number[] = [1];
-  let bytes = 0;
-  while (values.length > 0) {
-    const v = values.pop();
-    const depth = depths.pop() as number;
-    switch (typeof v) {
-      case 'string':
-        bytes += utf8Length(v) + 2;
-        break;
-      case 'number':
-        bytes += Number.isFinite(v) ? String(v).length : 4;
-        break;
-      case 'boolean':
-        bytes += v ? 4 : 5;
-        break;
-      case 'undefined':
-        // Only array items get here (object members are skipped below): they become null.
-        bytes += 4;
-        break;
-      case 'object': {
-        if (v === null) {
+  // The stacks of the last walk, taken for this one (a walk that a getter of the value started
+  // from inside this one finds none and makes its own); given back emptied, unless they grew large.
+  const stacks = spareStacks ?? { values: [], depths: [] };
+  spareStacks = undefined;
+  let high = 1;
+  try {
+    const { values, depths } = stacks;
+    values[0] = value;
+    depths[0] = 1;
+    let top = 1;
+    let bytes = 0;
+    while (top > 0) {
+      top--;
+      const v = values[top];
+      const depth = depths[top] as number;
+      switch (typeof v) {
+        case 'string':
+          bytes += utf8Length(v) + 2;
+          break;
+        case 'number':
+          bytes += Number.isFinite(v) ? String(v).length : 4;
+          break;
+        case 'boolean':
+          bytes += v ? 4 : 5;
+          break;
+        case 'undefined':
+          // Only array items get here (object members are skipped below): they become null.
           bytes += 4;
           break;
-        }
-        if (depth > maxDepth) return { kind: 'depth', limit: maxDepth };
-        if (typeof (v as { toJSON?: unknown }).toJSON === 'function') return notJson(value);
-        if (Array.isArray(v)) {
-          bytes += v.length === 0 ? 2 : v.length + 1;
-          for (let i = v.length - 1; i >= 0; i--) {
-            values.push(v[i]);
-            depths.push(depth + 1);
+        case 'object': {
+          if (v === null) {
+            bytes += 4;
+            break;
           }
-        } else {
-          const record = v as Record<string, unknown>;
-          let members = 0;
-          for (const key in record) {
-            if (!Object.hasOwn(record, key)) continue;
-            const member = record[key];
-            if (member === undefined) continue;
-            members++;
-            bytes += utf8Length(key) + 3;
-            values.push(member);
-            depths.push(depth + 1);
+          if (depth > maxDepth) return { kind: 'depth', limit: maxDepth };
+          if (typeof (v as { toJSON?: unknown }).toJSON === 'function') return notJson(value);
+          if (Array.isArray(v)) {
+            bytes += v.length === 0 ? 2 : v.length + 1;
+            for (let i = v.length - 1; i >= 0; i--) {
+              values[top] = v[i];
+              depths[top] = depth + 1;
+              top++;
+            }
+          } else {
+            const record = v as Record<string, unknown>;
+            let members = 0;
+            for (const key in record) {
+              if (!Object.hasOwn(record, key)) continue;
+              const member = record[key];
+              if (member === undefined) continue;
+              members++;
+              bytes += utf8Length(key) + 3;
+              values[top] = member;
+              depths[top] = depth + 1;
+              top++;
+            }
+            bytes += members === 0 ? 2 : members + 1;
           }
-          bytes += members === 0 ? 2 : members + 1;
+          if (top > high) high = top;
+          break;
         }
-        break;
+        case 'bigint':
+        case 'function':
+        case 'symbol':
+          return notJson(value);
       }
-      case 'bigint':
-      case 'function':
-      case 'symbol':
-        return notJson(value);
+      if (bytes > maxBytes) return { kind: 'bytes', limit: maxBytes };
     }
-    if (bytes > maxBytes) return { kind: 'bytes', limit: maxBytes };
+    return undefined;
+  } finally {
+    if (high <= SPARE_STACK_MAX) {
+      // No reference to the walked value outlives the walk.
+      stacks.values.fill(undefined, 0, high);
+      spareStacks = stacks;
+    }
   }
-  return undefined;
 }
+
+/** The walk stacks {@link checkJsonValue} keeps for the next walk (none while one is in use). */
+let spareStacks: { readonly values: unknown[]; readonly depths: number[] } | undefined = {
+  values: [],
+  depths: [],
+};
+/** Stacks that grew past this many entries are dropped after their walk, not kept. */
+const SPARE_STACK_MAX = 1024;
 
 /** The first value JSON cannot carry, found again with paths (only on the failure path). */
 function notJson(root: unknown): ValueProblem {

@@ -13,6 +13,8 @@ import {
   type ToolCallResult,
   type ToolCaller,
 } from '@stepbind/binding/internal';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { checkJsonValue } from '../src/bounds.js';
 
 /** A caller that records what it was asked to send and answers with `result`. */
@@ -250,5 +252,34 @@ describe('own properties at the call boundary', () => {
     const error = await failure(binding.prepareCall('s__q').run({}));
     expect(error.code).toBe('INVALID_TOOL_OUTPUT');
     expect(error.message).toContain("(root) must have required property 'valueOf'");
+  });
+});
+
+describe('checkJsonValue: the walk stacks kept for the next walk', () => {
+  it('gives a walk started from inside another (a getter of the value) stacks of its own', () => {
+    // The getter's walk runs while the outer one still has the deep item pending on its stack.
+    const deep = { a: { b: { c: {} } } };
+    const inner = {
+      get member() {
+        expect(checkJsonValue({ x: [1, 2, 3] }, 8, 1_000)).toBeUndefined();
+        return 'x';
+      },
+    };
+    expect(checkJsonValue([inner, deep], 3, 1_000)).toEqual({ kind: 'depth', limit: 3 });
+  });
+
+  it('keeps no reference to a walked value once the walk is over', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const ref = ((): WeakRef<object> => {
+      // An empty object is the last value its stack slot holds: nothing written over it.
+      const payload = {};
+      expect(checkJsonValue({ content: [{ text: 'a' }, payload] }, 8, 1_000)).toBeUndefined();
+      return new WeakRef(payload);
+    })();
+    // A WeakRef holds its target until the end of the current job.
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+    expect(ref.deref()).toBeUndefined();
   });
 });

@@ -113,13 +113,21 @@ const LIMIT_KEYS = {
 export function checkBounds(call: CheckedCall, value: unknown, which: 'Argument' | 'Output'): void {
   const { modelName, descriptor, server } = call.bound;
   const limits = server.callLimits;
-  const { depthKey, bytesKey } = LIMIT_KEYS[which];
-  const problem = checkJsonValue(
-    value,
-    limits?.[depthKey] ?? DEFAULT_CALL_LIMITS[depthKey],
-    limits?.[bytesKey] ?? DEFAULT_CALL_LIMITS[bytesKey],
-  );
+  // Named loads, not keyed ones: this runs twice per call.
+  const problem =
+    which === 'Argument'
+      ? checkJsonValue(
+          value,
+          limits?.maxArgumentDepth ?? DEFAULT_CALL_LIMITS.maxArgumentDepth,
+          limits?.maxArgumentBytes ?? DEFAULT_CALL_LIMITS.maxArgumentBytes,
+        )
+      : checkJsonValue(
+          value,
+          limits?.maxOutputDepth ?? DEFAULT_CALL_LIMITS.maxOutputDepth,
+          limits?.maxOutputBytes ?? DEFAULT_CALL_LIMITS.maxOutputBytes,
+        );
   if (problem === undefined) return;
+  const { depthKey, bytesKey } = LIMIT_KEYS[which];
   const errors = describeValueProblem(problem, depthKey, bytesKey);
   const limit =
     problem.kind === 'depth' ? depthKey : problem.kind === 'bytes' ? bytesKey : undefined;

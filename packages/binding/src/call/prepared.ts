@@ -25,7 +25,7 @@ import {
   type FailingCall,
 } from './failure.js';
 import { InputRoundLog } from './input-rounds.js';
-import { progressOptions, wantsProgress } from './progress.js';
+import { progressOptions, sendWithProgress, wantsProgress } from './progress.js';
 import { callContext, receiptOf, type CallCapture } from './receipt.js';
 import { failedRun, replayOutcome } from './recorded.js';
 import { checkRunOptions } from './run-options.js';
@@ -159,6 +159,8 @@ export class PreparedCall {
       const caller = this.#admitAtPointOfUse(run, admitted);
       if (run.claim !== undefined) await this.#markSent(run);
       const result = await this.#send(run, caller, admitted.callArgs);
+      run.tCalled = performance.now();
+      run.phase = 'output';
       checkOutput(this.#call, result);
       return run.journal === undefined
         ? this.#outcome(run, result)
@@ -292,7 +294,9 @@ export class PreparedCall {
       // Uncontended (no writer waiting or writing): taken now, without a turn of the event loop.
       const release = run.bound.server.slot.lock.tryAcquireRead();
       if (release !== undefined) {
-        this.#locked(run, release);
+        // Taken without waiting and, with no journal claim before it, nothing since the start
+        // that took time: the lock wait is 0 without a clock read.
+        this.#locked(run, release, run.journal === undefined ? run.t0 : performance.now());
         return undefined;
       }
     }
@@ -304,7 +308,8 @@ export class PreparedCall {
     const { signal } = run.options;
     if (provisional !== undefined) await this.#confirmLive(run, provisional);
     const lock = run.bound.server.slot.lock;
-    this.#locked(run, await lock.acquireRead(signal === undefined ? {} : { signal }));
+    const release = await lock.acquireRead(signal === undefined ? {} : { signal });
+    this.#locked(run, release, performance.now());
   }
 
   /**
@@ -312,9 +317,9 @@ export class PreparedCall {
    *
    * @throws CallError `STALE_CATALOG`.
    */
-  #locked(run: CallRun, release: Release): void {
+  #locked(run: CallRun, release: Release, tLock: number): void {
     run.release = release;
-    run.tLock = performance.now();
+    run.tLock = tLock;
     const slot = run.bound.server.slot;
     if (slot.revision !== run.revision) {
       throw staleCatalogError(this.#call, run.revision, slot.revision);
@@ -458,9 +463,10 @@ export class PreparedCall {
   /**
    * Sends `tools/call` on the captured client (phase `call`) with the per-call timeout, the
    * caller's signal and the MRTR round log, still under the read lock; from here a failure may
-   * mean the call ran. Leaves the run in phase `output`.
+   * mean the call ran. The caller's own promise when no progress listener needs ending after it
+   * (no extra `async` frame); `run` moves the run to phase `output` once it settles.
    */
-  async #send(
+  #send(
     run: CallRun,
     caller: ToolCaller,
     callArgs: Readonly<Record<string, unknown>>,
@@ -476,17 +482,11 @@ export class PreparedCall {
       onInputRound: (round) => (run.rounds ??= new InputRoundLog()).add(round),
     };
     if (signal !== undefined) request = { ...request, signal };
-    if (progress !== undefined) request = { ...request, ...progress.options };
     if (task !== undefined) request = { ...request, ...task };
-    let result: ToolCallResult;
-    try {
-      result = await caller.callTool(this.tool, callArgs, request);
-    } finally {
-      progress?.end();
-    }
-    run.tCalled = performance.now();
-    run.phase = 'output';
-    return result;
+    if (progress === undefined) return caller.callTool(this.tool, callArgs, request);
+    return sendWithProgress(caller, this.tool, callArgs, { ...request, ...progress.options }, () =>
+      progress.end(),
+    );
   }
 
   /**

@@ -6,7 +6,13 @@
  *
  * @packageDocumentation
  */
-import type { CallProgress, ProgressListener, RunOptions } from './types.js';
+import type {
+  CallProgress,
+  ProgressListener,
+  RunOptions,
+  ToolCallResult,
+  ToolCaller,
+} from './types.js';
 
 /** The longest progress message passed on; longer ones are cut to this many characters. */
 export const MAX_PROGRESS_MESSAGE_CHARS = 1000;
@@ -93,4 +99,19 @@ export function wantsProgress(options: RunOptions): boolean {
     options.resetTimeoutOnProgress !== undefined ||
     options.maxTotalTimeoutMs !== undefined
   );
+}
+
+/** `caller.callTool` of a run with a progress listener, which ends once the call settles. */
+export async function sendWithProgress(
+  caller: ToolCaller,
+  tool: string,
+  args: Readonly<Record<string, unknown>>,
+  request: Parameters<ToolCaller['callTool']>[2],
+  end: () => void,
+): Promise<ToolCallResult> {
+  try {
+    return await caller.callTool(tool, args, request);
+  } finally {
+    end();
+  }
 }

@@ -69,7 +69,15 @@ export function receiptOf(
   const catalog = bound.server.catalog;
   const descriptor = bound.descriptor;
   const { t0, tLock, tPrepared, tCalled } = run.timings;
-  return Object.freeze({
+  const timings = Object.freeze({
+    lockWaitMs: tLock - t0,
+    prepareMs: tPrepared - tLock,
+    callMs: tCalled - tPrepared,
+    totalMs: performance.now() - t0,
+  });
+  // One literal of a fixed shape (a spread costs a copy per call); the rare optional members are
+  // put in their places after.
+  const receipt = {
     stepId,
     server: bound.server.name,
     tool: descriptor.name,
@@ -82,20 +90,31 @@ export function receiptOf(
     policyEpoch,
     audience: catalog.audience,
     catalogState: catalog.state,
-    ...protocolOf(catalog),
-    ...run.rounds?.field(),
+    protocolVersion: catalog.identity.protocolVersion,
     effectClass: descriptor.effectClass,
-    ...(run.taskId === undefined ? {} : { taskId: run.taskId }),
-    outcome: result.isError === true ? 'tool-error' : 'ok',
+    outcome: result.isError === true ? ('tool-error' as const) : ('ok' as const),
     idempotencyKey: run.key,
     argsDigest: run.argsDigest,
     startedAt: run.startedAt,
-    timings: Object.freeze({
-      lockWaitMs: tLock - t0,
-      prepareMs: tPrepared - tLock,
-      callMs: tCalled - tPrepared,
-      totalMs: performance.now() - t0,
-    }),
+    timings,
+  };
+  if (run.rounds === undefined && run.taskId === undefined && receipt.protocolVersion !== undefined)
+    return Object.freeze(receipt);
+  // The members in the receipt's order: no `protocolVersion` member when there is none.
+  const { protocolVersion, effectClass, outcome, idempotencyKey, argsDigest, startedAt, ...rest } =
+    receipt;
+  const { timings: measured, ...head } = rest;
+  return Object.freeze({
+    ...head,
+    ...(protocolVersion === undefined ? {} : { protocolVersion }),
+    ...run.rounds?.field(),
+    effectClass,
+    ...(run.taskId === undefined ? {} : { taskId: run.taskId }),
+    outcome,
+    idempotencyKey,
+    argsDigest,
+    startedAt,
+    timings: measured,
   });
 }
 

@@ -4,12 +4,16 @@
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
+  LoggingMessageNotificationSchema,
   PromptListChangedNotificationSchema,
+  ToolListChangedNotificationSchema,
   ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { CallProgressWatch, ProgressRoutes } from '../call-progress.js';
-import type { DeliveryRecord } from '../connection.js';
+import type { DeliveryRecord, ServerLogMessage } from '../connection.js';
+import type { ConnectionListeners } from '../connection-listeners.js';
+import type { Redactor } from '../redact.js';
 import type { FeatureListeners, FeatureNotification } from '../resources/notifications.js';
 
 /**
@@ -121,4 +125,31 @@ export function listenFeatures(client: Client, listeners: FeatureListeners): voi
   client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
     emit({ kind: 'resource-updated', uri: notification.params.uri });
   });
+}
+
+/** Feeds a connection's server log, `list_changed`, close and (redacted) errors to `listeners`. */
+export function listenConnection(
+  client: Client,
+  listeners: ConnectionListeners,
+  redactor: Redactor,
+): void {
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+    const { level, logger, data } = notification.params;
+    const message: ServerLogMessage = {
+      level,
+      ...(logger === undefined ? {} : { logger }),
+      data,
+    };
+    listeners.log(message);
+  });
+  client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+    listeners.listChanged();
+  });
+  client.onclose = () => {
+    listeners.markClosed();
+  };
+  client.onerror = (error) => {
+    const safe = redactor.error(error);
+    listeners.error(safe);
+  };
 }

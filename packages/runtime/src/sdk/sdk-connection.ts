@@ -4,12 +4,7 @@
  * failure mapped to a typed stepbind error.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import {
-  CallToolResultSchema,
-  ResultSchema,
-  LoggingMessageNotificationSchema,
-  ToolListChangedNotificationSchema,
-} from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import {
   ErrorCode,
   RuntimeError,
@@ -48,13 +43,15 @@ import type { Span } from '@opentelemetry/api';
 import type { HttpSessionWatch, SessionLoss, TrackedRequest } from '../transports/http-session.js';
 import type { StderrTail } from '../transports/stderr-tail.js';
 import { connectionClosed, mapSdkError } from './sdk-errors.js';
-import { listenFeatures, OutgoingCalls, trackDelivery } from './client-hooks.js';
+import { listenConnection, listenFeatures, OutgoingCalls, trackDelivery } from './client-hooks.js';
 import {
   clientListSource,
   debugCall,
   debugCallOutcome,
   hasKeys,
+  featureRequestOn,
   ignoreRequestId,
+  isPlainCall,
   linkSignal,
   PROBE_TIMEOUT_MS,
   RESPONSE_LOST,
@@ -130,25 +127,7 @@ export class SdkConnection implements Connection {
       protocolVersion,
       listChanged: client.getServerCapabilities()?.tools?.listChanged === true,
     });
-    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
-      const { level, logger, data } = notification.params;
-      const message: ServerLogMessage = {
-        level,
-        ...(logger === undefined ? {} : { logger }),
-        data,
-      };
-      this.#listeners.log(message);
-    });
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      this.#listeners.listChanged();
-    });
-    client.onclose = () => {
-      this.#listeners.markClosed();
-    };
-    client.onerror = (error) => {
-      const safe = this.#redactor.error(error);
-      this.#listeners.error(safe);
-    };
+    listenConnection(client, this.#listeners, this.#redactor);
     this.#http?.established(
       (loss) => this.#loseSession(loss),
       () => this.#probe(),
@@ -328,9 +307,11 @@ export class SdkConnection implements Connection {
       );
     }
     const started = debugCall.enabled ? performance.now() : 0;
-    const traced = telemetryOff()
-      ? this.#callTool(tool, args, options, UNTRACED.meta, ignoreRequestId)
-      : this.#tracedCallTool(tool, args, options);
+    const traced = !telemetryOff()
+      ? this.#tracedCallTool(tool, args, options)
+      : this.#http === undefined && isPlainCall(options)
+        ? this.#plainCallTool(tool, args, options)
+        : this.#callTool(tool, args, options, UNTRACED.meta, ignoreRequestId);
     return debugCall.enabled ? debugCallOutcome(traced, this.name, tool, started) : traced;
   }
 
@@ -350,6 +331,29 @@ export class SdkConnection implements Connection {
       },
       (meta, onRequestId, span) => this.#callTool(tool, args, options, meta, onRequestId, span),
     );
+  }
+
+  /**
+   * {@link #callTool} of a call that needs nothing but the request (no span, task, progress, signal
+   * or HTTP session): the same steps, without the closures and the context they would allocate.
+   */
+  async #plainCallTool(
+    tool: string,
+    args: Readonly<Record<string, unknown>>,
+    options: CallRequestOptions,
+  ): Promise<RawCallResult> {
+    const delivery: DeliveryRecord = { delivery: 'not-sent', onId: ignoreRequestId };
+    const params = { name: tool, arguments: args };
+    this.#outgoing.expect(params, delivery);
+    const pending = this.client.request({ method: 'tools/call', params }, CallToolResultSchema, {
+      timeout: options.timeoutMs,
+    });
+    this.#outgoing.settle(params);
+    try {
+      return await pending;
+    } catch (error) {
+      throw this.#mapCallError(error, tool, options, delivery.delivery);
+    }
   }
 
   async #callTool(
@@ -573,25 +577,10 @@ export class SdkConnection implements Connection {
         this.#closedError(`${method} on server "${this.name}"`, { server: this.name })
       );
     }
-    // The SDK never removes its abort listener: a per-request signal linked to the caller's.
-    const link = linkSignal(options.signal);
-    try {
-      return await this.client.request({ method, params: { ...params } }, ResultSchema, {
-        timeout: options.timeoutMs,
-        ...(link === undefined ? {} : { signal: link.signal }),
-      });
-    } catch (error) {
-      throw this.#redactor.error(
-        mapSdkError(error, {
-          server: this.name,
-          operation: method,
-          timeoutMs: options.timeoutMs,
-          ...(options.signal === undefined ? {} : { signal: options.signal }),
-          fault: this.#fault(),
-        }),
-      );
-    } finally {
-      link?.dispose();
-    }
+    return await featureRequestOn(this.client, method, params, options, {
+      server: this.name,
+      fault: this.#fault,
+      redactor: this.#redactor,
+    });
   }
 }

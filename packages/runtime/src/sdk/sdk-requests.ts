@@ -4,11 +4,20 @@
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { onAbort, type ListPageRequest, type ToolListSource } from '@stepbind/binding/internal';
+import {
+  onAbort,
+  type FeatureMethod,
+  type FeatureRequestOptions,
+  type ListPageRequest,
+  type ToolListSource,
+} from '@stepbind/binding/internal';
+import type { Redactor } from '../redact.js';
 import { StepbindError } from '@stepbind/binding/internal';
 import { createDebug } from '../log.js';
 import type { FaultSource } from '../transports/guard.js';
 import { mapSdkError } from './sdk-errors.js';
+import { wantsProgress } from '../call-progress.js';
+import type { CallRequestOptions } from '../connection.js';
 
 /** Budget of the `ping` that checks a session after one of its response streams broke. */
 export const PROBE_TIMEOUT_MS = 5_000;
@@ -99,3 +108,41 @@ export function hasKeys(record: Readonly<Record<string, string>>): boolean {
 
 /** The request-id listener of an untraced call (the id goes on a span only when one records). */
 export const ignoreRequestId = (): void => undefined;
+
+/**
+ * True when a `tools/call` needs nothing but the request itself: no caller's signal to link, no
+ * MCP task, no progress. (The connection adds: no span and no HTTP session.)
+ */
+export function isPlainCall(options: CallRequestOptions & { readonly task?: unknown }): boolean {
+  return options.signal === undefined && options.task === undefined && !wantsProgress(options);
+}
+
+/** One resources, prompts or completion request on an open client (`Connection.featureRequest`). */
+export async function featureRequestOn(
+  client: Client,
+  method: FeatureMethod,
+  params: Readonly<Record<string, unknown>>,
+  options: FeatureRequestOptions,
+  on: { readonly server: string; readonly fault: FaultSource; readonly redactor: Redactor },
+): Promise<unknown> {
+  // The SDK never removes its abort listener: a per-request signal linked to the caller's.
+  const link = linkSignal(options.signal);
+  try {
+    return await client.request({ method, params: { ...params } }, ResultSchema, {
+      timeout: options.timeoutMs,
+      ...(link === undefined ? {} : { signal: link.signal }),
+    });
+  } catch (error) {
+    throw on.redactor.error(
+      mapSdkError(error, {
+        server: on.server,
+        operation: method,
+        timeoutMs: options.timeoutMs,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        fault: on.fault(),
+      }),
+    );
+  } finally {
+    link?.dispose();
+  }
+}
