@@ -23,7 +23,8 @@
  *
  * Sides, interleaved (the order reversed every other round): unkeyed calls over stdio, keyed calls
  * over stdio with the SQLite journal `normal` and `full`, the floor `normal` and `full`, the
- * completion commit, one fsync of a 4 KiB write.
+ * completion commit, one fsync of a 4 KiB write, and keyed calls over a store that keeps nothing
+ * (bench/null-store.ts: the journal's rules and the keyed call path without persistence).
  *
  * Run alone: `npx tsx bench/journal-floor.ts [--strict]`; in `pnpm bench journal-floor`.
  */
@@ -38,6 +39,7 @@ import {
   resolveJournalDriver,
   type SqliteDatabase,
 } from '../packages/runtime/src/journal/sqlite-driver.js';
+import { nullJournalStore } from './null-store.js';
 import { breathe, isMain, median, row, runStandalone, Scratch, trackChild } from './support.js';
 import type { BenchRow } from './support.js';
 
@@ -85,15 +87,16 @@ interface StdioSide {
 async function openStdio(
   scratch: Scratch,
   name: string,
-  synchronous: 'full' | 'normal' | undefined,
+  synchronous: 'full' | 'normal' | 'nothing' | undefined,
   capture?: Captured,
 ): Promise<StdioSide> {
   const params = stdioServerParams({ scenario: 'single' });
-  const store =
-    synchronous === undefined
+  const sqlite =
+    synchronous === undefined || synchronous === 'nothing'
       ? undefined
       : openSqliteJournal({ path: scratch.path(`${name}.db`), synchronous });
-  if (store !== undefined && capture !== undefined) capturing(store, capture);
+  if (sqlite !== undefined && capture !== undefined) capturing(sqlite, capture);
+  const store = synchronous === 'nothing' ? nullJournalStore() : sqlite;
   const runtime = await McpRuntime.open(
     { mcpServers: { s: { command: params.command, args: params.args, approval: 'none' } } },
     store === undefined ? {} : { journal: { store } },
@@ -229,7 +232,8 @@ export async function runJournalFloorBench(options: JournalFloorOptions = {}): P
     const bare = await openStdio(scratch, 'bare', undefined);
     const normal = await openStdio(scratch, 'normal', 'normal', captured);
     const full = await openStdio(scratch, 'full', 'full');
-    stdio.push(bare, normal, full);
+    const nothing = await openStdio(scratch, 'nothing', 'nothing');
+    stdio.push(bare, normal, full, nothing);
     // Warm-up, which also captures the real rows of a keyed call.
     for (const side of stdio) await stdioRound(side, calls);
     if (captured.sent === undefined || captured.completed === undefined) {
@@ -243,6 +247,7 @@ export async function runJournalFloorBench(options: JournalFloorOptions = {}): P
       bare: [] as number[],
       normal: [] as number[],
       full: [] as number[],
+      nothing: [] as number[],
       floorNormal: [] as number[],
       floorFull: [] as number[],
       completion: [] as number[],
@@ -254,6 +259,7 @@ export async function runJournalFloorBench(options: JournalFloorOptions = {}): P
       async () => void m.bare.push(await stdioRound(bare, calls)),
       async () => void m.normal.push(await stdioRound(normal, calls)),
       async () => void m.full.push(await stdioRound(full, calls)),
+      async () => void m.nothing.push(await stdioRound(nothing, calls)),
       async () => {
         const r = floorRound(floorNormal, calls);
         m.floorNormal.push(r.sent);
@@ -278,6 +284,7 @@ export async function runJournalFloorBench(options: JournalFloorOptions = {}): P
       row(SUITE, 'seq latency, unkeyed (stdio)', 'µs', m.bare),
       row(SUITE, "seq latency, keyed, SQLite 'normal' (stdio)", 'µs', m.normal),
       row(SUITE, "seq latency, keyed, SQLite 'full' (stdio)", 'µs', m.full),
+      row(SUITE, 'seq latency, keyed, store keeping nothing (stdio)', 'µs', m.nothing),
       row(SUITE, "one fsync of a 4 KiB rewrite (the target's fsync)", 'µs', m.fsync),
       row(SUITE, 'one fsync of an appended 4 KiB write', 'µs', m.fsyncAppend),
       row(SUITE, "floor: SENT commit + args sha256, 'normal'", 'µs', m.floorNormal, { note }),
@@ -305,6 +312,15 @@ export async function runJournalFloorBench(options: JournalFloorOptions = {}): P
         "floor + completion / budget, 'normal'",
         '×',
         per((i) => (at(m.floorNormal, i) + at(m.completion, i)) / at(budgetNormal, i)),
+      ),
+      row(
+        SUITE,
+        'keyed over a store keeping nothing / unkeyed',
+        '×',
+        per((i) => at(m.nothing, i) / at(m.bare, i)),
+        {
+          note: 'The journal rules and keyed call path alone (bench/null-store.ts), no persistence.',
+        },
       ),
       row(
         SUITE,
