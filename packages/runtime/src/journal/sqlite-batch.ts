@@ -14,9 +14,9 @@
  * cannot be stored) after some of its statements ran, the group is rolled back whole (so nothing of
  * that write, nor of any other, is left) and its writes are run again one transaction each, so the
  * failure stays that write's own and the others are unaffected. A savepoint per write would only
- * undo what this rollback undoes anyway (DESIGN §21.1). A group that meets another process's lock is retried whole (nothing of it was
- * applied); a write whose caller cancelled while the group waited leaves the group `ABORTED`, with
- * nothing written for it.
+ * undo what this rollback undoes anyway (DESIGN §21.1). A group that meets another process's lock
+ * is retried whole (nothing of it was applied); a write whose caller cancelled while the group
+ * waited leaves the group `ABORTED`, with nothing written for it.
  */
 import { isBusy, type JournalOperation } from './sqlite-busy.js';
 
