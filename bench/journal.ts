@@ -18,7 +18,8 @@
  * journal (`full`, `normal`, and `full` with one commit per write: the store behind a queue that
  * lets one write in at a time, i.e. without group commit) against unkeyed calls, interleaved per
  * round; fsyncs per call; and one fsync of this machine, measured in the same run, for the
- * sequential target (`full` within 1.1× of an unkeyed call plus one fsync).
+ * sequential target (`full` within 1.1× of an unkeyed call plus one fsync). A fifth side runs keyed
+ * calls over a store that keeps nothing (bench/null-store.ts): the ceiling of any real store.
  *
  * Run alone: `npx tsx bench/journal.ts [--strict]`.
  */
@@ -26,6 +27,7 @@ import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import type { JournalStore } from '@stepbind/binding';
 import { McpRuntime, openSqliteJournal, type SqliteJournalStore } from '@stepbind/runtime';
 import { stdioServerParams } from '@stepbind/testkit';
+import { nullJournalStore } from './null-store.js';
 import {
   breathe,
   isMain,
@@ -111,19 +113,21 @@ interface Side {
 async function openSide(
   name: string,
   scratch: Scratch,
-  synchronous: 'full' | 'normal' | undefined,
+  synchronous: 'full' | 'normal' | 'nothing' | undefined,
   keyed: boolean,
   oneAtATime = false,
 ): Promise<Side> {
   const params = stdioServerParams({ scenario: 'single' });
   const sqlite =
-    synchronous === undefined
+    synchronous === undefined || synchronous === 'nothing'
       ? undefined
       : openSqliteJournal({ path: scratch.path(`${name}.db`), synchronous });
   const timing = sqlite === undefined ? undefined : timed(sqlite, oneAtATime);
+  // 'nothing': a store that keeps nothing (bench/null-store.ts), the ceiling of any real store.
+  const store = synchronous === 'nothing' ? nullJournalStore() : timing?.store;
   const runtime = await McpRuntime.open(
     { mcpServers: { s: { command: params.command, args: params.args, approval: 'none' } } },
-    timing === undefined ? {} : { journal: { store: timing.store } },
+    store === undefined ? {} : { journal: { store } },
   );
   for (const pid of runtime.pids()) trackChild(pid);
   return {
@@ -216,7 +220,9 @@ async function runConcurrent(
   sides.push(normal);
   const serial = await openSide('c-full-serial', scratch, 'full', true, true);
   sides.push(serial);
-  const all = [bare, full, normal, serial];
+  const nothing = await openSide('c-nothing', scratch, 'nothing', true);
+  sides.push(nothing);
+  const all = [bare, full, normal, serial, nothing];
   const rates = new Map<Side, number[]>(all.map((side) => [side, []]));
   for (const side of all) await concurrentRound(side, total, IN_FLIGHT);
   const fsyncsBefore = { full: full.sqlite?.fsyncs ?? 0, serial: serial.sqlite?.fsyncs ?? 0 };
@@ -248,6 +254,15 @@ async function runConcurrent(
       note,
     }),
     row(SUITE, `${IN_FLIGHT} in flight ratio 'normal' / unkeyed`, '×', ratio(normal)),
+    row(
+      SUITE,
+      `${IN_FLIGHT} in flight ratio keyed, store keeping nothing / unkeyed`,
+      '×',
+      ratio(nothing),
+      {
+        note: 'A store that keeps nothing (bench/null-store.ts): the journal rules and keyed call path alone, the ceiling of any real store.',
+      },
+    ),
     row(
       SUITE,
       `${IN_FLIGHT} in flight ratio 'full', one commit per write / unkeyed`,

@@ -5,9 +5,9 @@
  * missed. A suite that crashes, or a child process left alive, always exits 1.
  *
  * Usage: `pnpm bench [--strict] [suite...]` with suites among capture, call, hard-refresh,
- * enumerate, snapshot, journal, fleet (default: all; fleet needs PostgreSQL, see bench/fleet.ts).
- * enumerate, snapshot, journal, era, startup, search, resources, memory (default: all; memory runs
- * in a child process started with `--expose-gc`).
+ * enumerate, snapshot, journal, journal-floor, fleet, era, startup, search, resources, memory
+ * (default: all; fleet needs PostgreSQL, see bench/fleet.ts; memory runs in a child process started
+ * with `--expose-gc`).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -20,6 +20,7 @@ import { runEnumerateBench } from './enumerate.js';
 import { runEraBench } from './era.js';
 import { runHardRefreshBench } from './hard-refresh.js';
 import { runJournalBench } from './journal.js';
+import { runJournalFloorBench } from './journal-floor.js';
 import { runMemoryBench } from './memory.js';
 import { runSearchBench } from './search.js';
 import { runFleetBench } from './fleet.js';
@@ -59,6 +60,7 @@ const SUITES: Readonly<Record<string, () => Promise<readonly BenchRow[]>>> = {
   enumerate: () => runEnumerateBench(),
   snapshot: snapshotRows,
   journal: () => runJournalBench(),
+  'journal-floor': () => runJournalFloorBench(),
   fleet: () => runFleetBench(),
   era: () => runEraBench(),
   startup: () => runStartupBench(),

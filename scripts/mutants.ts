@@ -1278,6 +1278,29 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: "'fulfilled'",
   },
   {
+    // Issue 20: a group's writes run without savepoints; one failing after its CAS ran must roll
+    // the whole group back (and run its writes one by one), or its half-write is committed.
+    name: 'commit a group past a write that failed halfway',
+    file: 'packages/runtime/src/journal/sqlite-batch.ts',
+    find: "throw new GroupFailed('a write of the group failed', { cause: error });",
+    replace: 'write.reject(error);\n    return undefined;',
+    testFile: 'packages/runtime/test/journal/group-commit.test.ts',
+    testName:
+      'leaves nothing of a grouped update that fails after its compare-and-set ran: its record keeps its version, the others commit with their receipts',
+    diagnostic: 'toEqual',
+  },
+  {
+    // Issue 20: the context's JSON text is reused only for a frozen context (it cannot change).
+    name: 'reuse the JSON text of a context that may have changed',
+    file: 'packages/runtime/src/journal/rows.ts',
+    find: 'if (Object.isFrozen(context)) contextTexts.set(context, text);',
+    replace: 'contextTexts.set(context, text);',
+    testFile: 'packages/runtime/test/journal/sqlite.test.ts',
+    testName:
+      'stores the context each write is given: one changed between two writes is written changed, a frozen one as it is',
+    diagnostic: 'step-changed',
+  },
+  {
     // Issue 20: a caller that cancels while its group waits for the lock gets ABORTED, not written.
     name: "write a group's cancelled write after the lock wait",
     file: 'packages/runtime/src/journal/sqlite-batch.ts',

@@ -48,7 +48,8 @@ export function intentRecord(
     version,
     attempt,
     owner: holder.owner,
-    context: contextOf(intent.context),
+    // Frozen: every version of the claim's record shares it, and a store may keep its JSON text.
+    context: Object.freeze(contextOf(intent.context)),
     argsDigest: intent.argsDigest,
     createdAt: now,
     updatedAt: now,

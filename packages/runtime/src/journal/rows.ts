@@ -5,6 +5,7 @@
  */
 import {
   ErrorCode,
+  type CallContext,
   JOURNAL_STATES,
   JournalError,
   jsonText,
@@ -82,7 +83,7 @@ export function rowValues(r: JournalRecord): unknown[] {
     r.version,
     r.attempt,
     r.owner,
-    JSON.stringify(r.context),
+    contextJson(r.context),
     r.argsDigest,
     r.createdAt,
     r.updatedAt,
@@ -94,4 +95,22 @@ export function rowValues(r: JournalRecord): unknown[] {
     r.resolution === null ? null : JSON.stringify(r.resolution),
     r.taskId ?? null,
   ];
+}
+
+/**
+ * JSON texts of frozen contexts. A keyed call writes its record's context twice (its `SENT` row and
+ * its completion, the same object: the journal freezes the context it makes for a claim), so the
+ * second write reuses the first's text. Only a frozen context is remembered: its fields are
+ * primitives, so it cannot have changed since (DESIGN §21.1).
+ */
+const contextTexts = new WeakMap<CallContext, string>();
+
+/** `JSON.stringify(context)`, made once per frozen context. */
+export function contextJson(context: CallContext): string {
+  let text = contextTexts.get(context);
+  if (text === undefined) {
+    text = JSON.stringify(context);
+    if (Object.isFrozen(context)) contextTexts.set(context, text);
+  }
+  return text;
 }

@@ -8,13 +8,15 @@
  *
  * A group is collected until the microtask queue drains (`process.nextTick` queued from a
  * continuation runs after it), so a lone write waits for nothing but that hop. A group of one runs
- * as before (its own transaction). In a larger group each write is the same function it would run
- * alone (its own transaction becomes a savepoint of the group's); when one of them fails for any
- * reason other than the lock (a full disk, a damaged page), the group is rolled back whole and its
- * writes are run again one transaction each, so the failure stays that write's own and the others
- * are unaffected. A group that meets another process's lock is retried whole (nothing of it was
- * applied); a write whose caller cancelled while the group waited leaves the group `ABORTED`, with
- * nothing written for it.
+ * as before (its own transaction). In a larger group each write runs its statements without a
+ * transaction or savepoint of its own (`grouped`): a lost compare-and-set writes nothing, and when
+ * a write fails for any reason other than the lock (a full disk, a damaged page, a value that
+ * cannot be stored) after some of its statements ran, the group is rolled back whole (so nothing of
+ * that write, nor of any other, is left) and its writes are run again one transaction each, so the
+ * failure stays that write's own and the others are unaffected. A savepoint per write would only
+ * undo what this rollback undoes anyway (DESIGN §21.1). A group that meets another process's lock
+ * is retried whole (nothing of it was applied); a write whose caller cancelled while the group
+ * waited leaves the group `ABORTED`, with nothing written for it.
  */
 import { isBusy, type JournalOperation } from './sqlite-busy.js';
 
@@ -24,8 +26,14 @@ export interface PendingWrite {
   /** Asks for `synchronous=FULL` on the commit that holds it (an fsync). */
   readonly durable: boolean;
   readonly signal: AbortSignal | undefined;
-  /** The write itself: one statement or one (nestable) transaction; returns its result. */
+  /** The write itself, alone: one statement or one transaction; returns its result. */
   readonly fn: () => unknown;
+  /**
+   * The same write's statements without a transaction of their own, run inside a group's (its
+   * failure rolls back the group). Absent: `fn` (one statement, or a transaction that nests as a
+   * savepoint).
+   */
+  readonly grouped?: () => unknown;
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -121,10 +129,13 @@ export class GroupCommit {
   }
 }
 
-/** One write of a group: a lock error retries the whole group, any other rolls it back. */
+/**
+ * One write of a group, without a savepoint of its own: a lock error retries the whole group, any
+ * other rolls it back whole (with whatever of this write had run).
+ */
 function runInGroup(write: PendingWrite): unknown {
   try {
-    return write.fn();
+    return (write.grouped ?? write.fn)();
   } catch (error) {
     if (isBusy(error)) throw error;
     throw new GroupFailed('a write of the group failed', { cause: error });

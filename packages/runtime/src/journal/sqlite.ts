@@ -157,6 +157,12 @@ export class SqliteJournalStore implements JournalStore {
     expectedVersion: number,
     receipt: ReceiptBody | undefined,
   ) => ReceiptEntry | undefined | false;
+  /** The same update's statements alone, for a group's transaction (no savepoint). */
+  readonly #updateLocked: (
+    record: JournalRecord,
+    expectedVersion: number,
+    receipt: ReceiptBody | undefined,
+  ) => ReceiptEntry | undefined | false;
   readonly #appendTx: (receipt: ReceiptBody) => ReceiptEntry;
   readonly #appendLocked: (receipt: ReceiptBody) => ReceiptEntry;
   /** Collects the writes of one turn of the event loop into one transaction (DESIGN §21.1). */
@@ -295,18 +301,23 @@ export class SqliteJournalStore implements JournalStore {
       return entry;
     };
     this.#appendLocked = appendLocked;
-    const update = db.transaction(
-      (record: JournalRecord, expectedVersion: number, receipt: ReceiptBody | undefined) => {
-        const changed = this.#stmt.update.run(...rowValues(record), record.key, expectedVersion);
-        if (changed.changes !== 1) return false;
-        return receipt === undefined ? undefined : appendLocked(stampReceipt(receipt, record));
-      },
-    );
+    // The compare-and-set, then the receipt: a lost CAS returns before anything is written.
+    const updateLocked = (
+      record: JournalRecord,
+      expectedVersion: number,
+      receipt: ReceiptBody | undefined,
+    ): ReceiptEntry | false | undefined => {
+      const changed = this.#stmt.update.run(...rowValues(record), record.key, expectedVersion);
+      if (changed.changes !== 1) return false;
+      return receipt === undefined ? undefined : appendLocked(stampReceipt(receipt, record));
+    };
+    this.#updateLocked = updateLocked;
+    const update = db.transaction(updateLocked);
     this.#updateTx = (record, expectedVersion, receipt) =>
       update.immediate(record, expectedVersion, receipt);
     const append = db.transaction(appendLocked);
     this.#appendTx = (receipt) => append.immediate(receipt);
-    // A group's writes run inside one transaction; each one's own becomes a savepoint of it.
+    // A group's writes run inside one transaction, each without a savepoint (sqlite-batch.ts).
     const group = db.transaction((writes: () => unknown[]) => writes());
     this.#group = new GroupCommit({
       retry: (operation, attempt) => {
@@ -339,15 +350,25 @@ export class SqliteJournalStore implements JournalStore {
     expectedVersion: number,
     options: Waits & { readonly receipt?: ReceiptBody; readonly durable?: boolean } = {},
   ): Promise<UpdateResult> {
-    const written = await this.#write('update', options.durable === true, options, () =>
-      this.#updateTx(record, expectedVersion, options.receipt),
+    const written = await this.#write(
+      'update',
+      options.durable === true,
+      options,
+      () => this.#updateTx(record, expectedVersion, options.receipt),
+      () => this.#updateLocked(record, expectedVersion, options.receipt),
     );
     if (written === false) return { ok: false, current: await this.get(record.key, options) };
     return { ok: true, receipt: written };
   }
 
   async appendReceipt(receipt: ReceiptBody, options: Waits = {}): Promise<ReceiptEntry> {
-    return this.#write('appendReceipt', false, options, () => this.#appendTx(receipt));
+    return this.#write(
+      'appendReceipt',
+      false,
+      options,
+      () => this.#appendTx(receipt),
+      () => this.#appendLocked(receipt),
+    );
   }
 
   async listRecords(
@@ -490,11 +511,13 @@ export class SqliteJournalStore implements JournalStore {
     durable: boolean,
     options: Waits,
     fn: () => T,
+    grouped?: () => T,
   ): Promise<T> {
     if (this.#readOnly) {
       throw journalError(this.location, 'read-only', 'it was opened for reading only');
     }
-    return this.#group.add({ operation, durable, signal: options.signal, fn }) as Promise<T>;
+    const signal = options.signal;
+    return this.#group.add({ operation, durable, signal, fn, grouped }) as Promise<T>;
   }
 
   /** One write in its own transaction (a group of one, or a failed group's writes one by one). */

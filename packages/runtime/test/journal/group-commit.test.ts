@@ -17,7 +17,7 @@ import { readAuditTrail, stdioServerParams, tempAuditPath, tempDir } from '@step
 import { afterEach, expect, it } from 'vitest';
 import { fixtureTool, WRITE } from '../support/fixtures.js';
 import { failure } from '../support/errors.js';
-import { checkedAtResolve, context, record } from '../support/journal.js';
+import { checkedAtResolve, context, receipt, record } from '../support/journal.js';
 import { trackRuntimes } from '../support/runtimes.js';
 import { holdLock } from './busy/hold.js';
 import { describeEachDriver } from './drivers.js';
@@ -101,6 +101,44 @@ describeEachDriver('group commit of the SQLite journal', (driver: JournalDriver)
     ]);
     const keys = (await store.listRecords()).map((r) => r.key).sort();
     expect(keys).toEqual(['a0', 'a1', 'a2', 'a3', 'a4', 'b0', 'b1', 'b2', 'b3', 'b4']);
+  });
+
+  it('leaves nothing of a grouped update that fails after its compare-and-set ran: its record keeps its version, the others commit with their receipts', async () => {
+    using dir = tempDir('group-commit');
+    const store = open({ path: dir.file('journal.db') });
+    const keys = Array.from({ length: 5 }, (_, i) => `u${i}`);
+    for (const key of keys) await store.insert(record(key));
+    // The record update of u2 runs inside the group (no savepoint of its own), then its receipt
+    // cannot be stored (a BigInt): the whole group is rolled back and run again write by write.
+    const writes = keys.map((key, i) =>
+      store.update(record(key, { state: 'SENT', version: 2 }), 1, {
+        receipt:
+          i === 2
+            ? ({ ...receipt(i, key), at: 1n } as unknown as ReturnType<typeof receipt>)
+            : receipt(i, key),
+      }),
+    );
+    const settled = await Promise.allSettled(writes);
+
+    expect(store.largestGroup).toBe(5);
+    expect(settled.map((s) => s.status)).toEqual([
+      'fulfilled',
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+      'fulfilled',
+    ]);
+    const versions = await Promise.all(keys.map(async (key) => (await store.get(key))?.version));
+    expect(versions).toEqual([2, 2, 1, 2, 2]);
+    expect((await store.get('u2'))?.state).toBe('INTENT');
+    const receipts = await store.readReceipts();
+    expect(receipts.map((r) => (JSON.parse(r.text) as { key: string }).key)).toEqual([
+      'u0',
+      'u1',
+      'u3',
+      'u4',
+    ]);
+    expect(receipts.map((r) => r.seq)).toEqual([1, 2, 3, 4]);
   });
 
   it("writes nothing for a write whose caller cancels while its group waits for another process's lock; the rest commit once it is released", async () => {

@@ -11,7 +11,7 @@ import {
 import { expect, it } from 'vitest';
 import { tempDir } from '@stepbind/testkit';
 import { canMount, smallDisk } from '../support/disk.js';
-import { receipt, record } from '../support/journal.js';
+import { context, receipt, record } from '../support/journal.js';
 import { describeEachDriver } from './drivers.js';
 
 async function rejection(promise: Promise<unknown>): Promise<StepbindError> {
@@ -44,6 +44,24 @@ describeEachDriver('SQLite journal store', (driver) => {
     const store = openSqliteJournal({ path: join(dir.path, 'journal.db') });
     expect(store.driver).toBe(driver);
     expect(store.sqliteVersion).toMatch(/^3\.\d+\.\d+$/);
+    await store.close();
+  });
+
+  it('stores the context each write is given: one changed between two writes is written changed, a frozen one as it is', async () => {
+    using dir = tempDir('journal');
+    const store = openSqliteJournal({ path: join(dir.path, 'journal.db') });
+    const open = { ...context() };
+    expect(await store.insert(record('k', { context: open }))).toBe(true);
+    (open as { stepId: string }).stepId = 'step-changed';
+    const sent = record('k', { state: 'SENT', version: 2, context: open });
+    expect((await store.update(sent, 1)).ok).toBe(true);
+    expect((await store.get('k'))?.context.stepId).toBe('step-changed');
+    const frozen = Object.freeze({ ...context(), stepId: 'step-frozen' });
+    expect(await store.insert(record('f', { context: frozen }))).toBe(true);
+    expect(
+      (await store.update(record('f', { state: 'SENT', version: 2, context: frozen }), 1)).ok,
+    ).toBe(true);
+    expect((await store.get('f'))?.context).toEqual(frozen);
     await store.close();
   });
 
