@@ -1524,6 +1524,19 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: 'expected false to be true',
   },
   {
+    // Issue 20 (fleet): a group chains its receipts after the head this store last committed; when
+    // another worker appended meanwhile, the statement's check fails and the group starts over
+    // under the head lock. Taken for the write's own failure, the append fails instead.
+    name: "fail a fleet group's write chained after a stale cached head",
+    file: 'packages/runtime/src/fleet/pg-group.ts',
+    find: '        if (guessed && answer.reported && failed?.entry !== undefined && isStaleHead(error)) {',
+    replace: '        if (guessed && false) {',
+    testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
+    testName:
+      'starts a group over under the head lock when another worker appended after the head it chained after: the receipt is appended once and the chain verifies',
+    diagnostic: 'duplicate key',
+  },
+  {
     // Issue 20 (fleet): a group's receipts chain under the head row's lock, held to the commit.
     name: "chain a fleet group's receipts without the head lock",
     file: 'packages/runtime/src/fleet/pg-group.ts',
@@ -1546,6 +1559,419 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: "'k2'",
   },
 ];
+
+const root = resolve(import.meta.dirname, '..');
+
+/** `--jobs N` (or `--jobs=N`) and the name filters, from the command line. */
+function parseArgs(argv: readonly string[]): { jobs: number; only: string[] } {
+  let jobs = availableParallelism();
+  const only: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? '';
+    const value = arg === '--jobs' ? argv[++i] : arg.startsWith('--jobs=') ? arg.slice(7) : null;
+    if (value === null) {
+      only.push(arg);
+      continue;
+    }
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1) {
+      console.error(`mutants: --jobs needs a whole number of at least 1, not "${value ?? ''}"`);
+      process.exit(2);
+    }
+    jobs = n;
+  }
+  return { jobs, only };
+}
+
+const { jobs: requestedJobs, only } = parseArgs(process.argv.slice(2));
+
+/** Temp trees and child process groups to remove on every way out (success, failure, Ctrl-C). */
+const tempDirs: string[] = [];
+const children = new Set<ChildProcess>();
+
+function cleanUp(): void {
+  for (const child of children) {
+    // Each child leads its own process group (`detached`): end it with everything it started.
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+}
+
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    console.error(`\nmutants: ${signal}: stopping the child processes and removing the copies`);
+    cleanUp();
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  });
+}
+
+/**
+ * `node_modules` for a copy: links to the worktree's installed packages, except the workspace
+ * packages (`@stepbind/*`), which point into the copy, so dist code a test spawns loads the copy's
+ * (possibly mutated) dist, never the worktree's. Caches (`.vite`) stay per copy.
+ */
+function linkModules(from: string, to: string): void {
+  mkdirSync(to);
+  for (const entry of readdirSync(from)) {
+    if (entry === '.vite' || entry === '.cache') continue;
+    if (entry === '@stepbind') {
+      mkdirSync(join(to, entry));
+      for (const name of readdirSync(join(from, entry))) {
+        const link = join(from, entry, name);
+        // Workspace links are relative (`../../packages/binding`): the same text resolves in the copy.
+        if (lstatSync(link).isSymbolicLink())
+          symlinkSync(readlinkSync(link), join(to, entry, name));
+      }
+      continue;
+    }
+    symlinkSync(join(from, entry), join(to, entry));
+  }
+}
+
+/** A new directory in the system temp directory, removed on every way out (real path: vitest reports those). */
+function newTempDir(prefix: string): string {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), prefix)));
+  tempDirs.push(dir);
+  return dir;
+}
+
+/**
+ * The temp directory the children of one copy get (`TMPDIR`): a vitest run killed on Ctrl-C cannot
+ * remove its private directory, so it is made in here, and removed with it. Short, for socket paths.
+ */
+const childTmp = new Map<string, string>();
+
+/** A fresh copy of the worktree (no node_modules), in a new temp directory. */
+function copyTree(): string {
+  const dir = newTempDir('stepbind-mutants-');
+  for (const entry of readdirSync(root)) {
+    if (entry === 'node_modules' || entry === '.git' || entry === 'coverage') continue;
+    cpSync(join(root, entry), join(dir, entry), {
+      recursive: true,
+      // The worktree's dist and build info come along with their timestamps: `tsc -b` then rebuilds
+      // only what is out of date, exactly as it would in the worktree (all of it without a dist).
+      preserveTimestamps: true,
+      filter: (src) => !/[/\\](node_modules|coverage)([/\\]|$)/.test(src.slice(root.length)),
+    });
+  }
+  linkModules(join(root, 'node_modules'), join(dir, 'node_modules'));
+  for (const pkg of readdirSync(join(root, 'packages'))) {
+    const modules = join(root, 'packages', pkg, 'node_modules');
+    if (existsSync(modules)) linkModules(modules, join(dir, 'packages', pkg, 'node_modules'));
+  }
+  return dir;
+}
+
+/** A copy of a built copy: same sources, dist and build info, timestamps kept so `tsc -b` is a no-op. */
+function cloneTree(built: string): string {
+  const dir = newTempDir('stepbind-mutants-');
+  cpSync(built, dir, {
+    recursive: true,
+    preserveTimestamps: true,
+    verbatimSymlinks: true,
+    filter: (src) => !/[/\\](\.vite|coverage)([/\\]|$)/.test(src.slice(built.length)),
+  });
+  return dir;
+}
+
+function childTmpFor(dir: string): string {
+  let tmp = childTmp.get(dir);
+  if (tmp === undefined) {
+    tmp = newTempDir('stepbind-m-');
+    // Passable (not listable) by others: a test's own PostgreSQL cluster runs as the postgres user
+    // in a directory below (test/support/postgres.ts), as under the test run's private TMPDIR.
+    chmodSync(tmp, 0o711);
+    childTmp.set(dir, tmp);
+  }
+  return tmp;
+}
+
+/** Runs a command in its own process group; resolves with its exit code and combined output. */
+function run(
+  dir: string,
+  command: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number; output: string }> {
+  return new Promise((resolvePromise) => {
+    const child = spawn(command, args, {
+      cwd: dir,
+      env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1', TMPDIR: childTmpFor(dir), ...env },
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.add(child);
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const done = (code: number, extra = ''): void => {
+      children.delete(child);
+      resolvePromise({ code, output: Buffer.concat(chunks).toString('utf8') + extra });
+    };
+    child.on('error', (error) => done(1, `\n${error.message}`));
+    child.on('close', (code) => done(code ?? 1));
+  });
+}
+
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * The compiler options of the packages' builds (`tsconfig.base.json`: `isolatedModules` and
+ * `verbatimModuleSyntax`, so a file's JavaScript depends on that file alone).
+ */
+const EMIT_OPTIONS: ts.CompilerOptions = (() => {
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    join(root, 'packages/binding/tsconfig.json'),
+    {},
+    { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined },
+  );
+  if (parsed === undefined) throw new Error('packages/binding/tsconfig.json does not parse');
+  const { rootDir: _rootDir, outDir: _outDir, tsBuildInfoFile: _info, ...options } = parsed.options;
+  return {
+    ...options,
+    // The packages are ESM only ("type": "module"); alone, a NodeNext file would be taken as CJS.
+    module: ts.ModuleKind.ESNext,
+    moduleResolution: ts.ModuleResolutionKind.Bundler,
+    sourceMap: false,
+    declaration: false,
+    declarationMap: false,
+    composite: false,
+  };
+})();
+
+/** The built file of a package source: `packages/P/src/x.ts` → `packages/P/dist/x.js`. */
+function distOf(file: string): string {
+  const match = /^packages\/([^/]+)\/src\/(.+)\.ts$/.exec(file);
+  if (match === null) throw new Error(`a mutant's file must be a package source: ${file}`);
+  return `packages/${match[1]}/dist/${match[2]}.js`;
+}
+
+/**
+ * The mutated file's JavaScript, compiled alone (what `tsc -b` would emit for it, since every file
+ * compiles in isolation), or its syntax errors. A whole `tsc -b` per mutant took most of the
+ * stage's time: type-checking the packages that import the file, for a change inside one body.
+ */
+function emitOne(source: string, fileName: string): { js: string } | { errors: string } {
+  const out = ts.transpileModule(source, {
+    compilerOptions: EMIT_OPTIONS,
+    fileName,
+    reportDiagnostics: true,
+  });
+  const errors = (out.diagnostics ?? []).map((d) =>
+    ts.flattenDiagnosticMessageText(d.messageText, '\n'),
+  );
+  return errors.length > 0 ? { errors: errors.join('; ') } : { js: out.outputText };
+}
+
+const tsc = (dir: string) =>
+  run(dir, process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-b']);
+const vitest = (dir: string, m: Mutant) =>
+  run(
+    dir,
+    m.node === undefined ? process.execPath : privateNode(m.node, 'a mutant needs it').node,
+    [
+      join(root, 'node_modules/vitest/vitest.mjs'),
+      'run',
+      m.testFile,
+      // One project: a file the modern-era project also runs would count the test twice.
+      '--project',
+      m.project ?? 'default',
+      '-t',
+      // vitest reads -t as a regular expression; the name must match literally.
+      escapeRegExp(m.testName),
+    ],
+    // On another Node only that Node's drivers exist (this tree's better-sqlite3 is built for ours).
+    m.node === undefined ? {} : { STEPBIND_REQUIRE_JOURNAL_DRIVERS: '' },
+  );
+
+/** The parts of vitest's JSON report read here. */
+interface JsonReport {
+  readonly testResults: readonly {
+    readonly name: string;
+    readonly status: string;
+    readonly assertionResults: readonly { readonly fullName: string; readonly status: string }[];
+  }[];
+}
+
+/**
+ * The mutants a whole-suite run of this tree already vouches for: `STEPBIND_MUTANTS_BASELINE`
+ * names the JSON report of `vitest run` over the whole suite (`.ci/run` runs it just before, on
+ * the same clean checkout). The report is used only when it started after the newest change to any
+ * tracked file, so a report of an earlier tree never vouches. A mutant is vouched for under the
+ * batched rule below, applied to every entry of its test file (a file of two projects appears
+ * twice, unnamed: each must hold). Mutants it does not vouch for get the batched run.
+ */
+function reportedBaseline(mutants: readonly Mutant[]): Set<Mutant> {
+  const good = new Set<Mutant>();
+  const path = process.env['STEPBIND_MUTANTS_BASELINE'];
+  if (path === undefined || path === '' || !existsSync(path)) return good;
+  const report = JSON.parse(readFileSync(path, 'utf8')) as JsonReport & { startTime?: number };
+  const tracked = spawnSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8' });
+  if (tracked.status !== 0 || typeof report.startTime !== 'number') return good;
+  const newest = Math.max(
+    ...tracked.stdout
+      .split('\0')
+      .filter((file) => file !== '' && existsSync(join(root, file)))
+      .map((file) => statSync(join(root, file)).mtimeMs),
+  );
+  if (!(report.startTime > newest)) {
+    console.log(`baseline report ${path} is older than the tree: not used`);
+    return good;
+  }
+  for (const m of mutants) {
+    const files = report.testResults.filter((r) => r.name === join(root, m.testFile));
+    const holds = (file: JsonReport['testResults'][number]): boolean => {
+      if (file.status !== 'passed') return false;
+      const ran = file.assertionResults.filter(
+        (t) => (t.status === 'passed' || t.status === 'failed') && t.fullName.includes(m.testName),
+      );
+      return ran.length === 1 && ran[0]?.status === 'passed';
+    };
+    if (files.length > 0 && files.every(holds)) good.add(m);
+  }
+  return good;
+}
+
+/**
+ * One vitest run per project of every named test on the unmutated copy (JSON reporter). A mutant's
+ * baseline holds when the run passed as a whole, its test file passed, and exactly one test of that
+ * file whose name contains the mutant's test name ran (the set the mutant's own `-t` run selects)
+ * and passed. Mutants it does not vouch for get the single-test baseline run instead.
+ */
+async function batchedBaseline(dir: string, mutants: readonly Mutant[]): Promise<Set<Mutant>> {
+  const good = new Set<Mutant>();
+  const projects = [...new Set(mutants.map((m) => m.project ?? 'default'))];
+  for (const project of projects) {
+    const group = mutants.filter((m) => (m.project ?? 'default') === project);
+    const reportFile = join(dir, `baseline-${project}.json`);
+    const result = await run(
+      dir,
+      process.execPath,
+      [
+        join(root, 'node_modules/vitest/vitest.mjs'),
+        'run',
+        ...new Set(group.map((m) => m.testFile)),
+        '--project',
+        project,
+        '-t',
+        [...new Set(group.map((m) => escapeRegExp(m.testName)))].join('|'),
+        '--reporter=json',
+        `--outputFile=${reportFile}`,
+      ],
+      // With CI set, vitest.config.ts names its own JSON report file, which wins over --outputFile.
+      { CI: '' },
+    );
+    if (result.code !== 0 || !existsSync(reportFile)) {
+      console.log(
+        `baseline run of project ${project} vouched for none (exit ${result.code}${existsSync(reportFile) ? '' : ', no report'})`,
+      );
+      continue;
+    }
+    const report = JSON.parse(readFileSync(reportFile, 'utf8')) as JsonReport;
+    for (const m of group) {
+      const file = report.testResults.find((r) => r.name === join(dir, m.testFile));
+      if (file === undefined || file.status !== 'passed') continue;
+      const ran = file.assertionResults.filter(
+        (t) => (t.status === 'passed' || t.status === 'failed') && t.fullName.includes(m.testName),
+      );
+      if (ran.length === 1 && ran[0]?.status === 'passed') good.add(m);
+    }
+  }
+  return good;
+}
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)}s`;
+/** How long the mutant's build and test run took, for the progress line. */
+const times = new Map<Mutant, string>();
+
+/** The verdict on one mutant in a worker's copy; the copy's sources are unmutated on return. */
+async function judge(dir: string, m: Mutant, baselineHolds: boolean): Promise<string> {
+  const path = join(dir, m.file);
+  const original = readFileSync(path, 'utf8');
+  if (!baselineHolds) {
+    // The batched run did not vouch for it: the single-test run decides, on a dist that matches
+    // the sources (an earlier mutant's build may still be in place).
+    const build = await tsc(dir);
+    const baseline = build.code === 0 ? await vitest(dir, m) : build;
+    if (baseline.code !== 0 || !/1 passed/.test(baseline.output)) {
+      return 'INVALID (named test does not pass on the unmutated code)';
+    }
+  }
+  const sites = original.split(m.find).length - 1;
+  if (sites === 0) return 'INVALID (mutation site not found)';
+  // A second match would mutate whichever comes first, perhaps not the code the test guards.
+  if (sites > 1) return `INVALID (mutation site matches ${sites} places)`;
+  const mutated = original.replace(m.find, m.replace);
+  const distPath = join(dir, distOf(m.file));
+  const built = readFileSync(distPath);
+  writeFileSync(path, mutated);
+  try {
+    // The mutated file alone goes into dist (spawned processes run dist); restored below.
+    const t0 = performance.now();
+    if (m.build === 'tsc') {
+      const compiled = await tsc(dir);
+      if (compiled.code !== 0) return 'NOT KILLED (does not compile)';
+    } else {
+      const compiled = emitOne(mutated, path);
+      if ('errors' in compiled) return `NOT KILLED (does not compile: ${compiled.errors})`;
+      writeFileSync(distPath, compiled.js);
+    }
+    const t1 = performance.now();
+    const t = await vitest(dir, m);
+    times.set(m, `build ${seconds(t1 - t0)}, test ${seconds(performance.now() - t1)}`);
+    const failedNamed = t.code !== 0 && /1 failed/.test(t.output);
+    if (failedNamed && t.output.includes(m.diagnostic)) return 'KILLED';
+    if (failedNamed) return `NOT KILLED (failed without "${m.diagnostic}")`;
+    return 'SURVIVED';
+  } finally {
+    writeFileSync(path, original);
+    writeFileSync(distPath, built);
+    // Declarations a whole build wrote for the mutant are rebuilt from the restored source.
+    if (m.build === 'tsc') await tsc(dir);
+  }
+}
+
+async function main(): Promise<number> {
+  const started = performance.now();
+  const selected = MUTANTS.filter((m) => only.length === 0 || only.some((o) => m.name.includes(o)));
+  const jobs = Math.max(1, Math.min(requestedJobs, selected.length));
+  // Every mutant's site, not only the selected ones': a change that moves one shows in any run.
+  const misplaced = MUTANTS.flatMap((m) => {
+    const sites = readFileSync(join(root, m.file), 'utf8').split(m.find).length - 1;
+    return sites === 1 ? [] : [`${m.name}: ${m.file} has ${sites} matches`];
+  });
+  if (misplaced.length > 0) {
+    throw new Error(`every mutation site must match exactly once:\n${misplaced.join('\n')}`);
+  }
+  const first = copyTree();
+  const buildStarted = performance.now();
+  const build = await tsc(first);
+  if (build.code !== 0) throw new Error(`the unmutated copy does not build:\n${build.output}`);
+  const dirs = [first];
+  while (dirs.length < jobs) dirs.push(cloneTree(first));
+  console.log(`copies built: ${seconds(performance.now() - buildStarted)}`);
+  const baselineStarted = performance.now();
+  const reported = reportedBaseline(selected);
+  const batched = await batchedBaseline(
+    first,
+    selected.filter((m) => !reported.has(m)),
+  );
+  const vouched = new Set([...reported, ...batched]);
+  console.log(
+    `baseline: ${vouched.size} of ${selected.length} named tests pass on the unmutated code ` +
+      `(${reported.size} by the whole suite's report, ${batched.size} in a batched run; ` +
+      `${seconds(performance.now() - baselineStarted)}); ${jobs} worker${jobs === 1 ? '' : 's'}`,
+  );
+
+  const verdicts = new Map<Mutant, string>();
+  let next = 0;
+  const worker = async (dir: string): Promise<void> => {
+    for (let i = next++; i < selected.length; i = next++) {
+      const m = selected[i];
       if (m === undefined) break;
       const t0 = performance.now();
       const verdict = await judge(dir, m, vouched.has(m));

@@ -34,6 +34,7 @@ import { parseNullable, rowValues } from '../journal/rows.js';
 import { DatabaseClock, DB_NOW_SQL } from './db-clock.js';
 import type { PgHandle } from './pg.js';
 import { BatchedReads, FleetGroupCommit, type GroupWrite } from './pg-batch.js';
+import { headGuard } from './pg-group.js';
 
 interface RecordRow {
   key: string;
@@ -74,7 +75,7 @@ const RECEIPT_VALUES = '$17::bigint, $18::text, $19::text, $20::text, $21::bigin
 
 /**
  * The compare-and-set of a record and, when it wins, its receipt and the new chain head, in one
- * statement. When it loses it fails with a division by zero (`LOST_CAS` of `pg-group.ts`): the receipts a
+ * statement (the head only if it is the one the receipt chained after, `pg-group.ts`). When it loses it fails with a division by zero (`LOST_CAS` of `pg-group.ts`): the receipts a
  * group chained after this one must not run (`pg-group.ts`).
  */
 const UPDATE_RECORD_AND_APPEND = `WITH changed AS (${UPDATE_RECORD} RETURNING 1),
@@ -83,13 +84,16 @@ const UPDATE_RECORD_AND_APPEND = `WITH changed AS (${UPDATE_RECORD} RETURNING 1)
     SELECT ${RECEIPT_VALUES} FROM changed RETURNING 1
   )
   UPDATE chain_head SET seq = $17::bigint, digest = $19::text
-  WHERE id = 1 AND 1 / (SELECT count(*) FROM appended)::int = 1`;
+  WHERE id = 1 AND 1 / (SELECT count(*) FROM appended)::int = 1
+    AND ${headGuard('$17::bigint', '$18::text')}
+  RETURNING ${DB_NOW_SQL} AS now`;
 
 /** A receipt and the new chain head in one statement: `$1`–`$6` as {@link RECEIPT_VALUES}. */
 const APPEND = `WITH appended AS (
     INSERT INTO receipts (seq, prev_digest, digest, key, at, body) VALUES ($1, $2, $3, $4, $5, $6)
   )
-  UPDATE chain_head SET seq = $1, digest = $3 WHERE id = 1`;
+  UPDATE chain_head SET seq = $1, digest = $3 WHERE id = 1 AND ${headGuard('$1::bigint', '$2::text')}
+  RETURNING ${DB_NOW_SQL} AS now`;
 
 function receiptValues(entry: ReceiptEntry): unknown[] {
   return [entry.seq, entry.prevDigest, entry.digest, entry.body.key, entry.body.at, entry.text];

@@ -27,7 +27,7 @@
  */
 import { onAbort, StepbindError } from '@stepbind/binding/internal';
 import type { DatabaseClock } from './db-clock.js';
-import { runGroup, type GroupWrite, type Outcome } from './pg-group.js';
+import { runGroup, type GroupWrite, type HeadCache, type Outcome } from './pg-group.js';
 import { isConnectionError, isTimeout, type PgHandle } from './pg.js';
 
 export { inlined, sqlLiteral } from './pg-literals.js';
@@ -67,6 +67,8 @@ export class FleetGroupCommit {
   /** Groups committing now; at most {@link MAX_GROUPS_IN_FLIGHT}. */
   #inFlight = 0;
   #scheduled = false;
+  /** The head this store's last group left (its next group chains after it, checked). */
+  readonly #head: HeadCache = { head: undefined };
 
   constructor(pg: PgHandle, clock: DatabaseClock) {
     this.#pg = pg;
@@ -158,6 +160,7 @@ export class FleetGroupCommit {
             live.map((write) => write.write),
             {
               clock: this.#clock,
+              cache: this.#head,
               isGroup: isGroupFailure,
               own: (i, error) => this.#own(live[i]!, error),
             },

@@ -2,9 +2,14 @@
  * One group's transaction of the PostgreSQL store's group commit (`pg-batch.ts`, DESIGN §21.6), in
  * as few round trips as its writes allow: each write is one statement, and a group's statements
  * go as one multi-statement simple-protocol string (values as escaped literals), each write inside
- * its own `SAVEPOINT`, with the `COMMIT` as the string's last statement. A group with a receipt
- * first locks the chain-head row (with the group's `BEGIN`, one round trip), since its receipts
- * chain after the head it reads; a group of records only is one round trip in all.
+ * its own `SAVEPOINT`, with the `COMMIT` as the string's last statement: one round trip.
+ *
+ * - Receipts chain after the head, so they are built from the head this store last committed
+ *   ({@link HeadCache}); every statement that appends a receipt also sets the head row only if it
+ *   still is the one its receipt chained after, and fails otherwise (`STALE_HEAD`, or a duplicate
+ *   sequence number of the receipt). Its update of the head row takes the group's one lock of it,
+ *   held to the commit. When another worker appended meanwhile, or nothing is cached, the group
+ *   starts over with the head row locked and read first (with its `BEGIN`, one round trip more).
  *
  * - The server runs the string in order and stops at the first statement that fails, so the
  *   answer says which write failed (statements completed before the error, counted from the
@@ -31,6 +36,22 @@ import type { PgHandle, TxCommit } from './pg.js';
 
 /** What a statement that compare-and-sets a record and chains its receipt fails with when it loses. */
 export const LOST_CAS = '22012';
+
+/** What a statement that appends a receipt fails with when the head moved (`ln(0)`). */
+export const STALE_HEAD = '2201E';
+
+/**
+ * The SQL guard of a statement that appends the receipt `seq`, `prev` (SQL expressions): true
+ * when the head row is the one it chains after, else it fails with {@link STALE_HEAD}.
+ */
+export function headGuard(seq: string, prev: string): string {
+  return `ln((seq = ${seq} - 1 AND digest = ${prev})::int) = 0`;
+}
+
+/** The head this store's last group left, to chain the next group's receipts after it. */
+export interface HeadCache {
+  head: ChainAnchor | undefined;
+}
 
 /** One write of a group: a single statement and how to read its answer. */
 export interface GroupWrite {
@@ -70,6 +91,7 @@ export async function runGroup(
   writes: readonly GroupWrite[],
   options: {
     readonly clock: DatabaseClock;
+    readonly cache: HeadCache;
     /** A failure of the group, not of one write: thrown as is. */
     readonly isGroup: (error: unknown) => boolean;
     /** A write's own failure, as it would have failed alone. */
@@ -81,10 +103,28 @@ export async function runGroup(
   const outcomes: Outcome[] = [];
   let pending: string[] = ['BEGIN'];
   let head: ChainAnchor | undefined;
-  if (writes.some((write) => write.receipt !== undefined)) {
-    head = await lockHead(pg, client, pending, options.clock);
-    pending = [];
+  // Chaining after the cached head: the statements check it (the head row's lock comes with the
+  // first receipt's update of it).
+  let guessed = false;
+  const chains = writes.some((write) => write.receipt !== undefined);
+  if (chains) {
+    head = options.cache.head;
+    // Taken: a group committing at the same time cannot chain after the same head.
+    options.cache.head = undefined;
+    guessed = head !== undefined;
+    if (!guessed) {
+      head = await lockHead(pg, client, pending, options.clock);
+      pending = [];
+    }
   }
+  /** The head moved under a guessed chain: everything is rolled back, the group starts over. */
+  const startOver = async (): Promise<void> => {
+    guessed = false;
+    outcomes.length = 0;
+    head = await lockHead(pg, client, ['ROLLBACK', 'BEGIN'], options.clock);
+    pending = [];
+    next = 0;
+  };
   let next = 0;
   for (;;) {
     const parts = pending;
@@ -108,15 +148,22 @@ export async function runGroup(
     const commitAt = parts.length;
     if (last) parts.push('COMMIT');
     if (parts.length > 0) {
+      const before = options.clock.mark();
       const answer = await pg.statements(client, parts);
       if (answer.ok) {
+        const after = options.clock.mark();
         for (const p of placed) {
           outcomes[p.write] = ok(writes[p.write]!.answer(answer.results[p.index], p.entry));
         }
+        // A receipt's statement returns the database's time: it measures the clock too.
+        const timed = placed.find((p) => p.entry !== undefined);
+        const now = (timed && answer.results[timed.index]?.rows[0]) as { now?: unknown } | undefined;
+        if (now !== undefined) options.clock.observe(before, Number(now.now), after);
         head = chained;
         next = end;
         if (last) {
           commit.committed = true;
+          if (chains) options.cache.head = head;
           return outcomes;
         }
       } else {
@@ -124,6 +171,10 @@ export async function runGroup(
         // Only an error the server reported at a statement before the COMMIT proves it never ran.
         if (last && !(answer.reported && completed < commitAt)) commit.committing = true;
         const failed = placed.find((p) => p.index === completed);
+        if (guessed && answer.reported && failed?.entry !== undefined && isStaleHead(error)) {
+          await startOver();
+          continue;
+        }
         if (!savepoints || failed === undefined || !answer.reported || options.isGroup(error)) {
           if (!savepoints && failed !== undefined && isLostCas(error)) {
             // A lone compare-and-set that lost: nothing of it stands, nothing to commit.
@@ -161,6 +212,10 @@ export async function runGroup(
       if (entry !== undefined) head = { seq: entry.seq, digest: entry.digest };
       if (savepoints) pending = ['RELEASE SAVEPOINT w'];
     } catch (error) {
+      if (guessed && entry !== undefined && isStaleHead(error)) {
+        await startOver();
+        continue;
+      }
       if (!savepoints || options.isGroup(error)) throw error;
       outcomes[end] = isLostCas(error)
         ? ok(write.answer(undefined, entry))
@@ -173,6 +228,12 @@ export async function runGroup(
 
 function ok(value: unknown): Outcome {
   return { ok: true, value };
+}
+
+/** The head moved: the guard failed, or the receipt's sequence number is taken. */
+function isStaleHead(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return code === STALE_HEAD || code === '23505';
 }
 
 function isLostCas(error: unknown): boolean {
