@@ -1529,12 +1529,12 @@ const MUTANTS: readonly Mutant[] = [
     // under the head lock. Taken for the write's own failure, the append fails instead.
     name: "fail a fleet group's write chained after a stale cached head",
     file: 'packages/runtime/src/fleet/pg-group.ts',
-    find: '        if (guessed && answer.reported && failed?.entry !== undefined && isStaleHead(error)) {',
+    find: '        if (guessed && answer.reported && checked && isStaleHead(error)) {',
     replace: '        if (guessed && false) {',
     testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
     testName:
       'starts a group over under the head lock when another worker appended after the head it chained after: the receipt is appended once and the chain verifies',
-    diagnostic: 'duplicate key',
+    diagnostic: 'failed to append a receipt',
   },
   {
     // Issue 20 (fleet): a group's receipts chain under the head row's lock, held to the commit.

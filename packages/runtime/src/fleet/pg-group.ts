@@ -5,11 +5,13 @@
  * its own `SAVEPOINT`, with the `COMMIT` as the string's last statement: one round trip.
  *
  * - Receipts chain after the head, so they are built from the head this store last committed
- *   ({@link HeadCache}); every statement that appends a receipt also sets the head row only if it
- *   still is the one its receipt chained after, and fails otherwise (`STALE_HEAD`, or a duplicate
- *   sequence number of the receipt). Its update of the head row takes the group's one lock of it,
- *   held to the commit. When another worker appended meanwhile, or nothing is cached, the group
- *   starts over with the head row locked and read first (with its `BEGIN`, one round trip more).
+ *   ({@link HeadCache}). The string's first statement after `BEGIN` takes the group's one lock of
+ *   the head row (held to the commit) only if the row still is that head, and fails otherwise
+ *   (`STALE_HEAD`); every statement that appends a receipt checks the head again as it sets it.
+ *   When another worker appended meanwhile, or nothing is cached, the group starts over with the
+ *   head row locked and read first (`ROLLBACK; BEGIN; SELECT … FOR UPDATE`, one round trip more).
+ *   The lock is always taken before any record or receipt is written, so two groups never wait
+ *   for each other in opposite orders.
  *
  * - The server runs the string in order and stops at the first statement that fails, so the
  *   answer says which write failed (statements completed before the error, counted from the
@@ -31,7 +33,7 @@ import type { ChainAnchor, ReceiptBody, ReceiptEntry } from '@stepbind/binding/i
 import { chainReceipt } from '@stepbind/binding/internal';
 import { DB_NOW_SQL, type DatabaseClock } from './db-clock.js';
 import type { PgPoolClient, PgQueryResult } from './pg-driver.js';
-import { inlined } from './pg-literals.js';
+import { inlined, sqlLiteral } from './pg-literals.js';
 import type { PgHandle, TxCommit } from './pg.js';
 
 /** What a statement that compare-and-sets a record and chains its receipt fails with when it loses. */
@@ -107,14 +109,24 @@ export async function runGroup(
   // first receipt's update of it).
   let guessed = false;
   const chains = writes.some((write) => write.receipt !== undefined);
+  /** The index of the statement that locks the cached head and checks it, in the first string. */
+  let guardAt = -1;
   if (chains) {
     head = options.cache.head;
     // Taken: a group committing at the same time cannot chain after the same head.
     options.cache.head = undefined;
-    guessed = head !== undefined;
-    if (!guessed) {
+    const digest = head === undefined ? undefined : sqlLiteral(head.digest);
+    if (head === undefined || digest === undefined) {
       head = await lockHead(pg, client, pending, options.clock);
       pending = [];
+    } else {
+      // The head row locked first, as on the other path (a receipt inserted before it would wait
+      // for another group's while that group waits for this lock: a deadlock).
+      guessed = true;
+      guardAt = pending.length;
+      pending.push(
+        `SELECT 1 FROM chain_head WHERE id = 1 AND ${headGuard(String(head.seq + 1), digest)} FOR UPDATE`,
+      );
     }
   }
   /** The head moved under a guessed chain: everything is rolled back, the group starts over. */
@@ -150,6 +162,8 @@ export async function runGroup(
     if (parts.length > 0) {
       const before = options.clock.mark();
       const answer = await pg.statements(client, parts);
+      const guardIndex = guardAt;
+      guardAt = -1;
       if (answer.ok) {
         const after = options.clock.mark();
         for (const p of placed) {
@@ -171,7 +185,8 @@ export async function runGroup(
         // Only an error the server reported at a statement before the COMMIT proves it never ran.
         if (last && !(answer.reported && completed < commitAt)) commit.committing = true;
         const failed = placed.find((p) => p.index === completed);
-        if (guessed && answer.reported && failed?.entry !== undefined && isStaleHead(error)) {
+        const checked = completed === guardIndex || failed?.entry !== undefined;
+        if (guessed && answer.reported && checked && isStaleHead(error)) {
           await startOver();
           continue;
         }
