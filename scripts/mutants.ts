@@ -1514,14 +1514,14 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     // Issue 20 (fleet): the writes after a failed one chain their receipts after the head it
-    // would have left, not the head before it: the chain breaks.
+    // would have left, not the head before it: their head checks fail (the chain is kept).
     name: 'chain the writes after a failed one from the head it would have left',
     file: 'packages/runtime/src/fleet/pg-group.ts',
     find: '        head = failed.before;',
     replace: '        head = chained;',
     testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
     testName: "in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write's answer: the writes before and after them commit, in one commit, and the chain verifies",
-    diagnostic: 'expected false to be true',
+    diagnostic: "to deeply equal [ 'fulfilled', 'fulfilled'",
   },
   {
     // Issue 20 (fleet): a group chains its receipts after the head this store last committed; when
@@ -1544,8 +1544,8 @@ const MUTANTS: readonly Mutant[] = [
     replace: 'FROM chain_head WHERE id = 1`,',
     testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
     testName:
-      'chains the receipts of concurrent groups of two workers under the head lock: every append succeeds once and the chain verifies',
-    diagnostic: "'rejected'",
+      "locks the head row before it reads it: an append waits for another worker's open append and chains after it",
+    diagnostic: 'instead of resolving',
   },
   {
     // Issue 20 (fleet): a retried group drops the writes whose callers cancelled meanwhile.

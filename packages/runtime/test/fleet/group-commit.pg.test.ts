@@ -5,7 +5,7 @@
  * a write that fails fails alone, a cancelled caller of a retried group writes nothing, and the
  * receipts of concurrent groups of two workers chain under the head row's lock.
  */
-import { verifyChain, type JournalState } from '@stepbind/binding/internal';
+import { chainReceipt, verifyChain, type JournalState } from '@stepbind/binding/internal';
 import { McpRuntime } from '@stepbind/runtime';
 import { migrateFleetStore, PgHandle, PostgresJournalStore } from '@stepbind/runtime/fleet';
 import { readAuditTrail, stdioServerParams, tempAuditPath } from '@stepbind/testkit';
@@ -283,6 +283,48 @@ describe.skipIf(server === undefined)('group commit of the PostgreSQL journal st
       const keys = (await store.listRecords()).map((r) => r.key).sort();
       expect(keys).toEqual(['k0', 'k1', 'k3', 'k4', 'k5']);
       expect(store.group.largestGroup).toBe(6);
+    } finally {
+      await holder.end();
+      await admin.close();
+    }
+  });
+
+  it("locks the head row before it reads it: an append waits for another worker's open append and chains after it", async () => {
+    const schema = server!.schema('g');
+    // A fresh store has no cached head: its group locks and reads the head first.
+    const a = await openStore(schema);
+    const admin = new PgHandle({ url: server!.url, schema });
+    const holder = admin.client('group-commit-holder');
+    await holder.connect();
+    try {
+      // Another worker's append, open: the head row locked and moved, its receipt inserted.
+      await holder.query('BEGIN');
+      const { rows } = await holder.query<{ seq: string; digest: string }>(
+        'SELECT seq, digest FROM chain_head WHERE id = 1 FOR UPDATE',
+      );
+      const held = chainReceipt(
+        { seq: Number(rows[0]!.seq), digest: rows[0]!.digest },
+        receipt(1, 'held'),
+      );
+      await holder.query(
+        'INSERT INTO receipts (seq, prev_digest, digest, key, at, body) VALUES ($1, $2, $3, $4, $5, $6)',
+        [held.seq, held.prevDigest, held.digest, 'held', held.body.at, held.text],
+      );
+      await holder.query('UPDATE chain_head SET seq = $1, digest = $2 WHERE id = 1', [
+        held.seq,
+        held.digest,
+      ]);
+      const appended = a.appendReceipt(receipt(2, 'a2'));
+      await waitingBackend(admin);
+      await holder.query('COMMIT');
+
+      await expect(appended).resolves.toMatchObject({ seq: held.seq + 1 });
+      const chain = await a.readReceipts();
+      expect(chain.map((r) => (JSON.parse(r.text) as { key: string }).key)).toEqual([
+        'held',
+        'a2',
+      ]);
+      expect(verifyChain(await a.anchor(), chain).ok).toBe(true);
     } finally {
       await holder.end();
       await admin.close();
