@@ -1498,7 +1498,8 @@ const MUTANTS: readonly Mutant[] = [
     find: '        if (!savepoints || failed === undefined || !answer.reported || options.isGroup(error)) {',
     replace: '        if (!savepoints || true) {',
     testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
-    testName: "in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write's answer: the writes before and after them commit, in one commit, and the chain verifies",
+    testName:
+      "in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write's answer: the writes before and after them commit, in one commit, and the chain verifies",
     diagnostic: "'fulfilled'",
   },
   {
@@ -1509,7 +1510,8 @@ const MUTANTS: readonly Mutant[] = [
     find: "        next = failed.write + 1;\n        pending = ['ROLLBACK TO SAVEPOINT w', 'RELEASE SAVEPOINT w'];",
     replace: '        next = failed.write + 1;\n        pending = [];',
     testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
-    testName: "in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write's answer: the writes before and after them commit, in one commit, and the chain verifies",
+    testName:
+      "in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write's answer: the writes before and after them commit, in one commit, and the chain verifies",
     diagnostic: "'fulfilled'",
   },
   {
@@ -1520,7 +1522,8 @@ const MUTANTS: readonly Mutant[] = [
     find: '        head = failed.before;',
     replace: '        head = chained;',
     testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
-    testName: "in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write's answer: the writes before and after them commit, in one commit, and the chain verifies",
+    testName:
+      "in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write's answer: the writes before and after them commit, in one commit, and the chain verifies",
     diagnostic: "to deeply equal [ 'fulfilled', 'fulfilled'",
   },
   {

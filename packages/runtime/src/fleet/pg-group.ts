@@ -171,7 +171,8 @@ export async function runGroup(
         }
         // A receipt's statement returns the database's time: it measures the clock too.
         const timed = placed.find((p) => p.entry !== undefined);
-        const now = (timed && answer.results[timed.index]?.rows[0]) as { now?: unknown } | undefined;
+        const now = (timed && answer.results[timed.index]?.rows[0]) as
+          { now?: unknown } | undefined;
         if (now !== undefined) options.clock.observe(before, Number(now.now), after);
         head = chained;
         next = end;

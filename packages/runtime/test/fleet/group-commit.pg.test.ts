@@ -124,7 +124,7 @@ describe.skipIf(server === undefined)('group commit of the PostgreSQL journal st
     expect(verifyChain(await store.anchor(), await store.readReceipts()).ok).toBe(true);
   });
 
-  it('in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write\'s answer: the writes before and after them commit, in one commit, and the chain verifies', async () => {
+  it("in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write's answer: the writes before and after them commit, in one commit, and the chain verifies", async () => {
     const store = await openStore();
     await Promise.all(Array.from({ length: 6 }, (_, i) => store.insert(record(`u${i}`))));
     const commits = store.commits;
@@ -320,10 +320,7 @@ describe.skipIf(server === undefined)('group commit of the PostgreSQL journal st
 
       await expect(appended).resolves.toMatchObject({ seq: held.seq + 1 });
       const chain = await a.readReceipts();
-      expect(chain.map((r) => (JSON.parse(r.text) as { key: string }).key)).toEqual([
-        'held',
-        'a2',
-      ]);
+      expect(chain.map((r) => (JSON.parse(r.text) as { key: string }).key)).toEqual(['held', 'a2']);
       expect(verifyChain(await a.anchor(), chain).ok).toBe(true);
     } finally {
       await holder.end();
