@@ -105,8 +105,8 @@ export async function runGroup(
   const outcomes: Outcome[] = [];
   let pending: string[] = ['BEGIN'];
   let head: ChainAnchor | undefined;
-  // Chaining after the cached head: the statements check it (the head row's lock comes with the
-  // first receipt's update of it).
+  // Chaining after the cached head: the string's first statement locks the head row only if it is
+  // still that head, and each receipt's statement checks it again.
   let guessed = false;
   const chains = writes.some((write) => write.receipt !== undefined);
   /** The index of the statement that locks the cached head and checks it, in the first string. */
@@ -215,7 +215,6 @@ export async function runGroup(
         continue;
       }
     }
-    if (last) continue;
     // Writes[end] cannot be a literal (a NUL): alone, with parameters, after its savepoint.
     const write = writes[end]!;
     const entry = entryOf(write, head);
