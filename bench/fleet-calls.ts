@@ -12,7 +12,8 @@
  *
  * Sequential: p50 per round of unkeyed and keyed calls (a fresh key per call); the overhead of the
  * store is `pg` less `none` (target ≤ 1.2 ms keyed). 64 in flight: calls/s of keyed calls (target
- * ≥ 0.60× `none`). Commits and record-read queries per call, from the store's counters.
+ * ≥ 0.60× `none`). Commits, record-read queries and round trips (counted at the driver: every
+ * query on the store's pooled connections) per call, from the store's counters.
  */
 import { McpRuntime } from '@stepbind/runtime';
 import type { PostgresJournalStore } from '@stepbind/runtime/fleet';
@@ -129,9 +130,14 @@ export async function runFleetCallBench(
   const counters = (side: Side) => ({
     commits: side.store?.commits ?? 0,
     reads: side.store?.reads.queries ?? 0,
+    // Undefined on a store without the counter (a "before" build): NaN rows.
+    trips: (side.store as { roundTrips?: number } | undefined)?.roundTrips ?? NaN,
   });
-  const perCall = { seqCommits: 0, seqReads: 0, seqCalls: 0 };
-  const conc = new Map<string, { commits: number; calls: number; largest: number }>();
+  const perCall = { seqCommits: 0, seqReads: 0, seqCalls: 0, seqTrips: 0, unkeyedTrips: 0 };
+  const conc = new Map<
+    string,
+    { commits: number; calls: number; largest: number; trips: number }
+  >();
   try {
     // Warm-up: every side, both modes.
     for (const side of sides) {
@@ -142,6 +148,7 @@ export async function runFleetCallBench(
     for (let r = 0; r < rounds; r++) {
       const order = r % 2 === 0 ? sides : [...sides].reverse();
       for (const side of order) {
+        const start = counters(side);
         push(seq, `${side.name} unkeyed`, await sequential(side, calls, false));
         const before = counters(side);
         push(seq, `${side.name} keyed`, await sequential(side, calls, true));
@@ -149,17 +156,20 @@ export async function runFleetCallBench(
           const after = counters(side);
           perCall.seqCommits += after.commits - before.commits;
           perCall.seqReads += after.reads - before.reads;
+          perCall.seqTrips += after.trips - before.trips;
+          perCall.unkeyedTrips += before.trips - start.trips;
           perCall.seqCalls += calls;
         }
       }
       for (const side of order) {
         const before = counters(side);
         push(rate, side.name, await concurrent(side, total));
-        const seen = conc.get(side.name) ?? { commits: 0, calls: 0, largest: 0 };
+        const seen = conc.get(side.name) ?? { commits: 0, calls: 0, largest: 0, trips: 0 };
         conc.set(side.name, {
           commits: seen.commits + counters(side).commits - before.commits,
           calls: seen.calls + total,
           largest: side.store?.group.largestGroup ?? 0,
+          trips: seen.trips + counters(side).trips - before.trips,
         });
       }
     }
@@ -205,6 +215,12 @@ export async function runFleetCallBench(
     row(SUITE, 'record-read queries per sequential keyed call, PostgreSQL store', 'queries', [
       perCall.seqReads / perCall.seqCalls,
     ]),
+    row(SUITE, 'round trips per sequential unkeyed call, PostgreSQL store', 'round trips', [
+      perCall.unkeyedTrips / perCall.seqCalls,
+    ]),
+    row(SUITE, 'round trips per sequential keyed call, PostgreSQL store', 'round trips', [
+      perCall.seqTrips / perCall.seqCalls,
+    ]),
     row(SUITE, `${IN_FLIGHT} in flight keyed, no store`, 'calls/s', rate.get('none') ?? [], {
       note: concNote,
     }),
@@ -242,6 +258,9 @@ export async function runFleetCallBench(
     ),
     row(SUITE, `commits per call, ${IN_FLIGHT} in flight, one commit per write`, 'commits', [
       commitsPer('pg-one'),
+    ]),
+    row(SUITE, `round trips per call, ${IN_FLIGHT} in flight, group commit`, 'round trips', [
+      (conc.get('pg')?.trips ?? NaN) / (conc.get('pg')?.calls ?? NaN),
     ]),
   ];
 }

@@ -1519,7 +1519,7 @@ const MUTANTS: readonly Mutant[] = [
     // A grouped statement's values are inlined as literals: a negative number after a minus sign
     // must not open a `--` comment (the rest of the statement would be dropped).
     name: 'inline a number without parentheses',
-    file: 'packages/runtime/src/fleet/pg-batch.ts',
+    file: 'packages/runtime/src/fleet/pg-literals.ts',
     find: 'Number.isFinite(value) ? `(${String(value)})` : undefined',
     replace: 'Number.isFinite(value) ? String(value) : undefined',
     testFile: 'packages/runtime/test/fleet/literals.pg.test.ts',
@@ -1529,7 +1529,7 @@ const MUTANTS: readonly Mutant[] = [
   {
     // The same literals with their quotes not doubled: a quote in a value ends the literal.
     name: 'inline a string without doubling its quotes',
-    file: 'packages/runtime/src/fleet/pg-batch.ts',
+    file: 'packages/runtime/src/fleet/pg-literals.ts',
     find: "const escaped = value.replace(/'/g, \"''\");",
     replace: 'const escaped = value;',
     testFile: 'packages/runtime/test/fleet/literals.pg.test.ts',
@@ -1537,38 +1537,103 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: 'Property failed',
   },
   {
-    // Issue 20 (fleet): a grouped write of the PostgreSQL store resolves only after its COMMIT.
+    // Issue 20 (fleet): a grouped write of the PostgreSQL store resolves only after its COMMIT,
+    // which rides as the last statement of the group's one-round-trip string. Without it the
+    // writes resolve on statements that are not committed (the connection goes back to the pool
+    // inside its transaction, committed by whatever group uses it next).
     name: "resolve a fleet group's write before its commit",
-    file: 'packages/runtime/src/fleet/pg-batch.ts',
-    find: '              results.push({ ok: true, value: await write.fn(tx) });',
-    replace:
-      '              const value = await write.fn(tx);\n              write.resolve(value);\n              results.push({ ok: true, value });',
+    file: 'packages/runtime/src/fleet/pg-group.ts',
+    find: "    if (last) parts.push('COMMIT');",
+    replace: '',
     testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
     testName:
       'commits the SENT records of 64 keyed calls started together in fewer commits than calls, each visible to another connection before its call is sent, and sends each key once',
     diagnostic: 'to deeply equal []',
   },
   {
-    // Issue 20 (fleet): a write that fails inside its group is rolled back to its savepoint alone.
+    // Issue 20 (fleet): only an error the server reported at a statement before the string's
+    // COMMIT proves nothing committed; taking every failure of such a string for commit-unknown
+    // loses the retry of a group whose backend was terminated before its COMMIT.
+    name: "take a fleet group's string that failed before its COMMIT for commit-unknown",
+    file: 'packages/runtime/src/fleet/pg-group.ts',
+    find: '        if (last && !(answer.reported && completed < commitAt)) commit.committing = true;',
+    replace: '        if (last) commit.committing = true;',
+    testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
+    testName:
+      'writes nothing for a write whose caller cancels while its group waits, when the group is lost before COMMIT and retried; the rest commit once',
+    diagnostic: "'fulfilled'",
+  },
+  {
+    // Issue 20 (fleet): a write that fails inside its group with parameters (a value that cannot
+    // be a literal) is rolled back to its savepoint alone.
     name: 'fail a whole fleet group for one failed write',
-    file: 'packages/runtime/src/fleet/pg-batch.ts',
-    find: '              if (isGroupFailure(error)) throw error;',
-    replace: '              throw error;',
+    file: 'packages/runtime/src/fleet/pg-group.ts',
+    find: '      if (!savepoints || options.isGroup(error)) throw error;',
+    replace: '      throw error;',
     testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
     testName:
       'fails a write whose statement fails inside its group alone: the others of the group commit',
     diagnostic: "'fulfilled'",
   },
   {
+    // Issue 20 (fleet): in the one-round-trip string, the write whose statement failed is rolled
+    // back to its savepoint alone and the rest are sent again.
+    name: 'fail a whole fleet group for one failed write in its one-round-trip string',
+    file: 'packages/runtime/src/fleet/pg-group.ts',
+    find: '        if (!savepoints || failed === undefined || !answer.reported || options.isGroup(error)) {',
+    replace: '        if (!savepoints || true) {',
+    testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
+    testName:
+      "in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write's answer: the writes before and after them commit, in one commit, and the chain verifies",
+    diagnostic: "'fulfilled'",
+  },
+  {
+    // Issue 20 (fleet): the fallback resends the rest without first rolling the failed write back
+    // to its savepoint: the transaction stays aborted and the others fail with it.
+    name: "resend the rest of a fleet group's string without rolling back the failed write",
+    file: 'packages/runtime/src/fleet/pg-group.ts',
+    find: "        next = failed.write + 1;\n        pending = ['ROLLBACK TO SAVEPOINT w', 'RELEASE SAVEPOINT w'];",
+    replace: '        next = failed.write + 1;\n        pending = [];',
+    testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
+    testName:
+      "in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write's answer: the writes before and after them commit, in one commit, and the chain verifies",
+    diagnostic: "'fulfilled'",
+  },
+  {
+    // Issue 20 (fleet): the writes after a failed one chain their receipts after the head it
+    // would have left, not the head before it: their head checks fail (the chain is kept).
+    name: 'chain the writes after a failed one from the head it would have left',
+    file: 'packages/runtime/src/fleet/pg-group.ts',
+    find: '        head = failed.before;',
+    replace: '        head = chained;',
+    testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
+    testName:
+      "in the one-round-trip string, a write that fails in the database fails alone and lost compare-and-sets are each their write's answer: the writes before and after them commit, in one commit, and the chain verifies",
+    diagnostic: "to deeply equal [ 'fulfilled', 'fulfilled'",
+  },
+  {
+    // Issue 20 (fleet): a group chains its receipts after the head this store last committed; when
+    // another worker appended meanwhile, the statement's check fails and the group starts over
+    // under the head lock. Taken for the write's own failure, the append fails instead.
+    name: "fail a fleet group's write chained after a stale cached head",
+    file: 'packages/runtime/src/fleet/pg-group.ts',
+    find: '        if (guessed && answer.reported && checked && isStaleHead(error)) {',
+    replace: '        if (guessed && false) {',
+    testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
+    testName:
+      'starts a group over under the head lock when another worker appended after the head it chained after: the receipt is appended once and the chain verifies',
+    diagnostic: 'failed to append a receipt',
+  },
+  {
     // Issue 20 (fleet): a group's receipts chain under the head row's lock, held to the commit.
     name: "chain a fleet group's receipts without the head lock",
-    file: 'packages/runtime/src/fleet/pg-batch.ts',
+    file: 'packages/runtime/src/fleet/pg-group.ts',
     find: 'FROM chain_head WHERE id = 1 FOR UPDATE`,',
     replace: 'FROM chain_head WHERE id = 1`,',
     testFile: 'packages/runtime/test/fleet/group-commit.pg.test.ts',
     testName:
-      'chains the receipts of concurrent groups of two workers under the head lock: every append succeeds once and the chain verifies',
-    diagnostic: "'rejected'",
+      "locks the head row before it reads it: an append waits for another worker's open append and chains after it",
+    diagnostic: 'instead of resolving',
   },
   {
     // Issue 20 (fleet): a retried group drops the writes whose callers cancelled meanwhile.

@@ -33,7 +33,8 @@ import {
 import { parseNullable, rowValues } from '../journal/rows.js';
 import { DatabaseClock, DB_NOW_SQL } from './db-clock.js';
 import type { PgHandle } from './pg.js';
-import { BatchedReads, FleetGroupCommit, type GroupTransaction } from './pg-batch.js';
+import { BatchedReads, FleetGroupCommit, type GroupWrite } from './pg-batch.js';
+import { headGuard } from './pg-group.js';
 
 interface RecordRow {
   key: string;
@@ -68,6 +69,35 @@ const UPDATE_RECORD = `UPDATE records SET state = $2, version = $3, attempt = $4
   args_digest = $7, created_at = $8, updated_at = $9, lease_expires_at = $10,
   expires_at = $11, outcome = $12, error = $13, resolution = $14, task_id = $15
   WHERE key = $1 AND version = $16`;
+
+/** `$17`–`$22`: a receipt's seq, previous digest, digest, key, time and text. */
+const RECEIPT_VALUES = '$17::bigint, $18::text, $19::text, $20::text, $21::bigint, $22::text';
+
+/**
+ * The compare-and-set of a record and, when it wins, its receipt and the new chain head, in one
+ * statement (the head only if it is the one the receipt chained after, `pg-group.ts`). When it loses it fails with a division by zero (`LOST_CAS` of `pg-group.ts`): the receipts a
+ * group chained after this one must not run (`pg-group.ts`).
+ */
+const UPDATE_RECORD_AND_APPEND = `WITH changed AS (${UPDATE_RECORD} RETURNING 1),
+  appended AS (
+    INSERT INTO receipts (seq, prev_digest, digest, key, at, body)
+    SELECT ${RECEIPT_VALUES} FROM changed RETURNING 1
+  )
+  UPDATE chain_head SET seq = $17::bigint, digest = $19::text
+  WHERE id = 1 AND 1 / (SELECT count(*) FROM appended)::int = 1
+    AND ${headGuard('$17::bigint', '$18::text')}
+  RETURNING ${DB_NOW_SQL} AS now`;
+
+/** A receipt and the new chain head in one statement: `$1`–`$6` as {@link RECEIPT_VALUES}. */
+const APPEND = `WITH appended AS (
+    INSERT INTO receipts (seq, prev_digest, digest, key, at, body) VALUES ($1, $2, $3, $4, $5, $6)
+  )
+  UPDATE chain_head SET seq = $1, digest = $3 WHERE id = 1 AND ${headGuard('$1::bigint', '$2::text')}
+  RETURNING ${DB_NOW_SQL} AS now`;
+
+function receiptValues(entry: ReceiptEntry): unknown[] {
+  return [entry.seq, entry.prevDigest, entry.digest, entry.body.key, entry.body.at, entry.text];
+}
 
 /**
  * The PostgreSQL {@link JournalStore}. Obtain it from `attachFleet` (which migrates the schema
@@ -112,6 +142,11 @@ export class PostgresJournalStore implements JournalStore {
     });
   }
 
+  /** Round trips to the database on this store's connections, counted at the driver (tests, benchmarks). */
+  get roundTrips(): number {
+    return this.#pg.roundTrips;
+  }
+
   /** Committed write transactions since construction (a group is one), for benchmarks. */
   get commits(): number {
     return this.group.commits + this.#alone;
@@ -132,13 +167,13 @@ export class PostgresJournalStore implements JournalStore {
   }
 
   async insert(record: JournalRecord, options: StoreCallOptions = {}): Promise<boolean> {
-    return this.#grouped('insert a record', options, async (tx) => {
-      const result = await tx.query(
-        `INSERT INTO records (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+    return this.#grouped('insert a record', options, {
+      statement: () => ({
+        text: `INSERT INTO records (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
          ON CONFLICT (key) DO NOTHING`,
-        [record.key, ...rowValues(record)],
-      );
-      return result.rowCount === 1;
+        values: [record.key, ...rowValues(record)],
+      }),
+      answer: (result) => result?.rowCount === 1,
     });
   }
 
@@ -147,26 +182,32 @@ export class PostgresJournalStore implements JournalStore {
     expectedVersion: number,
     options: { readonly receipt?: ReceiptBody; readonly durable?: boolean } & StoreCallOptions = {},
   ): Promise<UpdateResult> {
-    const written = await this.#grouped('update a record', options, async (tx) => {
-      const values = [record.key, ...rowValues(record), expectedVersion];
-      if (options.receipt === undefined) {
-        return (await tx.query(UPDATE_RECORD, values)).rowCount === 1 ? undefined : false;
-      }
-      // The change and the lock of the chain head in one round trip.
-      const changed = await tx.lockHead(
-        `WITH changed AS (${UPDATE_RECORD} RETURNING 1)`,
-        '(SELECT count(*) FROM changed)',
-        values,
-      );
-      if (Number(changed) !== 1) return false;
-      return tx.append(stampReceipt(options.receipt, record));
-    });
+    const values = [record.key, ...rowValues(record), expectedVersion];
+    const written = await this.#grouped<ReceiptEntry | false | undefined>(
+      'update a record',
+      options,
+      {
+        receipt: options.receipt === undefined ? undefined : stampReceipt(options.receipt, record),
+        // The change, and with a receipt the receipt and the head, in one statement.
+        statement: (entry) =>
+          entry === undefined
+            ? { text: UPDATE_RECORD, values }
+            : { text: UPDATE_RECORD_AND_APPEND, values: [...values, ...receiptValues(entry)] },
+        // No result: the statement with a receipt lost its compare-and-set (LOST_CAS).
+        answer: (result, entry) =>
+          result === undefined || (entry === undefined && result.rowCount !== 1) ? false : entry,
+      },
+    );
     if (written === false) return { ok: false, current: await this.get(record.key, options) };
     return { ok: true, receipt: written };
   }
 
   async appendReceipt(receipt: ReceiptBody, options: StoreCallOptions = {}): Promise<ReceiptEntry> {
-    return this.#grouped('append a receipt', options, (tx) => tx.append(receipt));
+    return this.#grouped('append a receipt', options, {
+      receipt,
+      statement: (entry) => ({ text: APPEND, values: receiptValues(entry!) }),
+      answer: (_, entry) => entry,
+    });
   }
 
   async listRecords(
@@ -305,14 +346,10 @@ export class PostgresJournalStore implements JournalStore {
   }
 
   /** A write of the group commit: it resolves after the commit of the group that holds it. */
-  async #grouped<T>(
-    what: string,
-    options: StoreCallOptions,
-    fn: (tx: GroupTransaction) => Promise<T>,
-  ): Promise<T> {
+  async #grouped<T>(what: string, options: StoreCallOptions, write: GroupWrite): Promise<T> {
     if (this.#closed) throw this.#unavailable('closed', 'the journal is closed');
     try {
-      return await this.group.add(what, options.signal, fn);
+      return await this.group.add<T>(what, options.signal, write);
     } catch (error) {
       throw this.#map(error);
     }

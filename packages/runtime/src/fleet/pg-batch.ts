@@ -3,7 +3,8 @@
  * with the rules of the SQLite store's (`journal/sqlite-batch.ts`). The writes the journal asks
  * for while one batch of promise continuations runs (the `SENT` records of 64 keyed calls started
  * together, the completions of the answers one read delivered) share one transaction on one pooled
- * connection: `BEGIN`, each write in its own `SAVEPOINT`, `COMMIT`.
+ * connection: `BEGIN`, each write in its own `SAVEPOINT`, `COMMIT`, sent as one string when they
+ * can be (`pg-group.ts`: one round trip for records, two with receipts).
  *
  * - Each write resolves only after the `COMMIT` that holds it returned, so a call is still sent
  *   only once its own `SENT` record is committed.
@@ -24,29 +25,17 @@
  * A lone write (a sequential caller) is a group of one and runs without a savepoint after one
  * `process.nextTick` hop.
  */
-import type { ChainAnchor, ReceiptBody, ReceiptEntry } from '@stepbind/binding/internal';
-import { chainReceipt, onAbort, StepbindError } from '@stepbind/binding/internal';
-import { DB_NOW_SQL, type DatabaseClock } from './db-clock.js';
-import type { PgPoolClient, PgQueryResult, PgRow } from './pg-driver.js';
+import { onAbort, StepbindError } from '@stepbind/binding/internal';
+import type { DatabaseClock } from './db-clock.js';
+import { runGroup, type GroupWrite, type HeadCache, type Outcome } from './pg-group.js';
 import { isConnectionError, isTimeout, type PgHandle } from './pg.js';
 
-/** What one write of a group runs in: the group's connection and its chain. */
-export interface GroupTransaction {
-  /** Runs a statement of the group (the first carries the group's `BEGIN`, one round trip). */
-  query<R extends object = PgRow>(text: string, values?: unknown[]): Promise<PgQueryResult<R>>;
-  /**
-   * Takes the group's lock of the chain-head row, unless it holds it already, in one statement
-   * with `withClause` (a `WITH name AS (…)` whose data change runs in the same round trip), and
-   * returns the value of `extra` (an expression over it).
-   */
-  lockHead(withClause: string, extra: string, values: unknown[]): Promise<unknown>;
-  /** Chains `body` after the head, under the group's one lock of the chain-head row. */
-  append(body: ReceiptBody): Promise<ReceiptEntry>;
-}
+export { inlined, sqlLiteral } from './pg-literals.js';
+export type { GroupWrite } from './pg-group.js';
 
 interface PendingWrite {
   readonly what: string;
-  readonly fn: (tx: GroupTransaction) => Promise<unknown>;
+  readonly write: GroupWrite;
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
   /** Set once its promise settled (its caller gave up, or its group ended). */
@@ -61,9 +50,6 @@ interface PendingWrite {
  * for one to end and form the next group, so a busy store makes larger groups, not more commits.
  */
 const MAX_GROUPS_IN_FLIGHT = 2;
-
-type Outcome =
-  { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown };
 
 /** Collects the writes of one turn and commits them together; see the file comment. */
 export class FleetGroupCommit {
@@ -81,6 +67,8 @@ export class FleetGroupCommit {
   /** Groups committing now; at most {@link MAX_GROUPS_IN_FLIGHT}. */
   #inFlight = 0;
   #scheduled = false;
+  /** The head this store's last group left (its next group chains after it, checked). */
+  readonly #head: HeadCache = { head: undefined };
 
   constructor(pg: PgHandle, clock: DatabaseClock) {
     this.#pg = pg;
@@ -88,15 +76,11 @@ export class FleetGroupCommit {
   }
 
   /** Queues a write; the returned promise settles after the commit that holds it. */
-  add<T>(
-    what: string,
-    signal: AbortSignal | undefined,
-    fn: (tx: GroupTransaction) => Promise<T>,
-  ): Promise<T> {
+  add<T>(what: string, signal: AbortSignal | undefined, spec: GroupWrite): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const write: PendingWrite = {
         what,
-        fn,
+        write: spec,
         settled: false,
         resolve: (value) => {
           if (write.settled) return;
@@ -160,32 +144,30 @@ export class FleetGroupCommit {
     try {
       outcomes = await this.#pg.tx(
         what,
-        async (client) => {
+        async (client, commit) => {
           // A retried group drops the writes whose callers cancelled meanwhile: nothing of them is written.
           live = live.filter((write) => !write.settled);
           if (live.length > this.largestGroup) this.largestGroup = live.length;
-          const tx = new Transaction(client, this.#clock);
-          const [only] = live;
-          if (only === undefined) return [];
-          if (live.length === 1) return [{ ok: true, value: await only.fn(tx) }];
-          const results: Outcome[] = [];
-          for (const write of live) {
-            // Sent with the write's first statement (its round trip).
-            tx.savepoint();
-            const head = tx.head;
-            try {
-              results.push({ ok: true, value: await write.fn(tx) });
-            } catch (error) {
-              if (isGroupFailure(error)) throw error;
-              await tx.rollbackToSavepoint();
-              tx.head = head;
-              results.push({ ok: false, error: this.#own(write, error) });
-            }
+          if (live.length === 0) {
+            // Nothing was sent: no transaction to end.
+            commit.committed = true;
+            return [];
           }
-          return results;
+          return runGroup(
+            this.#pg,
+            client,
+            commit,
+            live.map((write) => write.write),
+            {
+              clock: this.#clock,
+              cache: this.#head,
+              isGroup: isGroupFailure,
+              own: (i, error) => this.#own(live[i]!, error),
+            },
+          );
         },
-        // The first statement of the group carries its BEGIN (Transaction.query).
-        { signal: abandon.signal, deferBegin: true },
+        // The group's BEGIN and COMMIT travel with its statements (pg-group.ts).
+        { signal: abandon.signal, deferBegin: true, deferCommit: true },
       );
     } catch (error) {
       for (const write of live) write.reject(error);
@@ -215,134 +197,6 @@ function isGroupFailure(error: unknown): boolean {
   const code = (error as { code?: unknown } | undefined)?.code;
   // Serialization failure, deadlock, a transaction already aborted.
   return code === '40001' || code === '40P01' || code === '25P02';
-}
-
-/** One group's transaction: its connection and the chain head it holds the lock of. */
-class Transaction implements GroupTransaction {
-  readonly client: PgPoolClient;
-  /** The head the next receipt chains after; undefined until the head row is locked. */
-  head: ChainAnchor | undefined;
-  readonly #clock: DatabaseClock;
-  /** Statements sent with the next query, in its round trip: `BEGIN`, a write's `SAVEPOINT`. */
-  #prefix: string[] = ['BEGIN'];
-  /** The savepoint statement of the current write while it waits in {@link #prefix}. */
-  #pendingSavepoint: string | undefined;
-  #savepointSent = false;
-
-  constructor(client: PgPoolClient, clock: DatabaseClock) {
-    this.client = client;
-    this.#clock = clock;
-  }
-
-  async query<R extends object = PgRow>(
-    text: string,
-    values: unknown[] = [],
-  ): Promise<PgQueryResult<R>> {
-    if (this.#prefix.length === 0) return this.client.query<R>(text, values);
-    const prefix = this.#prefix.join('; ');
-    this.#prefix = [];
-    if (this.#pendingSavepoint !== undefined) {
-      this.#pendingSavepoint = undefined;
-      this.#savepointSent = true;
-    }
-    const inline = values.length === 0 ? text : inlined(text, values);
-    if (inline === undefined) {
-      await this.client.query(prefix);
-      return this.client.query<R>(text, values);
-    }
-    // One simple-protocol round trip: the prefix and the statement, its values escaped as literals.
-    const results = (await this.client.query(
-      `${prefix}; ${inline}`,
-    )) as unknown as PgQueryResult<R>[];
-    const last = results[results.length - 1];
-    if (last === undefined) throw new Error('no result from a statement of the group');
-    return last;
-  }
-
-  /** Starts the next write of the group: its savepoint goes with its first statement. */
-  savepoint(): void {
-    this.#pendingSavepoint = this.#savepointSent
-      ? 'RELEASE SAVEPOINT w; SAVEPOINT w'
-      : 'SAVEPOINT w';
-    this.#prefix.push(this.#pendingSavepoint);
-  }
-
-  /** Undoes the current write: to its savepoint, or nothing when none of it was sent. */
-  async rollbackToSavepoint(): Promise<void> {
-    if (this.#pendingSavepoint !== undefined) {
-      this.#prefix.pop();
-      this.#pendingSavepoint = undefined;
-      return;
-    }
-    await this.client.query('ROLLBACK TO SAVEPOINT w');
-  }
-
-  async lockHead(withClause: string, extra: string, values: unknown[]): Promise<unknown> {
-    if (this.head !== undefined) {
-      const { rows } = await this.query<{ extra: unknown }>(
-        `${withClause} SELECT ${extra} AS extra`,
-        values,
-      );
-      return rows[0]?.extra;
-    }
-    // The lock is held to the commit; the same round trip measures the database's clock.
-    const before = this.#clock.mark();
-    const locked = await this.query<{ seq: string; digest: string; now: string; extra: unknown }>(
-      `${withClause} SELECT seq, digest, ${DB_NOW_SQL} AS now, ${extra} AS extra
-       FROM chain_head WHERE id = 1 FOR UPDATE`,
-      values,
-    );
-    const row = locked.rows[0];
-    // Not a clean measurement when the row lock was waited for: observe keeps the more precise one.
-    this.#clock.observe(before, Number(row?.now), this.#clock.mark());
-    if (row === undefined) throw new Error('the chain head row is missing');
-    this.head = { seq: Number(row.seq), digest: row.digest };
-    return row.extra;
-  }
-
-  async append(body: ReceiptBody): Promise<ReceiptEntry> {
-    if (this.head === undefined) await this.lockHead('', 'NULL', []);
-    const head = this.head;
-    if (head === undefined) throw new Error('the chain head row is missing');
-    const entry = chainReceipt(head, body);
-    // The receipt and the new head in one statement (one round trip).
-    await this.query(
-      `WITH appended AS (
-         INSERT INTO receipts (seq, prev_digest, digest, key, at, body) VALUES ($1, $2, $3, $4, $5, $6)
-       )
-       UPDATE chain_head SET seq = $1, digest = $3 WHERE id = 1`,
-      [entry.seq, entry.prevDigest, entry.digest, body.key, body.at, entry.text],
-    );
-    this.head = { seq: entry.seq, digest: entry.digest };
-    return entry;
-  }
-}
-
-/**
- * `text` with its `$n` parameters replaced by SQL literals, or undefined when a value cannot be
- * one (a NUL character, which the simple protocol cannot carry, or a value of another type).
- */
-export function inlined(text: string, values: readonly unknown[]): string | undefined {
-  const literals: string[] = [];
-  for (const value of values) {
-    const literal = sqlLiteral(value);
-    if (literal === undefined) return undefined;
-    literals.push(literal);
-  }
-  return text.replace(/\$(\d+)/g, (_, n: string) => literals[Number(n) - 1] ?? 'NULL');
-}
-
-/**
- * `value` as an SQL literal of the simple protocol, or undefined when it cannot be one. A number
- * is parenthesized, so that a negative one after a `-` never opens a `--` comment.
- */
-export function sqlLiteral(value: unknown): string | undefined {
-  if (value === null || value === undefined) return 'NULL';
-  if (typeof value === 'number') return Number.isFinite(value) ? `(${String(value)})` : undefined;
-  if (typeof value !== 'string' || value.includes('\u0000')) return undefined;
-  // As pg's escapeLiteral: quotes doubled; with a backslash, an E'' string with it doubled.
-  const escaped = value.replace(/'/g, "''");
-  return value.includes('\\') ? ` E'${escaped.replace(/\\/g, '\\\\')}'` : `'${escaped}'`;
 }
 
 interface PendingRead<R> {

@@ -58,6 +58,34 @@ export interface PgCallOptions {
   readonly signal?: AbortSignal | undefined;
 }
 
+/**
+ * What a transaction's body tells {@link PgHandle.tx} when it sends the `COMMIT` itself
+ * (`deferCommit`, the last statement of a one-round-trip string): `committing` once a failure may
+ * have happened at or after that `COMMIT` started (a lost connection is then `commit-unknown`),
+ * `committed` once its result returned.
+ */
+export interface TxCommit {
+  committing: boolean;
+  committed: boolean;
+}
+
+/**
+ * The answer of a multi-statement simple query ({@link PgHandle.statements}): every statement's
+ * result, or the error and how many statements completed before it (when the server reported the
+ * error, the statement at that index is the one that failed and none after it ran).
+ */
+export type StatementsAnswer =
+  | { readonly ok: true; readonly results: readonly PgQueryResult[] }
+  | {
+      readonly ok: false;
+      readonly error: unknown;
+      readonly completed: number;
+      /** The row counts of the statements that completed (their rows are not kept). */
+      readonly results: readonly PgQueryResult[];
+      /** The server reported it (an `ErrorResponse`): `completed` is exact. */
+      readonly reported: boolean;
+    };
+
 /** Why a store operation failed, in `detail.reason` of `STORE_UNAVAILABLE`. */
 export type StoreFailureReason =
   'unreachable' | 'commit-unknown' | 'closed' | 'query' | 'newer-schema' | 'corrupt' | 'timeout';
@@ -87,6 +115,8 @@ export class PgHandle {
   /** Every client of the pool, to destroy those that do not end politely at close. */
   readonly #clients = new Set<PgClient>();
   #closed = false;
+  /** Queries sent on pooled connections (round trips), counted at the driver, for tests and benchmarks. */
+  roundTrips = 0;
 
   constructor(target: FleetStoreTarget, tuning: PgTuning = {}) {
     const checked = parseStoreTarget(target, '$.store');
@@ -120,6 +150,12 @@ export class PgHandle {
     this.#pool.on('connect', (client) => {
       this.#clients.add(client);
       client.on('error', () => undefined);
+      // Every query of a pooled connection is one round trip: counted here, at the driver.
+      const send = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args) => {
+        this.roundTrips++;
+        return send(...args);
+      };
     });
     this.#pool.on('remove', (client) => this.#clients.delete(client));
   }
@@ -167,28 +203,38 @@ export class PgHandle {
    */
   async tx<T>(
     what: string,
-    fn: (client: PgPoolClient) => Promise<T>,
+    fn: (client: PgPoolClient, commit: TxCommit) => Promise<T>,
     options: {
       readonly serializable?: boolean;
       /** `fn` sends the `BEGIN` itself, with its first statement (one round trip less). */
       readonly deferBegin?: boolean;
+      /**
+       * `fn` sends the `COMMIT` itself, as the last statement of a string, and says so in its
+       * second argument ({@link TxCommit}); it must have committed when it returns.
+       */
+      readonly deferCommit?: boolean;
     } & PgCallOptions = {},
   ): Promise<T> {
     return this.#retry(what, options.signal, (signal) =>
       this.#withClient(what, signal, async (client) => {
         let broken: unknown;
-        let committing = false;
+        const commit: TxCommit = { committing: false, committed: false };
         try {
           if (options.deferBegin !== true) {
             await client.query(
               options.serializable === true ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : 'BEGIN',
             );
           }
-          const result = await fn(client);
-          committing = true;
+          const result = await fn(client, commit);
+          if (options.deferCommit === true) {
+            if (!commit.committed) throw new Error(`${what}: the transaction was not committed`);
+            return result;
+          }
+          commit.committing = true;
           await client.query('COMMIT');
           return result;
         } catch (error) {
+          const committing = commit.committing;
           // A connection that timed out or was lost is closed, never rolled back over (it would wait).
           if (isConnectionError(error) || isTimeout(error)) broken = error;
           else await client.query('ROLLBACK').catch(() => undefined);
@@ -206,6 +252,36 @@ export class PgHandle {
         }
       }),
     );
+  }
+
+  /**
+   * Sends `statements` as one multi-statement simple-protocol query (one round trip; values must
+   * be literals already). Never rejects: a failure comes back with the number of statements that
+   * completed before it, counted from the server's `CommandComplete` messages.
+   */
+  statements(client: PgPoolClient, statements: readonly string[]): Promise<StatementsAnswer> {
+    return new Promise((resolve) => {
+      const done: PgQueryResult[] = [];
+      const query = new this.#pg.Query({ text: statements.join(';\n') }) as unknown as {
+        callback: (error: unknown, results: unknown) => void;
+        handleCommandComplete: (...args: unknown[]) => void;
+      };
+      const complete = query.handleCommandComplete.bind(query);
+      query.handleCommandComplete = (...args) => {
+        done.push({ rows: [], rowCount: rowCountOf(args[0]) });
+        complete(...args);
+      };
+      query.callback = (error, results) => {
+        if (error !== null && error !== undefined) {
+          const reported = typeof (error as { severity?: unknown }).severity === 'string';
+          resolve({ ok: false, error, completed: done.length, results: done, reported });
+          return;
+        }
+        const list = Array.isArray(results) ? results : [results];
+        resolve({ ok: true, results: list as PgQueryResult[] });
+      };
+      (client as unknown as { query(submittable: unknown): unknown }).query(query);
+    });
   }
 
   /** A `STORE_UNAVAILABLE` error naming the store (redacted) and what failed. */
@@ -416,6 +492,14 @@ export function isConnectionError(error: unknown): boolean {
   return /Connection terminated|connection error|not queryable|timeout exceeded when trying to connect|the database system is (starting up|shutting down)/i.test(
     error.message,
   );
+}
+
+/** The row count a `CommandComplete` message reports (`INSERT 0 1`, `UPDATE 3`), as pg reads it. */
+function rowCountOf(message: unknown): number | null {
+  const text = (message as { text?: unknown } | undefined)?.text;
+  const match = typeof text === 'string' ? /^[A-Za-z]+(?: (\d+))?(?: (\d+))?/.exec(text) : null;
+  const count = match?.[2] ?? match?.[1];
+  return count === undefined ? null : Number(count);
 }
 
 function isSerializationFailure(error: unknown): boolean {
