@@ -199,7 +199,9 @@ export class PgHandle {
 
   /**
    * Runs `fn` in one transaction (`BEGIN` … `COMMIT`, or `SERIALIZABLE` when asked), retrying
-   * the whole of it while the failure proves nothing committed.
+   * the whole of it while the failure proves nothing committed. For the fleet's stores.
+   *
+   * @internal
    */
   async tx<T>(
     what: string,
@@ -258,6 +260,8 @@ export class PgHandle {
    * Sends `statements` as one multi-statement simple-protocol query (one round trip; values must
    * be literals already). Never rejects: a failure comes back with the number of statements that
    * completed before it, counted from the server's `CommandComplete` messages.
+   *
+   * @internal
    */
   statements(client: PgPoolClient, statements: readonly string[]): Promise<StatementsAnswer> {
     return new Promise((resolve) => {
