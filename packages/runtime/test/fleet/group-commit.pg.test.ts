@@ -264,7 +264,7 @@ describe.skipIf(server === undefined)('group commit of the PostgreSQL journal st
         store.insert(record(`k${i}`), i === 2 ? { signal: cancel.signal } : {}),
       );
       const all = Promise.allSettled(writes);
-      const waiting = await waitingBackend(admin);
+      const waiting = await waitingBackend(admin, holder);
       cancel.abort();
       // The group's connection is lost before COMMIT: provably nothing committed, retried whole.
       await admin.query('SELECT pg_terminate_backend($1)', [waiting]);
@@ -315,7 +315,7 @@ describe.skipIf(server === undefined)('group commit of the PostgreSQL journal st
         held.digest,
       ]);
       const appended = a.appendReceipt(receipt(2, 'a2'));
-      await waitingBackend(admin);
+      await waitingBackend(admin, holder);
       await holder.query('COMMIT');
 
       await expect(appended).resolves.toMatchObject({ seq: held.seq + 1 });
@@ -351,11 +351,20 @@ describe.skipIf(server === undefined)('group commit of the PostgreSQL journal st
 });
 
 /** The process id of the stepbind session waiting for a lock (polled on the admin connection). */
-async function waitingBackend(admin: PgHandle): Promise<number> {
+/**
+ * The backend waiting for a lock `holder` holds: this test's own, never another test's that waits
+ * on the same database at the same time (tests and mutant runs share a cluster in CI).
+ */
+async function waitingBackend(
+  admin: PgHandle,
+  holder: ReturnType<PgHandle['client']>,
+): Promise<number> {
+  const { rows: own } = await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  const holderPid = own[0]!.pid;
   for (;;) {
     const { rows } = await admin.query<{ pid: number }>(
-      `SELECT pid FROM pg_stat_activity
-        WHERE application_name = 'stepbind' AND wait_event_type = 'Lock' AND datname = current_database()`,
+      'SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))',
+      [holderPid],
     );
     const pid = rows[0]?.pid;
     if (pid !== undefined) return pid;
