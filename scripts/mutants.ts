@@ -181,7 +181,7 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'skip the payload check on replays',
-    file: 'packages/binding/src/journal/journal.ts',
+    file: 'packages/binding/src/journal/decide.ts',
     find: 'const conflict = conflictOf(existing, intent);',
     replace:
       "const conflict = existing.state === 'COMPLETED' ? undefined : conflictOf(existing, intent);",
@@ -587,8 +587,8 @@ const MUTANTS: readonly Mutant[] = [
   {
     // Issue 25: a rewritten stored result is never replayed.
     name: 'skip the record check before a repeated key is used',
-    file: 'packages/binding/src/journal/journal.ts',
-    find: 'await checkChained(this.store, existing);',
+    file: 'packages/binding/src/journal/decide.ts',
+    find: 'await checkChained(j.store, existing);',
     replace: '',
     testFile: 'packages/runtime/test/journal/tamper.test.ts',
     testName: '(d) reports a rewritten stored result (reason record-result) and never replays it',
@@ -1061,8 +1061,8 @@ const MUTANTS: readonly Mutant[] = [
   },
   {
     name: 'run a provisional call whose tool changed since it was cached',
-    file: 'packages/binding/src/call/prepared.ts',
-    find: 'if (liveDigest !== this.descriptor.descriptorDigest) {',
+    file: 'packages/binding/src/call/provisional.ts',
+    find: 'if (liveDigest !== seen.descriptorDigest) {',
     replace: 'if (descriptor === undefined) {',
     testFile: 'packages/runtime/test/provisional.stdio.test.ts',
     testName:
@@ -1139,8 +1139,8 @@ const MUTANTS: readonly Mutant[] = [
   {
     // The model's provisional calls meet tools edited between the cache write and the live listing.
     name: 'compare a provisional tool with the live catalog by name only (model)',
-    file: 'packages/binding/src/call/prepared.ts',
-    find: 'if (liveDigest !== this.descriptor.descriptorDigest) {',
+    file: 'packages/binding/src/call/provisional.ts',
+    find: 'if (liveDigest !== seen.descriptorDigest) {',
     replace: 'if (liveDigest === undefined) {',
     testFile: 'packages/testkit/test/model.provisional.prop.test.ts',
     testName: 'on every command of 400 generated warm-start sequences (in-memory servers)',
@@ -1475,9 +1475,9 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 20 (DESIGN §21.1, keyed call CPU): a store deadline ends only once its writes settled.
     name: "end a keyed call's store deadline before its SENT write settles",
     file: 'packages/binding/src/call/prepared.ts',
-    find: '    await boundedBy(run.io, (io) => journal.markSent(claim, run.timeoutMs, io));',
+    find: '    return await boundedBy(run.io, (io) => journal.markSent(claim, run.timeoutMs, io));',
     replace:
-      '    run.io?.end();\n    await boundedBy(run.io, (io) => journal.markSent(claim, run.timeoutMs, io));',
+      '    run.io?.end();\n    return await boundedBy(run.io, (io) => journal.markSent(claim, run.timeoutMs, io));',
     testFile: 'packages/binding/test/journal/keyed-cpu.test.ts',
     testName:
       'a store that does not answer the SENT write sees its signal abort at the timeout (TimeoutError): JOURNAL_UNAVAILABLE, not sent',

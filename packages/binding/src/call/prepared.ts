@@ -19,15 +19,14 @@ import {
   abortedBeforeSend,
   connectionClosedError,
   noJournalError,
-  provisionalStaleError,
-  provisionalTimeoutError,
   staleCatalogError,
   type FailingCall,
 } from './failure.js';
 import { InputRoundLog } from './input-rounds.js';
 import { progressOptions, sendWithProgress, wantsProgress } from './progress.js';
+import { confirmLive } from './provisional.js';
 import { callContext, receiptOf, type CallCapture } from './receipt.js';
-import { failedRun, replayOutcome } from './recorded.js';
+import { decideUnsent, failedRun, lateOutcome, replayOutcome } from './recorded.js';
 import { checkRunOptions } from './run-options.js';
 import { resumeTask, taskOption, taskSupportOf } from './task.js';
 import { maybeDrained, releasedError, type BindingState } from './state.js';
@@ -41,6 +40,7 @@ import type {
   ToolCaller,
 } from './types.js';
 import type { CallRun } from './run.js';
+import type { LateDecision } from '../journal/claim.js';
 
 /** What admission decided before the `prepare` hook, and the arguments checked so far. */
 interface Admitted {
@@ -144,27 +144,37 @@ export class PreparedCall {
     // awaits only the lock when it is contended and the send (every `await` is a microtask turn).
     try {
       this.#enter(run);
-      if (run.journal !== undefined || run.key !== undefined) {
-        const replay = await this.#claimKey(run, args);
-        if (replay !== undefined) return replay;
-        if (run.claim?.resumeTaskId !== undefined) {
-          return await this.#finish(run, await resumeTask(run, this.#call, args));
+      try {
+        if (run.journal !== undefined || run.key !== undefined) {
+          const replay = await this.#claimKey(run, args);
+          if (replay !== undefined) return replay;
+          if (run.claim?.resumeTaskId !== undefined) {
+            return await this.#finish(run, await resumeTask(run, this.#call, args));
+          }
         }
+        const locking = this.#lockRevision(run);
+        if (locking !== undefined) await locking;
+        const checked = this.#admit(run, args);
+        const admitted =
+          run.options.prepare === undefined ? checked : await this.#prepare(run, checked);
+        const caller = this.#admitAtPointOfUse(run, admitted);
+        if (run.claim !== undefined) {
+          const late = await this.#markSent(run);
+          if (late !== undefined) return await this.#decidedLate(run, late, args);
+        }
+        const result = await this.#send(run, caller, admitted.callArgs);
+        run.tCalled = performance.now();
+        run.phase = 'output';
+        checkOutput(this.#call, result);
+        return run.journal === undefined
+          ? this.#outcome(run, result)
+          : await this.#finish(run, result);
+      } catch (error) {
+        // A key claimed without a read, refused before its SENT write: its state decides first.
+        const late = await decideUnsent(run);
+        if (late === undefined) throw error;
+        return await this.#decidedLate(run, late, args);
       }
-      const locking = this.#lockRevision(run);
-      if (locking !== undefined) await locking;
-      const checked = this.#admit(run, args);
-      const admitted =
-        run.options.prepare === undefined ? checked : await this.#prepare(run, checked);
-      const caller = this.#admitAtPointOfUse(run, admitted);
-      if (run.claim !== undefined) await this.#markSent(run);
-      const result = await this.#send(run, caller, admitted.callArgs);
-      run.tCalled = performance.now();
-      run.phase = 'output';
-      checkOutput(this.#call, result);
-      return run.journal === undefined
-        ? this.#outcome(run, result)
-        : await this.#finish(run, result);
     } catch (error) {
       throw await failedRun(run, error, this.#call, this.#capture, this.#state, () =>
         this.#recordIo(run),
@@ -254,7 +264,9 @@ export class PreparedCall {
     }
     run.io = callDeadline(options.signal, run.timeoutMs);
     // Without a prepare hook nothing long can come between claim and send: the claim is
-    // written once, as SENT, just before sending.
+    // written once, as SENT, just before sending, and the key is read only if that write loses
+    // or the run ends before it (DESIGN §21.6).
+    const late = options.prepare === undefined;
     const begun = await journal.begin(
       {
         key,
@@ -262,7 +274,7 @@ export class PreparedCall {
         argsDigest,
         retryReads: this.#bound.server.retryReads === true && trustedRead(this.#bound),
       },
-      { deferWrite: options.prepare === undefined, signal: run.io.signal },
+      { deferWrite: late, decideLate: late, signal: run.io.signal },
     );
     if (begun.kind === 'refused') throw begun.error;
     if (begun.kind === 'replay') {
@@ -306,7 +318,9 @@ export class PreparedCall {
   /** {@link #lockRevision} when it has to wait: for a provisional server's live catalog, or the lock. */
   async #lockRevisionLater(run: CallRun, provisional: BoundServer['provisional']): Promise<void> {
     const { signal } = run.options;
-    if (provisional !== undefined) await this.#confirmLive(run, provisional);
+    if (provisional !== undefined) {
+      await confirmLive(run, provisional, this.#call, (reason) => this.#abortedBeforeSend(reason));
+    }
     const lock = run.bound.server.slot.lock;
     const release = await lock.acquireRead(signal === undefined ? {} : { signal });
     this.#locked(run, release, performance.now());
@@ -324,46 +338,6 @@ export class PreparedCall {
     if (slot.revision !== run.revision) {
       throw staleCatalogError(this.#call, run.revision, slot.revision);
     }
-  }
-
-  /**
-   * A provisional server (DESIGN §19.2): waits, bounded by the call's timeout and signal, for its
-   * live catalog, and moves the run onto the live server only when that catalog has this tool
-   * with the descriptor digest the model saw. The `prepare` hook has not run; nothing is sent.
-   *
-   * @throws CallError `STALE_CATALOG` (changed or vanished), `TIMEOUT`, `ABORTED`, or the
-   *   server's start failure; all `delivery: 'not-sent'`.
-   */
-  async #confirmLive(
-    run: CallRun,
-    provisional: NonNullable<BoundServer['provisional']>,
-  ): Promise<void> {
-    const { signal } = run.options;
-    const bound = callDeadline(signal, run.timeoutMs);
-    let live: BoundServer;
-    try {
-      live = await provisional.live(bound.signal);
-    } catch (error) {
-      if (signal?.aborted === true) throw this.#abortedBeforeSend(signal.reason);
-      if (bound.signal?.aborted === true) throw provisionalTimeoutError(this.#call, run.timeoutMs);
-      throw error;
-    } finally {
-      bound.end();
-    }
-    const descriptor = live.catalog.toolsByName.get(this.tool);
-    const liveDigest = descriptor?.descriptorDigest;
-    if (liveDigest !== this.descriptor.descriptorDigest) {
-      throw provisionalStaleError(
-        this.#call,
-        descriptor === undefined ? 'vanished' : 'changed',
-        this.descriptor.descriptorDigest,
-        liveDigest,
-      );
-    }
-    if (descriptor === undefined)
-      throw new Error('stepbind: unreachable: a matching digest without a tool');
-    run.bound = { modelName: this.modelName, server: live, descriptor };
-    run.revision = live.revision;
   }
 
   /**
@@ -451,13 +425,24 @@ export class PreparedCall {
    *
    * @throws CallError `JOURNAL_UNAVAILABLE` or `ABORTED` from the store; nothing is sent.
    */
-  async #markSent(run: CallRun): Promise<void> {
+  async #markSent(run: CallRun): Promise<LateDecision | undefined> {
     const { claim, journal, options } = run;
-    if (claim === undefined || journal === undefined) return;
+    if (claim === undefined || journal === undefined) return undefined;
     // A fresh bound: a prepare hook (a human approval) may have outlived the claim's. The bound
     // of the writes before the send ends with the last of them (DESIGN §21.1).
     if (options.prepare !== undefined) run.io = callDeadline(options.signal, run.timeoutMs, run.io);
-    await boundedBy(run.io, (io) => journal.markSent(claim, run.timeoutMs, io));
+    return await boundedBy(run.io, (io) => journal.markSent(claim, run.timeoutMs, io));
+  }
+
+  /** {@link lateOutcome} of this call: a task to resume is polled and finished here. */
+  #decidedLate(
+    run: CallRun,
+    late: LateDecision,
+    args: Readonly<Record<string, unknown>>,
+  ): Promise<CallOutcome> {
+    const resume = async (): Promise<CallOutcome> =>
+      this.#finish(run, await resumeTask(run, this.#call, args));
+    return lateOutcome(run, late, this.#call, this.#state, this.#recordIo(run), resume);
   }
 
   /**

@@ -6,6 +6,7 @@
  * @packageDocumentation
  */
 import { CallError } from '../errors.js';
+import type { LateDecision } from '../journal/claim.js';
 import type { CallJournal } from '../journal/journal.js';
 import type { CallContext, JournalRecord, RecordedOutcome } from '../journal/store.js';
 import { failureOf, withRounds, type FailingCall } from './failure.js';
@@ -85,4 +86,49 @@ export async function failedRun(
     }
   }
   return failure;
+}
+
+/**
+ * A keyed run whose claim read nothing (DESIGN §21.6) and that failed before its `SENT` write:
+ * the key, read now (bounded by the run's store deadline), decides first, as it would have at the
+ * claim.
+ *
+ * @returns the key's decision, or undefined (the run's own failure stands).
+ */
+export function decideUnsent(run: CallRun): Promise<LateDecision | undefined> | undefined {
+  const { claim, journal } = run;
+  if (claim?.pending?.late !== true || journal === undefined) return undefined;
+  const signal = run.io?.signal;
+  return journal.decideUnsent(claim, signal === undefined ? {} : { signal });
+}
+
+/**
+ * What a key decided late makes of the run: its recorded outcome replayed, its refusal thrown, or
+ * the task an earlier run of it created polled by `resume`, with the read lock released first
+ * (polling sends nothing and may take long). Nothing is sent.
+ *
+ * @throws CallError the refusal, or a replayed failure.
+ */
+export async function lateOutcome(
+  run: CallRun,
+  late: LateDecision,
+  call: FailingCall,
+  state: Pick<BindingState, 'onJournalError'>,
+  deadline: StoreDeadline,
+  resume: () => Promise<CallOutcome>,
+): Promise<CallOutcome> {
+  const { journal, context } = run;
+  if (late.kind === 'refused' || journal === undefined || context === undefined) {
+    deadline.end();
+    if (late.kind === 'refused') throw late.error;
+    throw new Error('stepbind: unreachable: a late decision without a journal');
+  }
+  if (late.kind === 'replay') {
+    run.recorded = true;
+    return await replayOutcome(journal, late, context, deadline, call, state);
+  }
+  deadline.end();
+  run.release?.();
+  run.release = undefined;
+  return await resume();
 }

@@ -29,10 +29,27 @@ export interface BeginOptions {
    */
   readonly deferWrite?: boolean;
   /**
+   * Also read nothing yet (implies `deferWrite`): the claim is decided when it is written, by
+   * `CallJournal.markSent` (an insert; only when it loses is the key read and decided), or, for a
+   * run that ends before that write, by `CallJournal.decideUnsent`. The caller must act on what
+   * either returns (a replay, a refusal, a task to resume): the key's state still decides first
+   * (DESIGN §21.6). @default false
+   */
+  readonly decideLate?: boolean;
+  /**
    * Bounds every store operation of the claim (the caller's signal, the call's deadline): the
    * store gives up when it fires (see `StoreCallOptions`). @default none
    */
   readonly signal?: AbortSignal;
+}
+
+/**
+ * A claim not written yet: the version the stored record must still have when it is written
+ * (`null`: there must be no record), and, when `late`, that the key was never read (DESIGN §21.6).
+ */
+export interface PendingClaim {
+  readonly expectedVersion: number | null;
+  readonly late?: true;
 }
 
 /** A key this journal instance holds for one `run`. Opaque outside the binding. */
@@ -44,7 +61,7 @@ export class JournalClaim {
    * @internal for a deferred claim: the version the stored record must still have when the claim
    * is written (`null`: there must be no record).
    */
-  pending: { readonly expectedVersion: number | null } | undefined;
+  pending: PendingClaim | undefined;
   /** @internal */
   readonly intent: CallIntent;
   /**
@@ -64,7 +81,7 @@ export class JournalClaim {
   constructor(
     record: JournalRecord,
     intent: CallIntent,
-    pending: { readonly expectedVersion: number | null } | undefined,
+    pending: PendingClaim | undefined,
   ) {
     this.key = record.key;
     this.record = record;
@@ -83,6 +100,16 @@ export type BeginResult =
   | { readonly kind: 'claimed'; readonly claim: JournalClaim }
   | { readonly kind: 'replay'; readonly record: JournalRecord; readonly outcome: RecordedOutcome }
   | { readonly kind: 'refused'; readonly error: CallError };
+
+/**
+ * What a claim begun with `decideLate` turned out to be once its key was read: the recorded
+ * outcome to replay, a refusal, or (`resume`) a task an earlier run of the key created, which the
+ * claim now polls instead of sending (`claim.resumeTaskId`).
+ */
+export type LateDecision =
+  | { readonly kind: 'replay'; readonly record: JournalRecord; readonly outcome: RecordedOutcome }
+  | { readonly kind: 'refused'; readonly error: CallError }
+  | { readonly kind: 'resume' };
 
 /** A decision about an `OUTCOME_UNKNOWN` key, for `CallJournal.resolve`. */
 export type ResolveInput =

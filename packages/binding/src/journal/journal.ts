@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { CallReceipt, ToolCallResult } from '../call/types.js';
 import { CallError, ErrorCode, JournalError, type Delivery } from '../errors.js';
-import { checkChained } from './audit.js';
 import { resultDigestOfText, verifyChain, type ChainVerification } from './chain.js';
 import { JournalTime } from './clock.js';
 import { checkCallJournalOptions, positive, type CallJournalOptions } from './options.js';
 import { notSentError } from './unavailable.js';
-import { unknownOutcome } from './task.js';
+import { claimLostError, writeSent } from './sent.js';
 import {
   JournalClaim,
   signalOf,
@@ -14,21 +13,20 @@ import {
   type BeginOptions,
   type BeginResult,
   type CallIntent,
+  type LateDecision,
   type ResolveInput,
 } from './claim.js';
+import { contendedError, decideKey, IN_PROGRESS, MAX_ROUNDS, type Decider } from './decide.js';
 import {
   conflictOf,
   contextDetail,
-  corruptRecord,
   inProgressError,
   keyMayHaveRun,
   localRefusal,
-  recordSummary,
 } from './rules.js';
 import type {
   CallContext,
   JournalRecord,
-  JournalState,
   JournalStore,
   ReceiptBody,
   ReceiptEntry,
@@ -40,7 +38,6 @@ import {
   failureReceipt,
   type FailureReceiptFields,
   intentRecord,
-  reclaimRecord,
   recoveredRecord,
   replayReceipt,
   resolvedRecord,
@@ -48,9 +45,6 @@ import {
 } from './transitions.js';
 
 export type { CallJournalOptions };
-
-const MAX_ROUNDS = 16;
-const IN_PROGRESS: readonly JournalState[] = Object.freeze(['INTENT', 'SENT']);
 
 /**
  * The rules of durable execution over a {@link JournalStore} (DESIGN §13): idempotency keys with
@@ -69,6 +63,7 @@ export class CallJournal {
   readonly #isOwnerAlive: (owner: string) => boolean | undefined;
   readonly #time: JournalTime;
   readonly #pruneIntervalMs: number;
+  readonly #decider: Decider;
   /** Keys a run of this instance is claiming or holds, with the intent of that run. */
   readonly #inFlight = new Map<string, Reservation>();
   /** Keys this instance holds (claimed): its own records of these are in progress. */
@@ -89,6 +84,17 @@ export class CallJournal {
     this.recordsEveryRun = (options.receipts ?? 'all') === 'all';
     this.#time = new JournalTime(store, options.now, options.clocks);
     this.#lastPrune = this.#now();
+    this.#decider = {
+      store,
+      owner: this.owner,
+      inProgressTtlMs: this.inProgressTtlMs,
+      retentionMs: this.retentionMs,
+      now: () => this.#now(),
+      retentionNow: (io) => this.#time.retentionNow(io),
+      leaseNow: () => this.#time.leaseNow(),
+      holderAlive: (record, now) => this.#holderAlive(record, now),
+      recover: (record, now, io) => this.#recoverRecord(record, now, io),
+    };
   }
 
   /** True once {@link close} was called. */
@@ -117,6 +123,8 @@ export class CallJournal {
    * - no record or an expired one: claimed (an `INTENT` record is written, unless `deferWrite`:
    *   then {@link markSent} writes the claim directly as `SENT`); `NOT_SENT` with the same payload
    *   and descriptor: claimed again;
+   * - with `decideLate`: claimed without reading the key; {@link markSent} or
+   *   {@link decideUnsent} decide it by these rules when it is written or the run ends before;
    * - `COMPLETED`: `replay` with the stored outcome, also when only the descriptor changed;
    * - `INTENT`/`SENT` of a live holder within its expiry: `IDEMPOTENCY_IN_PROGRESS`; of a dead or
    *   expired holder: recovered first (to `NOT_SENT` or `OUTCOME_UNKNOWN`), then decided again;
@@ -152,7 +160,10 @@ export class CallJournal {
     this.#inFlight.set(intent.key, reservation);
     let result: BeginResult | undefined;
     try {
-      result = await this.#begin(intent, options.deferWrite === true, io);
+      result =
+        options.decideLate === true
+          ? { kind: 'claimed', claim: this.#lateClaim(intent) }
+          : await this.#begin(intent, options.deferWrite === true, io);
       if (result.kind === 'claimed') {
         reservation.claimed = true;
         this.#running.add(intent.key);
@@ -166,18 +177,12 @@ export class CallJournal {
     }
   }
 
-  async #begin(intent: CallIntent, defer: boolean, io: StoreCallOptions): Promise<BeginResult> {
-    const { key } = intent;
+  #begin(intent: CallIntent, defer: boolean, io: StoreCallOptions): Promise<BeginResult> {
     // Claims `record` over `expected` (the stored record, if any): written now, or deferred.
-    const claim = async (
-      record: JournalRecord,
-      expected: JournalRecord | undefined,
-    ): Promise<BeginResult | undefined> => {
+    return decideKey(this.#decider, intent, async (record, expected) => {
       if (defer) {
-        return {
-          kind: 'claimed',
-          claim: new JournalClaim(record, intent, { expectedVersion: expected?.version ?? null }),
-        };
+        const pending = { expectedVersion: expected?.version ?? null };
+        return { kind: 'claimed', claim: new JournalClaim(record, intent, pending) };
       }
       const written =
         expected === undefined
@@ -186,132 +191,119 @@ export class CallJournal {
       return written
         ? { kind: 'claimed', claim: new JournalClaim(record, intent, undefined) }
         : undefined;
-    };
-    for (let round = 0; round < MAX_ROUNDS; round++) {
-      const now = this.#now();
-      const existing = await this.store.get(key, io);
-      // Decisions (expired, holder dead) use the instants surely passed; records get `now`.
-      const passed = await this.#time.retentionNow(io);
-      if (existing === undefined) {
-        const claimed = await claim(intentRecord(this, intent, 1, 1, now), undefined);
-        if (claimed !== undefined) return claimed;
-        continue;
-      }
-      if (existing.expiresAt !== null && existing.expiresAt <= passed) {
-        // Forgotten: the key starts over, whatever it was used for before.
-        const record = intentRecord(this, intent, existing.attempt + 1, existing.version + 1, now);
-        const claimed = await claim(record, existing);
-        if (claimed !== undefined) return claimed;
-        continue;
-      }
-      if (
-        IN_PROGRESS.includes(existing.state) &&
-        !this.#holderAlive(existing, this.#time.leaseNow())
-      ) {
-        // A dead or expired holder's key is recovered first, then decided by what it became.
-        await this.#recoverRecord(existing, now, io);
-        continue;
-      }
-      // The key's state decides what a difference means: one that may have run is never refused
-      // as not run, and a changed descriptor alone is left to the state (DESIGN §13).
-      // A record its own receipts contradict (edited outside stepbind) decides nothing.
-      await checkChained(this.store, existing);
-      const conflict = conflictOf(existing, intent);
-      if (conflict !== undefined) return { kind: 'refused', error: conflict };
-      switch (existing.state) {
-        case 'COMPLETED': {
-          if (existing.outcome === null) throw corruptRecord(this.store, existing);
-          return { kind: 'replay', record: existing, outcome: existing.outcome };
-        }
-        case 'NOT_SENT': {
-          const claimed = await claim(reclaimRecord(this, existing, now), existing);
-          if (claimed !== undefined) return claimed;
-          continue;
-        }
-        case 'INTENT':
-        case 'SENT':
-          return { kind: 'refused', error: inProgressError(existing, intent.context) };
-        case 'OUTCOME_UNKNOWN': {
-          const sameDescriptor =
-            existing.context.descriptorDigest === intent.context.descriptorDigest;
-          if (intent.context.effectClass === 'read' && intent.retryReads && sameDescriptor) {
-            const claimed = await claim(reclaimRecord(this, existing, now), existing);
-            if (claimed !== undefined) return claimed;
-            continue;
-          }
-          return unknownOutcome(existing, intent);
-        }
-      }
-    }
-    return {
-      kind: 'refused',
-      error: new CallError(
-        ErrorCode.IDEMPOTENCY_IN_PROGRESS,
-        `Idempotency key "${key}" kept changing while "${intent.context.modelName}" tried to claim it (${MAX_ROUNDS} attempts); it was not run. Try again shortly.`,
-        { detail: { ...contextDetail(intent.context), key, reason: 'contended' } },
-      ),
-    };
+    }, io);
+  }
+
+  /** A claim of `intent` that read nothing: decided when written, or when its run ends before. */
+  #lateClaim(intent: CallIntent): JournalClaim {
+    const record = intentRecord(this, intent, 1, 1, this.#now());
+    return new JournalClaim(record, intent, { expectedVersion: null, late: true });
   }
 
   /**
    * Moves a claim to `SENT` with a durable write, just before the request is written. The claim's
-   * expiry becomes `timeoutMs` plus the in-progress expiry.
+   * expiry becomes `timeoutMs` plus the in-progress expiry. A claim begun with `decideLate` is
+   * inserted as `SENT`; only when that insert loses is its key read and decided (DESIGN §21.6).
    *
+   * @returns undefined once `SENT` is durable (send now); for a claim begun with `decideLate`, the
+   *   key's decision instead: `replay` (send nothing, replay its outcome) or `resume` (poll the
+   *   task in `claim.resumeTaskId`, send nothing).
    * @throws CallError `IDEMPOTENCY_IN_PROGRESS` (`detail.reason: 'claim-lost'`) when another holder
-   *   took the key over meanwhile: the call must not be sent. JournalError when the store fails.
+   *   took the key over meanwhile, or the refusal a late decision came to: the call must not be
+   *   sent. JournalError when the store fails.
    */
   async markSent(
     claim: JournalClaim,
     timeoutMs: number,
     options: StoreCallOptions = {},
-  ): Promise<void> {
+  ): Promise<Exclude<LateDecision, { readonly kind: 'refused' }> | undefined> {
     const io = signalOf(options);
-    const now = this.#now();
-    const current = claim.record;
-    const pending = claim.pending;
-    const next: JournalRecord = {
-      ...current,
-      state: 'SENT',
-      version: pending === undefined ? current.version + 1 : current.version,
-      updatedAt: now,
-      leaseExpiresAt: now + timeoutMs + this.inProgressTtlMs,
-    };
-    let written: boolean;
-    try {
-      if (pending === undefined) {
-        written = (await this.store.update(next, current.version, { durable: true, ...io })).ok;
-      } else if (pending.expectedVersion === null) {
-        written = await this.store.insert(next, { durable: true, ...io });
-      } else {
-        const expected = pending.expectedVersion;
-        written = (await this.store.update(next, expected, { durable: true, ...io })).ok;
+    if (claim.pending?.late === true) return this.#markSentLate(claim, timeoutMs, io);
+    if (!(await writeSent(this.#decider, claim, timeoutMs, io))) {
+      claim.lost = true;
+      throw await claimLostError(this.store, claim, io);
+    }
+    return undefined;
+  }
+
+  /** {@link markSent} of a claim that read nothing: insert; read and decide only if that lost. */
+  async #markSentLate(
+    claim: JournalClaim,
+    timeoutMs: number,
+    io: StoreCallOptions,
+  ): Promise<Exclude<LateDecision, { readonly kind: 'refused' }> | undefined> {
+    // Written once tried: a write that failed may have committed, so it is not decided late.
+    claim.pending = { expectedVersion: null };
+    if (await writeSent(this.#decider, claim, timeoutMs, io)) return undefined;
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      const decided = await this.#decideLate(claim, io);
+      if (decided.kind === 'refused') {
+        claim.lost = true;
+        throw decided.error;
       }
+      if (decided.kind !== 'claimed') return decided;
+      if (await writeSent(this.#decider, claim, timeoutMs, io)) return undefined;
+    }
+    claim.lost = true;
+    throw contendedError(claim.intent);
+  }
+
+  /**
+   * Decides the key of a claim begun with `decideLate` whose run ended before its `SENT` write (a
+   * refusal of the lock, admission, the arguments, the connection): the key's state decides first
+   * (DESIGN §13), as if it had been read at `begin`. Nothing is written, except that a dead
+   * holder's key is recovered.
+   *
+   * @returns undefined when the key could have been claimed (the run's own failure stands), else
+   *   the key's decision: `replay`, `refused` (with the error the run ends with instead) or
+   *   `resume`. Also undefined for any other claim, and when the store fails or the signal fired
+   *   (nothing was sent; the run's own failure stands).
+   */
+  async decideUnsent(
+    claim: JournalClaim,
+    options: StoreCallOptions = {},
+  ): Promise<LateDecision | undefined> {
+    if (claim.pending?.late !== true) return undefined;
+    claim.pending = { expectedVersion: null };
+    try {
+      const decided = await this.#decideLate(claim, signalOf(options));
+      return decided.kind === 'claimed' ? undefined : decided;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Reads and decides the key of a late claim (the rules of {@link begin}); a claim it may take is
+   * adopted by `claim` (deferred: nothing written), a replay releases the key.
+   */
+  async #decideLate(
+    claim: JournalClaim,
+    io: StoreCallOptions,
+  ): Promise<LateDecision | { readonly kind: 'claimed' }> {
+    const { key } = claim;
+    // The run deciding is this one: its own record is not held by a live run of this process.
+    this.#running.delete(key);
+    let decided: BeginResult;
+    try {
+      decided = await this.#begin(claim.intent, true, io);
     } catch (error) {
       throw notSentError(error, claim.intent);
+    } finally {
+      this.#running.add(key);
     }
-    if (!written) {
-      claim.lost = true;
-      // A deferred claim was overtaken by another holder: say what the key is now.
-      const now2 = await this.store.get(claim.key, io);
-      const conflict = now2 === undefined ? undefined : conflictOf(now2, claim.intent);
-      if (conflict !== undefined) throw conflict;
-      throw new CallError(
-        ErrorCode.IDEMPOTENCY_IN_PROGRESS,
-        `Idempotency key "${claim.key}" was taken over by another holder before "${current.context.modelName}" was sent; it was not sent. Call again to get that run's outcome.`,
-        {
-          detail: {
-            ...contextDetail(current.context),
-            key: claim.key,
-            reason: 'claim-lost',
-            ...(now2 === undefined ? {} : { keyState: now2.state, record: recordSummary(now2) }),
-            delivery: now2 !== undefined && keyMayHaveRun(now2.state) ? 'sent' : 'not-sent',
-          },
-        },
-      );
+    if (decided.kind === 'replay') {
+      this.#inFlight.delete(key);
+      this.#running.delete(key);
+      return decided;
     }
-    claim.record = next;
-    claim.pending = undefined;
-    claim.sentRecorded = true;
+    if (decided.kind === 'refused') return decided;
+    const taken = decided.claim;
+    claim.record = taken.record;
+    claim.pending = taken.pending;
+    claim.sentRecorded = taken.sentRecorded;
+    claim.resumeTaskId = taken.resumeTaskId;
+    return taken.resumeTaskId === undefined ? { kind: 'claimed' } : { kind: 'resume' };
   }
 
   /**
