@@ -100,7 +100,14 @@ export type { CreateBindingOptions } from './call/binding.js';
 export type { CallPolicy, ToolCaller } from './call/types.js';
 export type { InputRoundListener } from './call/input-rounds.js';
 export { JournalClaim } from './journal/claim.js';
-export type { BeginOptions, BeginResult, CallIntent, ResolveInput } from './journal/claim.js';
+export type {
+  BeginOptions,
+  BeginResult,
+  CallIntent,
+  LateDecision,
+  PendingClaim,
+  ResolveInput,
+} from './journal/claim.js';
 export { recordFinding } from './journal/audit.js';
 export { jsonText } from './journal/chain.js';
 export {

@@ -78,11 +78,7 @@ export class JournalClaim {
   resumeTaskId: string | undefined = undefined;
 
   /** @internal */
-  constructor(
-    record: JournalRecord,
-    intent: CallIntent,
-    pending: PendingClaim | undefined,
-  ) {
+  constructor(record: JournalRecord, intent: CallIntent, pending: PendingClaim | undefined) {
     this.key = record.key;
     this.record = record;
     this.intent = intent;
@@ -135,8 +131,13 @@ export type ResolveInput =
 export interface Reservation {
   readonly intent: CallIntent;
   claimed: boolean;
-  /** Resolves once the claiming run's `begin` decided. */
+  /**
+   * Resolves once the claiming run decided: at `begin`, or, for a claim that read nothing, at its
+   * `SENT` write or the end of its run before it.
+   */
   readonly decided: Promise<void>;
+  /** Resolves {@link decided}. */
+  readonly decide: () => void;
 }
 
 /** The store options of a journal call: its signal, if any. */

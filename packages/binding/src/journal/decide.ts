@@ -100,7 +100,8 @@ export async function decideKey(
       case 'SENT':
         return { kind: 'refused', error: inProgressError(existing, intent.context) };
       case 'OUTCOME_UNKNOWN': {
-        const sameDescriptor = existing.context.descriptorDigest === intent.context.descriptorDigest;
+        const sameDescriptor =
+          existing.context.descriptorDigest === intent.context.descriptorDigest;
         if (intent.context.effectClass === 'read' && intent.retryReads && sameDescriptor) {
           const claimed = await claim(reclaimRecord(j, existing, now), existing);
           if (claimed !== undefined) return claimed;

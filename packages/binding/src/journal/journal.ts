@@ -19,10 +19,10 @@ import {
 import { contendedError, decideKey, IN_PROGRESS, MAX_ROUNDS, type Decider } from './decide.js';
 import {
   conflictOf,
-  contextDetail,
   inProgressError,
   keyMayHaveRun,
   localRefusal,
+  unresolvableError,
 } from './rules.js';
 import type {
   CallContext,
@@ -152,18 +152,16 @@ export class CallJournal {
       return { kind: 'refused', error: conflict ?? localRefusal(local.intent, intent) };
     }
     let decide: () => void = () => undefined;
-    const reservation: Reservation = {
-      intent,
-      claimed: false,
-      decided: new Promise<void>((resolve) => (decide = resolve)),
-    };
+    const decided = new Promise<void>((resolve) => (decide = resolve));
+    const reservation: Reservation = { intent, claimed: false, decided, decide };
     this.#inFlight.set(intent.key, reservation);
+    // A claim that reads nothing is decided when it is written or its run ends before
+    // (markSent, decideUnsent): until then a run of this process on the key waits, as it waits
+    // for a claim being read.
+    if (options.decideLate === true) return { kind: 'claimed', claim: this.#lateClaim(intent) };
     let result: BeginResult | undefined;
     try {
-      result =
-        options.decideLate === true
-          ? { kind: 'claimed', claim: this.#lateClaim(intent) }
-          : await this.#begin(intent, options.deferWrite === true, io);
+      result = await this.#begin(intent, options.deferWrite === true, io);
       if (result.kind === 'claimed') {
         reservation.claimed = true;
         this.#running.add(intent.key);
@@ -179,19 +177,24 @@ export class CallJournal {
 
   #begin(intent: CallIntent, defer: boolean, io: StoreCallOptions): Promise<BeginResult> {
     // Claims `record` over `expected` (the stored record, if any): written now, or deferred.
-    return decideKey(this.#decider, intent, async (record, expected) => {
-      if (defer) {
-        const pending = { expectedVersion: expected?.version ?? null };
-        return { kind: 'claimed', claim: new JournalClaim(record, intent, pending) };
-      }
-      const written =
-        expected === undefined
-          ? await this.store.insert(record, io)
-          : (await this.store.update(record, expected.version, io)).ok;
-      return written
-        ? { kind: 'claimed', claim: new JournalClaim(record, intent, undefined) }
-        : undefined;
-    }, io);
+    return decideKey(
+      this.#decider,
+      intent,
+      async (record, expected) => {
+        if (defer) {
+          const pending = { expectedVersion: expected?.version ?? null };
+          return { kind: 'claimed', claim: new JournalClaim(record, intent, pending) };
+        }
+        const written =
+          expected === undefined
+            ? await this.store.insert(record, io)
+            : (await this.store.update(record, expected.version, io)).ok;
+        return written
+          ? { kind: 'claimed', claim: new JournalClaim(record, intent, undefined) }
+          : undefined;
+      },
+      io,
+    );
   }
 
   /** A claim of `intent` that read nothing: decided when written, or when its run ends before. */
@@ -234,18 +237,26 @@ export class CallJournal {
   ): Promise<Exclude<LateDecision, { readonly kind: 'refused' }> | undefined> {
     // Written once tried: a write that failed may have committed, so it is not decided late.
     claim.pending = { expectedVersion: null };
-    if (await writeSent(this.#decider, claim, timeoutMs, io)) return undefined;
-    for (let round = 0; round < MAX_ROUNDS; round++) {
-      const decided = await this.#decideLate(claim, io);
-      if (decided.kind === 'refused') {
-        claim.lost = true;
-        throw decided.error;
-      }
-      if (decided.kind !== 'claimed') return decided;
+    // Held unless the key decided otherwise: a write that failed may have committed.
+    let held = true;
+    try {
       if (await writeSent(this.#decider, claim, timeoutMs, io)) return undefined;
+      for (let round = 0; round < MAX_ROUNDS; round++) {
+        const decided = await this.#decideLate(claim, io);
+        if (decided.kind === 'refused' || decided.kind === 'replay') held = false;
+        if (decided.kind === 'refused') {
+          claim.lost = true;
+          throw decided.error;
+        }
+        if (decided.kind !== 'claimed') return decided;
+        if (await writeSent(this.#decider, claim, timeoutMs, io)) return undefined;
+      }
+      held = false;
+      claim.lost = true;
+      throw contendedError(claim.intent);
+    } finally {
+      this.#settle(claim, held);
     }
-    claim.lost = true;
-    throw contendedError(claim.intent);
   }
 
   /**
@@ -265,11 +276,15 @@ export class CallJournal {
   ): Promise<LateDecision | undefined> {
     if (claim.pending?.late !== true) return undefined;
     claim.pending = { expectedVersion: null };
+    let decided: LateDecision | { readonly kind: 'claimed' } | undefined;
     try {
-      const decided = await this.#decideLate(claim, signalOf(options));
+      decided = await this.#decideLate(claim, signalOf(options));
       return decided.kind === 'claimed' ? undefined : decided;
     } catch {
       return undefined;
+    } finally {
+      // Only a task to resume holds the key on; the run ends otherwise (nothing written).
+      this.#settle(claim, decided?.kind === 'resume');
     }
   }
 
@@ -281,23 +296,13 @@ export class CallJournal {
     claim: JournalClaim,
     io: StoreCallOptions,
   ): Promise<LateDecision | { readonly kind: 'claimed' }> {
-    const { key } = claim;
-    // The run deciding is this one: its own record is not held by a live run of this process.
-    this.#running.delete(key);
     let decided: BeginResult;
     try {
       decided = await this.#begin(claim.intent, true, io);
     } catch (error) {
       throw notSentError(error, claim.intent);
-    } finally {
-      this.#running.add(key);
     }
-    if (decided.kind === 'replay') {
-      this.#inFlight.delete(key);
-      this.#running.delete(key);
-      return decided;
-    }
-    if (decided.kind === 'refused') return decided;
+    if (decided.kind !== 'claimed') return decided;
     const taken = decided.claim;
     claim.record = taken.record;
     claim.pending = taken.pending;
@@ -397,11 +402,7 @@ export class CallJournal {
       const now = this.#now();
       const existing = await this.store.get(key);
       if (existing === undefined) {
-        throw new CallError(
-          ErrorCode.IDEMPOTENCY_CONFLICT,
-          `The journal at ${this.store.location} has no idempotency key "${key}" to resolve (never used, or pruned).`,
-          { detail: { key, reason: 'unknown-key', delivery: 'not-sent' } },
-        );
+        throw unresolvableError(this.store, key, undefined);
       }
       if (IN_PROGRESS.includes(existing.state)) {
         if (this.#holderAlive(existing, this.#time.leaseNow()))
@@ -410,20 +411,7 @@ export class CallJournal {
         continue;
       }
       if (existing.state !== 'OUTCOME_UNKNOWN') {
-        throw new CallError(
-          ErrorCode.IDEMPOTENCY_CONFLICT,
-          `Idempotency key "${key}" is ${existing.state}, not OUTCOME_UNKNOWN: its outcome is known and needs no decision.`,
-          {
-            detail: {
-              ...contextDetail(existing.context),
-              key,
-              reason: 'not-outcome-unknown',
-              state: existing.state,
-              keyState: existing.state,
-              delivery: keyMayHaveRun(existing.state) ? 'sent' : 'not-sent',
-            },
-          },
-        );
+        throw unresolvableError(this.store, key, existing);
       }
       const next = resolvedRecord(this, existing, input, now);
       const written = await this.store.update(next.record, existing.version, {
@@ -540,10 +528,7 @@ export class CallJournal {
       }
       return await this.store.appendReceipt(body, io);
     } finally {
-      if (claim !== undefined) {
-        this.#inFlight.delete(claim.key);
-        this.#running.delete(claim.key);
-      }
+      if (claim !== undefined) this.#settle(claim, false);
       this.#done();
       if (this.#now() - this.#lastPrune >= this.#pruneIntervalMs) void this.#pruneQuietly();
     }
@@ -555,6 +540,25 @@ export class CallJournal {
     } catch {
       // Pruning is housekeeping; the next write tries again and a failing store reports there.
     }
+  }
+
+  /**
+   * Ends the decision of `claim`'s reservation (a run of this process on the key waiting for it
+   * goes on): `held`, the key is this run's until its outcome is recorded; else released. Only
+   * this claim's own reservation is touched (a released key may already be another run's).
+   */
+  #settle(claim: JournalClaim, held: boolean): void {
+    const { key } = claim;
+    const reservation = this.#inFlight.get(key);
+    if (reservation?.intent !== claim.intent) return;
+    if (held) {
+      reservation.claimed = true;
+      this.#running.add(key);
+    } else {
+      this.#inFlight.delete(key);
+      this.#running.delete(key);
+    }
+    reservation.decide();
   }
 
   #holderAlive(record: JournalRecord, now: number): boolean {

@@ -252,3 +252,35 @@ export function resolvedReceipt(record: JournalRecord): CallReceipt {
     timings: { lockWaitMs: 0, prepareMs: 0, callMs: 0, totalMs: 0 },
   };
 }
+
+/**
+ * Why `CallJournal.resolve` refuses `key`: it has no record (`existing` undefined: never used, or
+ * pruned; `unknown-key`), or its outcome is known (`not-outcome-unknown`).
+ */
+export function unresolvableError(
+  store: JournalStore,
+  key: string,
+  existing: JournalRecord | undefined,
+): CallError {
+  if (existing === undefined) {
+    return new CallError(
+      ErrorCode.IDEMPOTENCY_CONFLICT,
+      `The journal at ${store.location} has no idempotency key "${key}" to resolve (never used, or pruned).`,
+      { detail: { key, reason: 'unknown-key', delivery: 'not-sent' } },
+    );
+  }
+  return new CallError(
+    ErrorCode.IDEMPOTENCY_CONFLICT,
+    `Idempotency key "${key}" is ${existing.state}, not OUTCOME_UNKNOWN: its outcome is known and needs no decision.`,
+    {
+      detail: {
+        ...contextDetail(existing.context),
+        key,
+        reason: 'not-outcome-unknown',
+        state: existing.state,
+        keyState: existing.state,
+        delivery: keyMayHaveRun(existing.state) ? 'sent' : 'not-sent',
+      },
+    },
+  );
+}

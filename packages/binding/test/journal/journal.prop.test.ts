@@ -13,6 +13,9 @@ import {
   MemoryJournalStore,
   type BeginResult,
   type CallContext,
+  type CallIntent,
+  type JournalClaim,
+  type LateDecision,
   type JournalRecord,
   type JournalStore,
   type ToolCallResult,
@@ -43,6 +46,10 @@ type Behaviour =
   | 'die-after-intent'
   | 'die-after-sent';
 
+/** How a run claims its key: an `INTENT` write, deferred to `SENT`, or also decided late. */
+type Claiming = 'write' | 'defer' | 'late';
+const arbClaiming = fc.constantFrom<Claiming>('write', 'defer', 'late');
+
 type Command =
   | {
       readonly kind: 'run';
@@ -53,8 +60,11 @@ type Command =
       readonly descriptor: string;
       readonly behaviour: Behaviour;
       readonly death: 'known' | 'silent';
-      /** The claim is written only as SENT (a run without a prepare hook). */
-      readonly defer: boolean;
+      /**
+       * `defer`: the claim is written only as SENT (a run without a prepare hook); `late`: also
+       * read only when that write loses or the run is refused before it (DESIGN §21.6).
+       */
+      readonly defer: Claiming;
     }
   | {
       readonly kind: 'concurrent';
@@ -62,7 +72,7 @@ type Command =
       readonly key: Key;
       readonly payloads: readonly [string, string];
       readonly descriptors: readonly [string, string];
-      readonly defers: readonly [boolean, boolean];
+      readonly defers: readonly [Claiming, Claiming];
     }
   | { readonly kind: 'advance'; readonly ms: number }
   | {
@@ -99,7 +109,7 @@ const arbCommand: fc.Arbitrary<Command> = fc.oneof(
         'die-after-sent',
       ),
       death: fc.constantFrom<'known' | 'silent'>('known', 'silent'),
-      defer: fc.boolean(),
+      defer: arbClaiming,
     }),
   },
   {
@@ -110,7 +120,7 @@ const arbCommand: fc.Arbitrary<Command> = fc.oneof(
       key: arbKey,
       payloads: fc.tuple(arbPayload, arbPayload),
       descriptors: fc.tuple(arbDescriptor, arbDescriptor),
-      defers: fc.tuple(fc.boolean(), fc.boolean()),
+      defers: fc.tuple(arbClaiming, arbClaiming),
     }),
   },
   {
@@ -442,6 +452,26 @@ class System {
     };
   }
 
+  /** A run whose late claim the key decided otherwise: replayed, or refused. */
+  async #decidedLate(
+    journal: CallJournal,
+    intent: CallIntent,
+    claim: JournalClaim,
+    decided: LateDecision,
+  ): Promise<{ begun: BeginResult; replayed?: ToolCallResult | string }> {
+    if (decided.kind === 'resume') throw new Error('no run of this property creates a task');
+    if (decided.kind === 'refused') {
+      await journal.fail(claim, intent.context, decided.error, {
+        argsDigest: intent.argsDigest,
+        key: intent.key,
+      });
+      return { begun: decided };
+    }
+    await journal.replayed(decided.record, intent.context);
+    const o = decided.outcome;
+    return { begun: decided, replayed: o.kind === 'result' ? o.result : o.code };
+  }
+
   /** One run through the journal, as PreparedCall.run drives it. */
   async run(
     index: number,
@@ -449,13 +479,14 @@ class System {
     payload: string,
     descriptor: string,
     behaviour: Behaviour,
-    defer: boolean,
+    defer: Claiming,
   ): Promise<{ begun: BeginResult; result?: ToolCallResult; replayed?: ToolCallResult | string }> {
     const holder = this.holders[index] as Holder;
     const journal = holder.journal;
     const intent = this.intent(key, payload, descriptor);
     expect(journal.start()).toBe(true);
-    const begun = await journal.begin(intent, { deferWrite: defer });
+    const late = defer === 'late';
+    const begun = await journal.begin(intent, { deferWrite: defer !== 'write', decideLate: late });
     if (begun.kind === 'refused') {
       await journal.fail(undefined, intent.context, begun.error, {
         argsDigest: intent.argsDigest,
@@ -472,6 +503,9 @@ class System {
     holder.inFlight.add(key);
     try {
       if (behaviour === 'refused') {
+        // A claim that read nothing: the key's state decides before the run's own refusal.
+        const decided = late ? await journal.decideUnsent(claim) : undefined;
+        if (decided !== undefined) return this.#decidedLate(journal, intent, claim, decided);
         await journal.fail(claim, intent.context, failure(ErrorCode.STALE_CATALOG, 'not-sent'), {
           argsDigest: intent.argsDigest,
           key,
@@ -480,7 +514,8 @@ class System {
       }
       if (behaviour === 'die-after-intent') return { begun };
       try {
-        await journal.markSent(claim, TIMEOUT);
+        const decided = await journal.markSent(claim, TIMEOUT);
+        if (decided !== undefined) return this.#decidedLate(journal, intent, claim, decided);
       } catch (error) {
         // A deferred claim overtaken by another holder: refused at its SENT write.
         if (!(error instanceof CallError)) throw error;
@@ -578,6 +613,21 @@ describe('CallJournal against an independent oracle (property)', () => {
               case 'run': {
                 const holder = system.holders[command.holder] as Holder;
                 const self = holder.journal.owner;
+                if (command.defer === 'late' && command.behaviour === 'die-after-intent') {
+                  // Dies before its SENT write with a claim that read nothing: the key was
+                  // neither decided nor touched (no recovery, no receipt).
+                  const outcome = await system.run(
+                    command.holder,
+                    command.key,
+                    command.payload,
+                    command.descriptor,
+                    command.behaviour,
+                    command.defer,
+                  );
+                  expect(outcome.begun.kind, JSON.stringify(command)).toBe('claimed');
+                  system.die(command.holder, command.death);
+                  break;
+                }
                 const verdict = oracle.decide(
                   command.key,
                   command.payload,
@@ -604,7 +654,7 @@ describe('CallJournal against an independent oracle (property)', () => {
                     command.payload,
                     command.descriptor,
                     self,
-                    command.defer,
+                    command.defer !== 'write',
                   );
                   if (!command.behaviour.startsWith('die')) {
                     oracle.finish(command.key, command.behaviour, outcome.result);
