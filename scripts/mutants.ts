@@ -180,6 +180,51 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: "expected undefined to be 'SENT'",
   },
   {
+    // Issue 20 (DESIGN §21.6): a run refused before its SENT write lets its unread key decide first.
+    name: "decide a late claim's refusal by the run, not by its key",
+    file: 'packages/binding/src/call/recorded.ts',
+    find: 'if (claim?.pending?.late !== true || journal === undefined) return undefined;',
+    replace: 'if (claim !== undefined || journal === undefined) return undefined;',
+    testFile: 'packages/binding/test/journal/late-claim.test.ts',
+    testName:
+      'replays a completed key whose tool was revoked since, and refuses a new key as TOOL_DENIED writing nothing',
+    diagnostic: 'TOOL_DENIED',
+  },
+  {
+    // Issue 20 (DESIGN §21.6): a late claim whose SENT insert lost is decided, never sent.
+    name: "take a late claim's lost SENT insert for written",
+    file: 'packages/binding/src/journal/journal.ts',
+    find: '      if (await writeSent(this.#decider, claim, timeoutMs, io)) return undefined;\n      for (',
+    replace:
+      "      if ((await writeSent(this.#decider, claim, timeoutMs, io)) || claim.key !== '') return undefined;\n      for (",
+    testFile: 'packages/binding/test/journal/late-claim.test.ts',
+    testName:
+      'replays a completed key at its SENT write: the insert loses, the key is read once, nothing is sent',
+    diagnostic: 'expected false to be true',
+  },
+  {
+    // Issue 20 (DESIGN §21.6): a late claim its key replays holds the key no longer.
+    name: 'keep holding a late claim its key replayed at the SENT write',
+    file: 'packages/binding/src/journal/journal.ts',
+    find: "if (decided.kind === 'refused' || decided.kind === 'replay') held = false;",
+    replace: "if (decided.kind === 'refused') held = false;",
+    testFile: 'packages/binding/test/journal/late-claim.test.ts',
+    testName:
+      'makes a second run of the key in this process wait for the first one decided: both replay a completed key, one of two runs of a new key is sent',
+    diagnostic: 'is already running',
+  },
+  {
+    // Issue 20 (DESIGN §21.6): a late claim decided at its run's refusal holds the key no longer.
+    name: 'keep holding a late claim decided after its run was refused',
+    file: 'packages/binding/src/journal/journal.ts',
+    find: "this.#settle(claim, decided?.kind === 'resume');",
+    replace: 'this.#settle(claim, true);',
+    testFile: 'packages/binding/test/journal/late-claim.test.ts',
+    testName:
+      'replays a completed key whose tool was revoked since, and refuses a new key as TOOL_DENIED writing nothing',
+    diagnostic: 'is already running',
+  },
+  {
     name: 'skip the payload check on replays',
     file: 'packages/binding/src/journal/decide.ts',
     find: 'const conflict = conflictOf(existing, intent);',
