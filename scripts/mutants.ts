@@ -225,6 +225,28 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: 'is already running',
   },
   {
+    // Issue 20 (DESIGN §21.6): a write before a send that the database runs after its caller's
+    // deadline is refused there, so a frozen database's backlog cannot commit a SENT record.
+    name: 'drop the deadline guard of a fleet write before a send',
+    file: 'packages/runtime/src/fleet/journal-store.ts',
+    find: 'if (!guarded || deadline === undefined) return undefined;',
+    replace: 'if (guarded || !guarded) return undefined;',
+    testFile: 'packages/runtime/test/fleet/journal-store.pg.test.ts',
+    testName:
+      'refuses a write before a send that the database runs after its deadline: JOURNAL_UNAVAILABLE (timeout), nothing written; alone or in a group, insert or compare-and-set',
+    diagnostic: 'expected true to match object',
+  },
+  {
+    name: 'drop the deadline guard of a fleet write before a send (frozen database)',
+    file: 'packages/runtime/src/fleet/journal-store.ts',
+    find: 'if (!guarded || deadline === undefined) return undefined;',
+    replace: 'if (guarded || !guarded) return undefined;',
+    testFile: 'packages/runtime/test/fleet/frozen.pg.test.ts',
+    testName:
+      'frozen (SIGSTOP): a keyed run with timeoutMs fails JOURNAL_UNAVAILABLE (reason timeout) and sends nothing; close() resolves while frozen; the key runs once after the thaw',
+    diagnostic: 'no answer was recorded',
+  },
+  {
     name: 'skip the payload check on replays',
     file: 'packages/binding/src/journal/decide.ts',
     find: 'const conflict = conflictOf(existing, intent);',

@@ -61,6 +61,11 @@ export function armedDeadlines(): number {
 export class StoreDeadline {
   /** The signal the store operations get (the caller's alone when the timeout is unbounded). */
   readonly signal: AbortSignal | undefined;
+  /**
+   * The monotonic instant (`performance.now()`) at which the timeout fires, when bounded: a store
+   * may refuse to apply a write that would take effect only after it (DESIGN §21.6).
+   */
+  readonly deadline: number | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined = undefined;
   #unlisten: (() => void) | undefined = undefined;
 
@@ -69,10 +74,12 @@ export class StoreDeadline {
     const bounded = Number.isFinite(timeoutMs) && timeoutMs > 0 && timeoutMs <= 2_147_483_647;
     if (!bounded) {
       this.signal = caller;
+      this.deadline = undefined;
       return;
     }
     const controller = new AbortController();
     this.signal = controller.signal;
+    this.deadline = performance.now() + timeoutMs;
     if (caller !== undefined) {
       // As AbortSignal.any: a source that already fired makes the signal aborted at once.
       if (caller.aborted) {
@@ -149,11 +156,14 @@ export function outcomeDeadline(signal: AbortSignal | undefined, timeoutMs: numb
  */
 export async function boundedBy<T>(
   deadline: StoreDeadline | undefined,
-  work: (io: { readonly signal?: AbortSignal }) => Promise<T>,
+  work: (io: { readonly signal?: AbortSignal; readonly deadline?: number }) => Promise<T>,
 ): Promise<T> {
   const signal = deadline?.signal;
+  const at = deadline?.deadline;
   try {
-    return await work(signal === undefined ? {} : { signal });
+    return await work(
+      signal === undefined ? {} : at === undefined ? { signal } : { signal, deadline: at },
+    );
   } finally {
     deadline?.end();
   }

@@ -127,7 +127,9 @@ export class PreparedCall {
    * `tools/call` on the captured client (`TIMEOUT`, `ABORTED`, `CONNECTION_CLOSED` when nothing was
    * sent, `OUTCOME_UNKNOWN` when the connection was lost after sending, `SERVER_ERROR`) → output
    * validation against the frozen schema (`INVALID_TOOL_OUTPUT`; the call did run) → the outcome
-   * and receipt are journaled → release → result and receipt.
+   * and receipt are journaled → release → result and receipt. Without a `prepare` hook the key is
+   * read only if its `SENT` insert loses or the run is refused before it, and its state then
+   * decides as above, before any refusal of the run's own (DESIGN §21.6).
    *
    * @throws CallError with one of the codes above (or `JOURNAL_UNAVAILABLE` when the journal cannot
    *   record the key before sending); `detail` names server, tool, model name and step, and

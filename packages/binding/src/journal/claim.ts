@@ -142,5 +142,7 @@ export interface Reservation {
 
 /** The store options of a journal call: its signal, if any. */
 export function signalOf(options: StoreCallOptions): StoreCallOptions {
-  return options.signal === undefined ? {} : { signal: options.signal };
+  const { signal, deadline } = options;
+  if (signal === undefined) return {};
+  return deadline === undefined ? { signal } : { signal, deadline };
 }

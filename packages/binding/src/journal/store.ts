@@ -203,6 +203,13 @@ export type UpdateResult =
  */
 export interface StoreCallOptions {
   readonly signal?: AbortSignal;
+  /**
+   * The monotonic instant (`performance.now()`) at which `signal` fires for a timeout, when the
+   * caller knows it. A store whose writes can outlive their caller (a database that stops
+   * answering, then answers) may refuse there a `durable` write that would take effect after
+   * it, so that a write its caller gave up on before a send does not commit later (DESIGN §21.6).
+   */
+  readonly deadline?: number;
 }
 
 /**

@@ -34,7 +34,7 @@ import { parseNullable, rowValues } from '../journal/rows.js';
 import { DatabaseClock, DB_NOW_SQL } from './db-clock.js';
 import type { PgHandle } from './pg.js';
 import { BatchedReads, FleetGroupCommit, type GroupWrite } from './pg-batch.js';
-import { headGuard } from './pg-group.js';
+import { DEADLINE_PASSED, deadlineGuard, headGuard } from './pg-group.js';
 
 interface RecordRow {
   key: string;
@@ -69,6 +69,23 @@ const UPDATE_RECORD = `UPDATE records SET state = $2, version = $3, attempt = $4
   args_digest = $7, created_at = $8, updated_at = $9, lease_expires_at = $10,
   expires_at = $11, outcome = $12, error = $13, resolution = $14, task_id = $15
   WHERE key = $1 AND version = $16`;
+
+/** A new record: `$1` its key, `$2`–`$15` its values; nothing when the key exists. */
+const INSERT_RECORD = `INSERT INTO records (${COLUMNS})
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+  ON CONFLICT (key) DO NOTHING`;
+
+/**
+ * {@link INSERT_RECORD} of a write before a send: `$16` the database time after which it fails
+ * ({@link deadlineGuard}) instead of writing.
+ */
+const INSERT_RECORD_BEFORE = `INSERT INTO records (${COLUMNS})
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+    CASE WHEN ${deadlineGuard('$16::float8')} THEN $9::bigint END, $10, $11, $12, $13, $14, $15)
+  ON CONFLICT (key) DO NOTHING`;
+
+/** {@link UPDATE_RECORD} of a write before a send: `$17` as `$16` of {@link INSERT_RECORD_BEFORE}. */
+const UPDATE_RECORD_BEFORE = `${UPDATE_RECORD} AND ${deadlineGuard('$17::float8')}`;
 
 /** `$17`–`$22`: a receipt's seq, previous digest, digest, key, time and text. */
 const RECEIPT_VALUES = '$17::bigint, $18::text, $19::text, $20::text, $21::bigint, $22::text';
@@ -166,13 +183,17 @@ export class PostgresJournalStore implements JournalStore {
     return row === undefined ? undefined : this.#toRecord(row);
   }
 
-  async insert(record: JournalRecord, options: StoreCallOptions = {}): Promise<boolean> {
+  async insert(
+    record: JournalRecord,
+    options: { readonly durable?: boolean } & StoreCallOptions = {},
+  ): Promise<boolean> {
+    const values = [record.key, ...rowValues(record)];
+    const before = this.#deadlineOf(options);
     return this.#grouped('insert a record', options, {
-      statement: () => ({
-        text: `INSERT INTO records (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-         ON CONFLICT (key) DO NOTHING`,
-        values: [record.key, ...rowValues(record)],
-      }),
+      statement: () =>
+        before === undefined
+          ? { text: INSERT_RECORD, values }
+          : { text: INSERT_RECORD_BEFORE, values: [...values, before] },
       answer: (result) => result?.rowCount === 1,
     });
   }
@@ -183,6 +204,7 @@ export class PostgresJournalStore implements JournalStore {
     options: { readonly receipt?: ReceiptBody; readonly durable?: boolean } & StoreCallOptions = {},
   ): Promise<UpdateResult> {
     const values = [record.key, ...rowValues(record), expectedVersion];
+    const before = this.#deadlineOf(options);
     const written = await this.#grouped<ReceiptEntry | false | undefined>(
       'update a record',
       options,
@@ -190,9 +212,11 @@ export class PostgresJournalStore implements JournalStore {
         receipt: options.receipt === undefined ? undefined : stampReceipt(options.receipt, record),
         // The change, and with a receipt the receipt and the head, in one statement.
         statement: (entry) =>
-          entry === undefined
-            ? { text: UPDATE_RECORD, values }
-            : { text: UPDATE_RECORD_AND_APPEND, values: [...values, ...receiptValues(entry)] },
+          entry !== undefined
+            ? { text: UPDATE_RECORD_AND_APPEND, values: [...values, ...receiptValues(entry)] }
+            : before === undefined
+              ? { text: UPDATE_RECORD, values }
+              : { text: UPDATE_RECORD_BEFORE, values: [...values, before] },
         // No result: the statement with a receipt lost its compare-and-set (LOST_CAS).
         answer: (result, entry) =>
           result === undefined || (entry === undefined && result.rowCount !== 1) ? false : entry,
@@ -355,8 +379,28 @@ export class PostgresJournalStore implements JournalStore {
     }
   }
 
+  /**
+   * The database time after which a write before a send (`durable`) is refused there: the
+   * caller's deadline on the database's clock, less its uncertainty (DESIGN §21.6). None without
+   * a deadline or before the clock was measured.
+   */
+  #deadlineOf(options: { readonly durable?: boolean } & StoreCallOptions): number | undefined {
+    const { deadline } = options;
+    const guarded = options.durable === true && this.clock.measured;
+    if (!guarded || deadline === undefined) return undefined;
+    const left = deadline - performance.now();
+    return Math.floor(this.clock.now() + left - this.clock.uncertaintyMs);
+  }
+
   #map(error: unknown): StepbindError {
     if (error instanceof JournalError) return error;
+    if (error instanceof RuntimeError && error.detail['pgCode'] === DEADLINE_PASSED) {
+      return new JournalError(
+        ErrorCode.JOURNAL_UNAVAILABLE,
+        `The journal at ${this.location} did not answer in time: the database ran the write only after the caller's deadline, so it refused it and nothing was written. Check that PostgreSQL is running and answering (not frozen, not stuck behind another session).`,
+        { detail: { path: this.location, reason: 'timeout' }, cause: error },
+      );
+    }
     // The caller's cancellation stays ABORTED; a store that did not answer in time keeps its
     // reason (`timeout`) under JOURNAL_UNAVAILABLE below.
     if (StepbindError.isInstance(error) && error.code === ErrorCode.ABORTED) return error;

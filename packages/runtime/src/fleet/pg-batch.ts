@@ -28,6 +28,7 @@
 import { onAbort, StepbindError } from '@stepbind/binding/internal';
 import type { DatabaseClock } from './db-clock.js';
 import { runGroup, type GroupWrite, type HeadCache, type Outcome } from './pg-group.js';
+import { sqlStateOf } from './pg-driver.js';
 import { isConnectionError, isTimeout, type PgHandle } from './pg.js';
 
 export { inlined, sqlLiteral } from './pg-literals.js';
@@ -194,7 +195,7 @@ export class FleetGroupCommit {
 /** A failure that is the group's, not one write's: the group fails or is retried whole. */
 function isGroupFailure(error: unknown): boolean {
   if (isConnectionError(error) || isTimeout(error)) return true;
-  const code = (error as { code?: unknown } | undefined)?.code;
+  const code = sqlStateOf(error);
   // Serialization failure, deadlock, a transaction already aborted.
   return code === '40001' || code === '40P01' || code === '25P02';
 }

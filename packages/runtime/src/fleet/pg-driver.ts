@@ -48,3 +48,9 @@ export interface PgClient extends PgQueryable {
   on(event: 'end', listener: () => void): unknown;
   on(event: 'notification', listener: (message: PgNotification) => void): unknown;
 }
+
+/** The SQLSTATE a PostgreSQL error carries (`error.code`), if any. */
+export function sqlStateOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' ? code : undefined;
+}

@@ -32,7 +32,7 @@
 import type { ChainAnchor, ReceiptBody, ReceiptEntry } from '@stepbind/binding/internal';
 import { chainReceipt } from '@stepbind/binding/internal';
 import { DB_NOW_SQL, type DatabaseClock } from './db-clock.js';
-import type { PgPoolClient, PgQueryResult } from './pg-driver.js';
+import { sqlStateOf, type PgPoolClient, type PgQueryResult } from './pg-driver.js';
 import { inlined, sqlLiteral } from './pg-literals.js';
 import type { PgHandle, TxCommit } from './pg.js';
 
@@ -41,6 +41,22 @@ export const LOST_CAS = '22012';
 
 /** What a statement that appends a receipt fails with when the head moved (`ln(0)`). */
 export const STALE_HEAD = '2201E';
+
+/**
+ * What a write before a send fails with when the database runs it after its caller's deadline
+ * (`sqrt(-1)`, {@link deadlineGuard}).
+ */
+export const DEADLINE_PASSED = '2201F';
+
+/**
+ * The SQL condition that a write runs no later than `deadline` (an SQL expression: the
+ * database's epoch milliseconds): true, or it fails with {@link DEADLINE_PASSED}, so a write its
+ * caller gave up on (a database that stopped answering, then ran what it had received) never
+ * commits after the caller left (DESIGN §21.6).
+ */
+export function deadlineGuard(deadline: string): string {
+  return `sqrt(CASE WHEN ${DB_NOW_SQL} <= ${deadline} THEN 1 ELSE -1 END) >= 0`;
+}
 
 /**
  * The SQL guard of a statement that appends the receipt `seq`, `prev` (SQL expressions): true
@@ -247,12 +263,12 @@ function ok(value: unknown): Outcome {
 
 /** The head moved: the guard failed, or the receipt's sequence number is taken. */
 function isStaleHead(error: unknown): boolean {
-  const code = (error as { code?: unknown } | undefined)?.code;
+  const code = sqlStateOf(error);
   return code === STALE_HEAD || code === '23505';
 }
 
 function isLostCas(error: unknown): boolean {
-  return (error as { code?: unknown } | undefined)?.code === LOST_CAS;
+  return sqlStateOf(error) === LOST_CAS;
 }
 
 function entryOf(write: GroupWrite, head: ChainAnchor | undefined): ReceiptEntry | undefined {

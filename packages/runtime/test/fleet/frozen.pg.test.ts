@@ -118,7 +118,7 @@ describe.skipIf(server === undefined)('a PostgreSQL that stops answering', () =>
     expect(await sentTools(audit)).toEqual(['send']);
   });
 
-  it('the journal table locked by another connection: a SENT write blocked past the deadline is abandoned, never followed by the send, and the key ends NOT_SENT or, when the abandoned write committed after all, OUTCOME_UNKNOWN', async () => {
+  it('the journal table locked by another connection: a SENT write blocked past the deadline is abandoned, never followed by the send, and refused by the database when it runs after the deadline: the key ends NOT_SENT', async () => {
     const schema = server!.schema('lck');
     const audit = tempAudit();
     const runtime = await worker(schema, audit);
@@ -158,12 +158,12 @@ describe.skipIf(server === undefined)('a PostgreSQL that stops answering', () =>
     unlock();
     expect(await sentTools(audit)).toEqual([]);
     // The abandoned writes were sent with their COMMIT (one round trip, DESIGN §21.6): once the
-    // lock is gone the server runs them, and the SENT write may commit after all. Whatever ran,
-    // the key ends by what is provable: NOT_SENT only when the SENT record never committed.
+    // lock is gone the server runs them, and the SENT write, now past its deadline, fails there
+    // (its deadline guard) instead of committing: the key ends NOT_SENT, free to run again.
     await untilNoLockOn(locker, 'records');
     await runtime.journal.recover();
     const ended = await runtime.journal.get('order-3');
-    expect(['NOT_SENT', 'OUTCOME_UNKNOWN']).toContain(ended?.state);
+    expect(ended?.state).toBe('NOT_SENT');
     expect((await runtime.journal.verify()).ok).toBe(true);
     expect(await sentTools(audit)).toEqual([]);
   });

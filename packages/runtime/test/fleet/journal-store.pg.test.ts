@@ -210,6 +210,41 @@ describe.skipIf(server === undefined)('PostgreSQL journal store', () => {
     });
   });
 
+  it('refuses a write before a send that the database runs after its deadline: JOURNAL_UNAVAILABLE (timeout), nothing written; alone or in a group, insert or compare-and-set', async () => {
+    await using store = await openStore();
+    await store.syncClock();
+    // A deadline already past when the database runs the write (DESIGN §21.6).
+    const past = performance.now() - 1;
+    const soon = performance.now() + 60_000;
+    const late = await store
+      .insert(record('late', { state: 'SENT' }), { durable: true, deadline: past })
+      .catch((e: unknown) => e);
+    expect(late).toMatchObject({ code: 'JOURNAL_UNAVAILABLE', detail: { reason: 'timeout' } });
+    expect((late as Error).message).toMatch(/after the caller's deadline/);
+    expect(await store.get('late')).toBeUndefined();
+    // Within its deadline it is written; a write that is not before a send is not guarded.
+    const sent = record('soon', { state: 'SENT' });
+    expect(await store.insert(sent, { durable: true, deadline: soon })).toBe(true);
+    expect(await store.insert(record('plain'), { deadline: past })).toBe(true);
+    const moved = await store
+      .update({ ...sent, version: 2 }, 1, { durable: true, deadline: past })
+      .catch((e: unknown) => e);
+    expect(moved).toMatchObject({ code: 'JOURNAL_UNAVAILABLE', detail: { reason: 'timeout' } });
+    expect((await store.get('soon'))?.version).toBe(1);
+    // In one group: the late write fails alone, the others commit.
+    const group = await Promise.allSettled([
+      store.insert(record('g1', { state: 'SENT' }), { durable: true, deadline: soon }),
+      store.insert(record('g2', { state: 'SENT' }), { durable: true, deadline: past }),
+      store.insert(record('g3', { state: 'SENT' }), { durable: true, deadline: soon }),
+    ]);
+    expect(group.map((g) => g.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((group[1] as PromiseRejectedResult).reason).toMatchObject({
+      detail: { reason: 'timeout' },
+    });
+    expect((await store.get('g2')) === undefined).toBe(true);
+    expect((await store.get('g3'))?.state).toBe('SENT');
+  });
+
   it('reports an unreachable store as JOURNAL_UNAVAILABLE after bounded retries, without the password', async () => {
     const handle = new PgHandle(
       { url: 'postgres://app:hunter2secret@127.0.0.1:1/db', schema: 'x' },
