@@ -7,7 +7,8 @@
 // where kill is null or { point, nth }: die at the nth time `point` is reached in this process.
 // With `concurrent: true` the keys of a pass run all at once (their journal writes share group
 // commits) and the nth time counts every key.
-// Points: before-intent (the key's first journal read), after-intent (INTENT committed),
+// Points: before-intent (the key's first journal read, or its claim's first write: a run without a
+// prepare hook reads its key only when that write loses, DESIGN §21.6), after-intent (INTENT committed),
 // before-send (SENT committed, nothing written), after-send (tools/call written to the server),
 // after-answer (answer received, outcome not recorded), after-record (outcome recorded).
 import process from 'node:process';
@@ -41,6 +42,7 @@ const journal = {
     return store.get(key);
   },
   async insert(record, options) {
+    if (record.state === 'SENT') reach('before-intent', record.key);
     const inserted = await store.insert(record, options);
     if (inserted && record.state === 'INTENT') reach('after-intent', record.key);
     // A run without a prepare hook writes its claim directly as SENT.
