@@ -128,7 +128,7 @@ function templates(c: Captured): (key: string, head: Head, digest: string) => [s
   };
 }
 
-/** The floor's client, its schema's chain head and the captured strings. */
+/** The floor: a raw client on its own schema, replaying the captured strings. */
 export interface Floor {
   /** One round: `n` keyed calls' two commits, then `n` `SELECT 1`, each timed per call (µs). */
   round(n: number): Promise<FloorRound>;
