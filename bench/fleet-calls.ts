@@ -14,10 +14,15 @@
  * store is `pg` less `none` (target ≤ 1.2 ms keyed). 64 in flight: calls/s of keyed calls (target
  * ≥ 0.60× `none`). Commits, record-read queries and round trips (counted at the driver: every
  * query on the store's pooled connections) per call, from the store's counters.
+ *
+ * In the same rounds, the floor of the keyed overhead (`bench/fleet-floor.ts`): the two commits of
+ * one keyed call's strings replayed on a raw `pg` client, and one bare round trip.
  */
 import { McpRuntime } from '@stepbind/runtime';
 import type { PostgresJournalStore } from '@stepbind/runtime/fleet';
 import { createInMemoryFleet } from '@stepbind/testkit';
+import { captureKeyedCall, floorRows, openFloor, quartiles } from './fleet-floor.js';
+import type { FloorRound, Quartiles } from './fleet-floor.js';
 import { row, spread, type BenchRow } from './support.js';
 
 const SUITE = 'fleet';
@@ -83,8 +88,8 @@ export async function openSide(
 let keys = 0;
 const freshKey = (): string => `k${process.pid}-${++keys}`;
 
-/** p50 of `n` sequential calls, in µs. */
-async function sequential(side: Side, n: number, keyed: boolean): Promise<number> {
+/** p25, p50 and p75 of `n` sequential calls, in µs. */
+async function sequential(side: Side, n: number, keyed: boolean): Promise<Quartiles> {
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
     const key = keyed ? freshKey() : undefined;
@@ -92,7 +97,7 @@ async function sequential(side: Side, n: number, keyed: boolean): Promise<number
     await side.run(key);
     out.push((performance.now() - t) * 1000);
   }
-  return spread(out).median;
+  return quartiles(out);
 }
 
 /** `total` keyed calls with 64 in flight; calls per second. */
@@ -122,6 +127,9 @@ export async function runFleetCallBench(
   const pg = await openSide('pg', { url, schema: schema('calls') }, true);
   const one = await openSide('pg-one', { url, schema: schema('calls1') }, false);
   const sides = [none, pg, one];
+  const closers: (() => Promise<void>)[] = [];
+  const keyedQ = new Map<Side, Quartiles[]>();
+  const floorRounds: FloorRound[] = [];
   const seq = new Map<string, number[]>();
   const rate = new Map<string, number[]>();
   const push = (m: Map<string, number[]>, k: string, v: number): void => {
@@ -145,13 +153,31 @@ export async function runFleetCallBench(
       await sequential(side, 20, true);
       await concurrent(side, IN_FLIGHT * 2);
     }
+    // The floor replays one real keyed call's strings (after the warm-up: the head is cached).
+    const pgStore = pg.store;
+    if (pgStore === undefined) throw new Error('the pg side has no store');
+    const floor = await openFloor(
+      url,
+      schema('floor'),
+      await captureKeyedCall((key) => pg.run(key), pgStore, freshKey()),
+    );
+    closers.push(() => floor.close());
+    await floor.round(20);
     for (let r = 0; r < rounds; r++) {
+      // The floor's round is one more side of the sequential rounds, reversed with them.
+      const units = r % 2 === 0 ? [...sides, floor] : [floor, ...[...sides].reverse()];
       const order = r % 2 === 0 ? sides : [...sides].reverse();
-      for (const side of order) {
+      for (const side of units) {
+        if (!('runtime' in side)) {
+          floorRounds.push(await floor.round(calls));
+          continue;
+        }
         const start = counters(side);
-        push(seq, `${side.name} unkeyed`, await sequential(side, calls, false));
+        push(seq, `${side.name} unkeyed`, (await sequential(side, calls, false)).p50);
         const before = counters(side);
-        push(seq, `${side.name} keyed`, await sequential(side, calls, true));
+        const keyed = await sequential(side, calls, true);
+        push(seq, `${side.name} keyed`, keyed.p50);
+        keyedQ.set(side, [...(keyedQ.get(side) ?? []), keyed]);
         if (side === pg) {
           const after = counters(side);
           perCall.seqCommits += after.commits - before.commits;
@@ -174,6 +200,7 @@ export async function runFleetCallBench(
       }
     }
   } finally {
+    for (const close of closers) await close();
     for (const side of sides) await side.close();
   }
   const med = (k: string, m = seq): number => spread(m.get(k) ?? []).median;
@@ -209,6 +236,18 @@ export async function runFleetCallBench(
       target: { op: '<=', value: 1200 },
       note: 'p50 of the round, less the no-store side of the same round',
     }),
+    ...floorRows(
+      (keyedQ.get(pg) ?? []).map((q, i) => {
+        const base = keyedQ.get(none)?.[i];
+        return {
+          p25: q.p25 - (base?.p25 ?? NaN),
+          p50: q.p50 - (base?.p50 ?? NaN),
+          p75: q.p75 - (base?.p75 ?? NaN),
+        };
+      }),
+      floorRounds,
+      calls,
+    ),
     row(SUITE, 'commits per sequential keyed call, PostgreSQL store', 'commits', [
       perCall.seqCommits / perCall.seqCalls,
     ]),
