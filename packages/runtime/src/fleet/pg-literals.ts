@@ -15,7 +15,34 @@ export function inlined(text: string, values: readonly unknown[]): string | unde
     if (literal === undefined) return undefined;
     literals.push(literal);
   }
-  return text.replace(/\$(\d+)/g, (_, n: string) => literals[Number(n) - 1] ?? 'NULL');
+  const { texts, params } = templateOf(text);
+  let out = texts[0]!;
+  for (let i = 0; i < params.length; i++) out += (literals[params[i]!] ?? 'NULL') + texts[i + 1]!;
+  return out;
+}
+
+/** A statement's text split at its `$n` parameters: `texts` around them, `params` their 0-based indexes. */
+interface Template {
+  readonly texts: readonly string[];
+  readonly params: readonly number[];
+}
+
+/** The templates of the statements seen (the store's are a few constants); bounded. */
+const templates = new Map<string, Template>();
+const MAX_TEMPLATES = 64;
+
+/** `text` split as `text.replace(/\$(\d+)/g, …)` would match it, cached. */
+function templateOf(text: string): Template {
+  let template = templates.get(text);
+  if (template === undefined) {
+    const pieces = text.split(/\$(\d+)/);
+    template = {
+      texts: pieces.filter((_, i) => i % 2 === 0),
+      params: pieces.filter((_, i) => i % 2 === 1).map((n) => Number(n) - 1),
+    };
+    if (templates.size < MAX_TEMPLATES) templates.set(text, template);
+  }
+  return template;
 }
 
 /**

@@ -182,8 +182,8 @@ export class PgHandle {
     what = 'read',
     options: PgCallOptions = {},
   ): Promise<PgQueryResult<R>> {
-    return this.#retry(what, options.signal, (signal) =>
-      this.#withClient(what, signal, async (client) => {
+    return this.#retry(what, options.signal, (signals) =>
+      this.#withClient(what, signals, async (client) => {
         let broken: unknown;
         try {
           return await client.query<R>(text, values as unknown[]);
@@ -217,8 +217,8 @@ export class PgHandle {
       readonly deferCommit?: boolean;
     } & PgCallOptions = {},
   ): Promise<T> {
-    return this.#retry(what, options.signal, (signal) =>
-      this.#withClient(what, signal, async (client) => {
+    return this.#retry(what, options.signal, (signals) =>
+      this.#withClient(what, signals, async (client) => {
         let broken: unknown;
         const commit: TxCommit = { committing: false, committed: false };
         try {
@@ -266,7 +266,8 @@ export class PgHandle {
   statements(client: PgPoolClient, statements: readonly string[]): Promise<StatementsAnswer> {
     return new Promise((resolve) => {
       const done: PgQueryResult[] = [];
-      const query = new this.#pg.Query({ text: statements.join(';\n') }) as unknown as {
+      // The text alone: a config object would be cloned property by property (pg's normalizeQueryConfig).
+      const query = new this.#pg.Query(statements.join(';\n')) as unknown as {
         callback: (error: unknown, results: unknown) => void;
         handleCommandComplete: (...args: unknown[]) => void;
       };
@@ -324,17 +325,18 @@ export class PgHandle {
   }
 
   /**
-   * Runs `work` on a pooled client, abandoning it when `signal` fires: the client's connection is
+   * Runs `work` on a pooled client, abandoning it when one of `signals` fires: the client's connection is
    * destroyed (its pending query fails, the server rolls back what was not committed) and the
    * operation rejects at once with the typed reason.
    */
   async #withClient<T>(
     what: string,
-    signal: AbortSignal,
+    signals: Signals,
     work: (client: PgPoolClient) => Promise<T>,
   ): Promise<T> {
     if (this.#closed) throw this.failure('connect', 'closed', undefined, 'the store is closed');
-    if (signal.aborted) throw this.abandoned(what, signal.reason);
+    const fired = abortedOf(signals);
+    if (fired !== undefined) throw this.abandoned(what, fired.reason);
     let client: PgPoolClient | undefined;
     let abandoned = false;
     const running = (async () => {
@@ -347,7 +349,7 @@ export class PgHandle {
       return work(connected);
     })();
     return new Promise<T>((resolve, reject) => {
-      const stop = onAbort(signal, () => {
+      const stop = onAnyAbort(signals, (signal) => {
         abandoned = true;
         if (client !== undefined) destroyClient(client);
         // The abandoned work still settles (its connection is gone); nothing waits for it.
@@ -390,17 +392,16 @@ export class PgHandle {
   async #retry<T>(
     what: string,
     callerSignal: AbortSignal | undefined,
-    attempt: (signal: AbortSignal) => Promise<T>,
+    attempt: (signals: Signals) => Promise<T>,
   ): Promise<T> {
-    const signal =
-      callerSignal === undefined
-        ? this.#closing.signal
-        : AbortSignal.any([callerSignal, this.#closing.signal]);
+    // Both watched, not combined: `AbortSignal.any` costs a signal and weak references per call.
+    const signals: Signals =
+      callerSignal === undefined ? [this.#closing.signal] : [callerSignal, this.#closing.signal];
     // Made at the first failure: most operations succeed at once and need none.
     let backoff: Backoff | undefined;
     for (;;) {
       try {
-        return await attempt(signal);
+        return await attempt(signals);
       } catch (error) {
         // A typed refusal (a publish conflict, an epoch that is not higher) is an answer, not a fault.
         if (StepbindError.isInstance(error)) throw error;
@@ -420,8 +421,9 @@ export class PgHandle {
         });
         const delay = backoff.fail();
         if (delay === undefined) throw this.failure(what, 'unreachable', error);
-        await pause(delay, signal);
-        if (signal.aborted) throw this.abandoned(what, signal.reason);
+        await pause(delay, signals);
+        const fired = abortedOf(signals);
+        if (fired !== undefined) throw this.abandoned(what, fired.reason);
       }
     }
   }
@@ -458,9 +460,37 @@ export async function settlesWithin(promise: Promise<unknown>, ms: number): Prom
   }
 }
 
-function pause(ms: number, signal: AbortSignal): Promise<void> {
+/** Signals watched together: the first to fire (the first of them already aborted) wins. */
+type Signals = readonly AbortSignal[];
+
+/** The first of `signals` already aborted, if any (as `AbortSignal.any` would take its reason). */
+function abortedOf(signals: Signals): AbortSignal | undefined {
+  return signals.find((signal) => signal.aborted);
+}
+
+/**
+ * Calls `callback` once, with the signal, when the first of `signals` aborts (as {@link onAbort},
+ * for each); returns the function that unregisters it from all of them.
+ */
+function onAnyAbort(signals: Signals, callback: (signal: AbortSignal) => void): () => void {
+  let done = false;
+  const stops = signals.map((signal) =>
+    onAbort(signal, () => {
+      if (done) return;
+      stop();
+      callback(signal);
+    }),
+  );
+  const stop = (): void => {
+    done = true;
+    for (const unregister of stops) unregister();
+  };
+  return stop;
+}
+
+function pause(ms: number, signals: Signals): Promise<void> {
   return new Promise((resolve) => {
-    const stop = onAbort(signal, () => {
+    const stop = onAnyAbort(signals, () => {
       clearTimeout(timer);
       resolve();
     });
