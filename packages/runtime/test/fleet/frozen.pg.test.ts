@@ -107,9 +107,17 @@ describe.skipIf(server === undefined)('a PostgreSQL that stops answering', () =>
     const thaw = server!.freeze();
     cleanups.push(thaw);
     const controller = new AbortController();
-    const running = step
-      .prepareCall('s__send')
-      .run({ n: 1 }, { idempotencyKey: 'order-2', signal: controller.signal, timeoutMs: 600_000 });
+    // With a prepare hook the claim reads the key first (DESIGN §21.6): that read is pending in
+    // the store, on the frozen database, when run() returns, so the abort below lands there.
+    const running = step.prepareCall('s__send').run(
+      { n: 1 },
+      {
+        idempotencyKey: 'order-2',
+        signal: controller.signal,
+        timeoutMs: 600_000,
+        prepare: () => undefined,
+      },
+    );
     controller.abort(new Error('the user cancelled'));
     const error = await failure(running);
     expect(error).toMatchObject({ code: 'ABORTED', detail: { delivery: 'not-sent' } });
