@@ -191,6 +191,18 @@ const MUTANTS: readonly Mutant[] = [
     diagnostic: 'TOOL_DENIED',
   },
   {
+    // Issue 20 (DESIGN §21.6): a run waiting for another run's undecided late claim of its key
+    // gives up with its own timeout and signal.
+    name: "wait for another run's undecided late claim without the caller's signal",
+    file: 'packages/binding/src/journal/rules.ts',
+    find: 'if (signal === undefined) return held.decided.then(() => undefined);',
+    replace: 'if (signal !== null) return held.decided.then(() => undefined);',
+    testFile: 'packages/binding/test/journal/late-claim.test.ts',
+    testName:
+      "bounds a second run's wait for an undecided late claim by its own timeout and signal: IDEMPOTENCY_IN_PROGRESS, ABORTED, nothing sent by them",
+    diagnostic: 'timed out',
+  },
+  {
     // Issue 20 (DESIGN §21.6): a late claim whose SENT insert lost is decided, never sent.
     name: "take a late claim's lost SENT insert for written",
     file: 'packages/binding/src/journal/journal.ts',

@@ -21,6 +21,7 @@ import {
   conflictOf,
   inProgressError,
   keyMayHaveRun,
+  decidedOrAborted,
   localRefusal,
   unresolvableError,
 } from './rules.js';
@@ -141,7 +142,9 @@ export class CallJournal {
       const local = this.#inFlight.get(intent.key);
       if (local === undefined) break;
       if (!local.claimed) {
-        await local.decided;
+        // Bounded by this run's signal: a late claim decides only at its SENT write (§21.6).
+        const fired = await decidedOrAborted(local, intent, io.signal);
+        if (fired !== undefined) return fired;
         continue;
       }
       const stored = await this.store.get(intent.key, io);

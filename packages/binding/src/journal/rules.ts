@@ -4,7 +4,8 @@
  */
 import type { CallReceipt, ToolCallResult } from '../call/types.js';
 import { CallError, ErrorCode, JournalError, type StepbindError } from '../errors.js';
-import type { CallIntent } from './claim.js';
+import { onAbort } from '../signals.js';
+import type { BeginResult, CallIntent, Reservation } from './claim.js';
 import type {
   CallContext,
   JournalRecord,
@@ -35,6 +36,41 @@ export function localRefusal(held: CallIntent, intent: CallIntent): CallError {
     resolution: null,
   };
   return conflictOf(record, intent) ?? inProgressError(record, intent.context);
+}
+
+/**
+ * Waits for another run of this process to decide `intent`'s key (`held`), or until `signal` fires.
+ *
+ * @returns undefined once it decided (decide again); when the signal fired first, the refusal:
+ *   the held run's (in progress, or a conflict with it) for a timeout, `ABORTED` (not sent) for
+ *   the caller's own abort.
+ */
+export function decidedOrAborted(
+  held: Reservation,
+  intent: CallIntent,
+  signal: AbortSignal | undefined,
+): Promise<BeginResult | undefined> {
+  if (signal === undefined) return held.decided.then(() => undefined);
+  return new Promise((resolve) => {
+    const stop = onAbort(signal, () => {
+      const reason: unknown = signal.reason;
+      if (reason instanceof DOMException && reason.name === 'TimeoutError') {
+        resolve({ kind: 'refused', error: localRefusal(held.intent, intent) });
+        return;
+      }
+      const { context, key } = intent;
+      const error = new CallError(
+        ErrorCode.ABORTED,
+        `"${context.modelName}" (server "${context.server}", tool "${context.tool}", idempotency key "${key}") was not sent: the caller cancelled while another run of this process held the key.`,
+        { detail: { ...contextDetail(context), key, delivery: 'not-sent' } },
+      );
+      resolve({ kind: 'refused', error });
+    });
+    void held.decided.then(() => {
+      stop();
+      resolve(undefined);
+    });
+  });
 }
 
 /** The fields of a {@link CallContext} only (drops anything else a receipt carries). */

@@ -96,6 +96,29 @@ describe('a keyed run decided late (DESIGN §21.6)', () => {
     expect(h.sends).toHaveLength(2);
   });
 
+  it("bounds a second run's wait for an undecided late claim by its own timeout and signal: IDEMPOTENCY_IN_PROGRESS, ABORTED, nothing sent by them", async () => {
+    const h = harness();
+    // A hard refresh holds the write lock: the first run is claimed late and waits at the lock,
+    // its key undecided.
+    const release = await h.slot.lock.acquireWrite();
+    const first = run(h, { to: 'a' }, 'k');
+    const late = await failure(
+      h.binding.prepareCall('s__send').run({ to: 'a' }, { idempotencyKey: 'k', timeoutMs: 50 }),
+    );
+    expect([late.code, late.delivery]).toEqual([ErrorCode.IDEMPOTENCY_IN_PROGRESS, 'sent']);
+    const controller = new AbortController();
+    const cancelled = h.binding
+      .prepareCall('s__send')
+      .run({ to: 'a' }, { idempotencyKey: 'k', signal: controller.signal });
+    controller.abort(new Error('the user cancelled'));
+    const aborted = await failure(cancelled);
+    expect([aborted.code, aborted.delivery]).toEqual([ErrorCode.ABORTED, 'not-sent']);
+    expect(h.sends).toEqual([]);
+    release();
+    expect((await first).replayed).toBe(false);
+    expect(h.sends).toHaveLength(1);
+  });
+
   it("keeps the run's own refusal (not sent) when the key cannot be read for the late decision", async () => {
     const h = harness();
     await run(h, { to: 'a' }, 'k');
