@@ -218,8 +218,8 @@ const MUTANTS: readonly Mutant[] = [
     // Issue 20 (DESIGN §21.6): a late claim its key replays holds the key no longer.
     name: 'keep holding a late claim its key replayed at the SENT write',
     file: 'packages/binding/src/journal/journal.ts',
-    find: "if (decided.kind === 'refused' || decided.kind === 'replay') held = false;",
-    replace: "if (decided.kind === 'refused') held = false;",
+    find: "held = false;\n        if (decided.kind === 'replay') return decided;",
+    replace: "if (decided.kind === 'replay') return decided;",
     testFile: 'packages/binding/test/journal/late-claim.test.ts',
     testName:
       'makes a second run of the key in this process wait for the first one decided: both replay a completed key, one of two runs of a new key is sent',

@@ -444,7 +444,7 @@ export class PreparedCall {
   ): Promise<CallOutcome> {
     const resume = async (): Promise<CallOutcome> =>
       this.#finish(run, await resumeTask(run, this.#call, args));
-    return lateOutcome(run, late, this.#call, this.#state, this.#recordIo(run), resume);
+    return lateOutcome(run, late, this.#call, this.#state, () => this.#recordIo(run), resume);
   }
 
   /**

@@ -105,7 +105,8 @@ export function decideUnsent(run: CallRun): Promise<LateDecision | undefined> | 
 /**
  * What a key decided late makes of the run: its recorded outcome replayed, its refusal thrown, or
  * the task an earlier run of it created polled by `resume`, with the read lock released first
- * (polling sends nothing and may take long). Nothing is sent.
+ * (polling sends nothing and may take long). Nothing is sent. `deadline` bounds the replay's
+ * receipt (made only for a replay).
  *
  * @throws CallError the refusal, or a replayed failure.
  */
@@ -114,20 +115,18 @@ export async function lateOutcome(
   late: LateDecision,
   call: FailingCall,
   state: Pick<BindingState, 'onJournalError'>,
-  deadline: StoreDeadline,
+  deadline: () => StoreDeadline,
   resume: () => Promise<CallOutcome>,
 ): Promise<CallOutcome> {
-  const { journal, context } = run;
-  if (late.kind === 'refused' || journal === undefined || context === undefined) {
-    deadline.end();
-    if (late.kind === 'refused') throw late.error;
-    throw new Error('stepbind: unreachable: a late decision without a journal');
-  }
+  if (late.kind === 'refused') throw late.error;
   if (late.kind === 'replay') {
+    const { journal, context } = run;
+    if (journal === undefined || context === undefined) {
+      throw new Error('stepbind: unreachable: a replay without a journal');
+    }
     run.recorded = true;
-    return await replayOutcome(journal, late, context, deadline, call, state);
+    return await replayOutcome(journal, late, context, deadline(), call, state);
   }
-  deadline.end();
   run.release?.();
   run.release = undefined;
   return await resume();

@@ -246,13 +246,15 @@ export class CallJournal {
       if (await writeSent(this.#decider, claim, timeoutMs, io)) return undefined;
       for (let round = 0; round < MAX_ROUNDS; round++) {
         const decided = await this.#decideLate(claim, io);
-        if (decided.kind === 'refused' || decided.kind === 'replay') held = false;
-        if (decided.kind === 'refused') {
-          claim.lost = true;
-          throw decided.error;
+        if (decided.kind === 'claimed') {
+          if (await writeSent(this.#decider, claim, timeoutMs, io)) return undefined;
+          continue;
         }
-        if (decided.kind !== 'claimed') return decided;
-        if (await writeSent(this.#decider, claim, timeoutMs, io)) return undefined;
+        if (decided.kind === 'resume') return decided;
+        held = false;
+        if (decided.kind === 'replay') return decided;
+        claim.lost = true;
+        throw decided.error;
       }
       held = false;
       claim.lost = true;
