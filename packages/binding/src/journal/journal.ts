@@ -142,7 +142,6 @@ export class CallJournal {
       const local = this.#inFlight.get(intent.key);
       if (local === undefined) break;
       if (!local.claimed) {
-        // Bounded by this run's signal: a late claim decides only at its SENT write (§21.6).
         const fired = await decidedOrAborted(local, intent, io.signal);
         if (fired !== undefined) return fired;
         continue;
@@ -238,9 +237,8 @@ export class CallJournal {
     timeoutMs: number,
     io: StoreCallOptions,
   ): Promise<Exclude<LateDecision, { readonly kind: 'refused' }> | undefined> {
-    // Written once tried: a write that failed may have committed, so it is not decided late.
+    // Once tried, a failed write may have committed: not decided late, held unless decided so.
     claim.pending = { expectedVersion: null };
-    // Held unless the key decided otherwise: a write that failed may have committed.
     let held = true;
     try {
       if (await writeSent(this.#decider, claim, timeoutMs, io)) return undefined;
