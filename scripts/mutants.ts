@@ -241,7 +241,7 @@ const MUTANTS: readonly Mutant[] = [
     // deadline is refused there, so a frozen database's backlog cannot commit a SENT record.
     name: 'drop the deadline guard of a fleet write before a send',
     file: 'packages/runtime/src/fleet/journal-store.ts',
-    find: 'if (!guarded || deadline === undefined) return undefined;',
+    find: 'if (!guarded || deadline === undefined || !Number.isFinite(deadline)) return undefined;',
     replace: 'if (guarded || !guarded) return undefined;',
     testFile: 'packages/runtime/test/fleet/journal-store.pg.test.ts',
     testName:
@@ -251,7 +251,7 @@ const MUTANTS: readonly Mutant[] = [
   {
     name: 'drop the deadline guard of a fleet write before a send (frozen database)',
     file: 'packages/runtime/src/fleet/journal-store.ts',
-    find: 'if (!guarded || deadline === undefined) return undefined;',
+    find: 'if (!guarded || deadline === undefined || !Number.isFinite(deadline)) return undefined;',
     replace: 'if (guarded || !guarded) return undefined;',
     testFile: 'packages/runtime/test/fleet/frozen.pg.test.ts',
     testName:

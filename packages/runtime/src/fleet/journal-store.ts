@@ -387,7 +387,7 @@ export class PostgresJournalStore implements JournalStore {
   #deadlineOf(options: { readonly durable?: boolean } & StoreCallOptions): number | undefined {
     const { deadline } = options;
     const guarded = options.durable === true && this.clock.measured;
-    if (!guarded || deadline === undefined) return undefined;
+    if (!guarded || deadline === undefined || !Number.isFinite(deadline)) return undefined;
     const left = deadline - performance.now();
     return Math.floor(this.clock.now() + left - this.clock.uncertaintyMs);
   }
